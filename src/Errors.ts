@@ -1,0 +1,64 @@
+/**
+ * Every typed failure of the Effect API. The promise facade turns each into an
+ * `Error` subclass whose `name` equals the tag (Workers RPC keeps only name and message).
+ */
+import { Schema } from "effect"
+
+/** A SQL statement, transaction or alarm call of the Durable Object's storage failed. */
+export class StorageError extends Schema.TaggedError<StorageError>("durability/StorageError")("StorageError", {
+  operation: Schema.String,
+  message: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {}
+
+/** An option given to a constructor or layer is out of range or of the wrong type. */
+export class InvalidOptionError extends Schema.TaggedError<InvalidOptionError>("durability/InvalidOptionError")(
+  "InvalidOptionError",
+  {
+    field: Schema.String,
+    /** `range` maps to `RangeError` in the facade, `type` to `TypeError`. */
+    kind: Schema.Literal("range", "type"),
+    message: Schema.String
+  }
+) {}
+
+/** A second participant of one kind tried to attach to a scheduler. */
+export class ParticipantConflictError
+  extends Schema.TaggedError<ParticipantConflictError>("durability/ParticipantConflictError")(
+    "ParticipantConflictError",
+    { kind: Schema.String, message: Schema.String }
+  )
+{}
+
+/** Thrown (or failed with) by a handler to make its failure terminal, whatever the retry policy. */
+export class NonRetryableError extends Schema.TaggedError<NonRetryableError>("durability/NonRetryableError")(
+  "NonRetryableError",
+  { message: Schema.String, cause: Schema.optional(Schema.Defect) }
+) {}
+
+/** The retry policy threw or produced a delay that is not a non-negative safe integer. */
+export class DurableRetryPolicyError extends Schema.TaggedError<DurableRetryPolicyError>(
+  "durability/DurableRetryPolicyError"
+)("DurableRetryPolicyError", { message: Schema.String, cause: Schema.optional(Schema.Defect) }) {}
+
+/** A stored record was due but had already used every attempt its policy allows. */
+export class DurableAttemptsExhaustedError extends Schema.TaggedError<DurableAttemptsExhaustedError>(
+  "durability/DurableAttemptsExhaustedError"
+)("DurableAttemptsExhaustedError", { message: Schema.String, attempts: Schema.Number }) {}
+
+/** A handler did not settle within its attempt timeout; its signal was aborted with this error. */
+export class DurableAttemptTimeoutError extends Schema.TaggedError<DurableAttemptTimeoutError>(
+  "durability/DurableAttemptTimeoutError"
+)("DurableAttemptTimeoutError", { message: Schema.String, timeoutMs: Schema.Number }) {}
+
+/** Applying or reverting a capability's migrations failed; the batch was rolled back. */
+export class MigrationError extends Schema.TaggedError<MigrationError>("durability/MigrationError")(
+  "MigrationError",
+  { message: Schema.String, cause: Schema.optional(Schema.Defect) }
+) {}
+
+/** The compact, storable shape of any failure. */
+export interface SerializedError {
+  readonly name: string
+  readonly message: string
+}

@@ -1,0 +1,5 @@
+/**
+ * `durability/testing`: in-memory backends and test handles, so handlers can be
+ * tested in plain Node under `TestClock` with no workerd and no real waiting.
+ */
+export * as MemoryStorage from "./testing/MemoryStorage.js"
