@@ -11,9 +11,11 @@
  * The platform's `getAlarm()` is asynchronous and cannot be awaited inside a
  * synchronous transaction, so the service keeps the alarm value it last read or
  * wrote (`alarm`). Only the engine writes the alarm, so that value stays exact;
- * `readAlarm` refreshes it from the platform (after an alarm fired, for example).
+ * `readAlarm` refreshes it from the platform (at warm-up and after an alarm
+ * fired). Building the service does no I/O, so a layer over it builds
+ * synchronously inside a Durable Object's constructor.
  */
-import { Context, Effect, Exit, Layer, Runtime, Schema } from "effect"
+import { Cause, Context, Effect, Exit, FiberId, Layer, Option, Runtime, Schema } from "effect"
 import { StorageError } from "./Errors.js"
 import type { DurableObjectStorageLike, SqlValue } from "./internal/platform.js"
 
@@ -35,8 +37,11 @@ export interface StorageService {
    * suspends, every write it made (SQL and alarm) is rolled back and its failure returned.
    */
   readonly transaction: <A, E, R>(body: Effect.Effect<A, E, R>) => Effect.Effect<A, E | StorageError, R>
-  /** The physical alarm as last read or written; usable inside a transaction. */
-  readonly alarm: Effect.Effect<number | null>
+  /**
+   * The physical alarm as last read or written, usable inside a transaction;
+   * `undefined` until `readAlarm` or a write made it known.
+   */
+  readonly alarm: Effect.Effect<number | null | undefined>
   /** Sets the physical alarm. Inside a transaction it commits or rolls back with the body. */
   readonly setAlarm: (at: number) => Effect.Effect<void, StorageError>
   /** Deletes the physical alarm. Inside a transaction it commits or rolls back with the body. */
@@ -59,15 +64,24 @@ const storageError = (operation: string, cause: unknown) =>
 class Rollback {}
 
 /**
+ * `runSyncExit` gives up on a body that suspends, but its fiber stays alive and
+ * would resume later, writing outside the rolled-back transaction: interrupt it.
+ */
+const interruptIfSuspended = (exit: Exit.Exit<unknown, unknown>): void => {
+  if (Exit.isSuccess(exit)) return
+  const defect = Cause.dieOption(exit.cause)
+  if (Option.isSome(defect) && Runtime.isAsyncFiberException(defect.value)) {
+    defect.value.fiber.unsafeInterruptAsFork(FiberId.none)
+  }
+}
+
+/**
  * Builds the service over any object shaped like `ctx.storage`: the real one in
  * workerd, or the sql.js-backed fake from `durability/testing`.
  */
-export const make = (storage: DurableObjectStorageLike): Effect.Effect<StorageService, StorageError> =>
-  Effect.gen(function*() {
-    let knownAlarm: number | null = yield* Effect.tryPromise({
-      try: () => storage.getAlarm(),
-      catch: (cause) => storageError("getAlarm", cause)
-    })
+export const make = (storage: DurableObjectStorageLike): Effect.Effect<StorageService> =>
+  Effect.sync(() => {
+    let knownAlarm: number | null | undefined = undefined
     let depth = 0
 
     const exec: StorageService["exec"] = (query, bindings = []) =>
@@ -96,6 +110,7 @@ export const make = (storage: DurableObjectStorageLike): Effect.Effect<StorageSe
           try {
             storage.transactionSync(() => {
               exit = Runtime.runSyncExit(runtime)(body)
+              interruptIfSuspended(exit)
               if (Exit.isFailure(exit)) throw new Rollback()
             })
           } catch (cause) {
@@ -147,8 +162,7 @@ export const make = (storage: DurableObjectStorageLike): Effect.Effect<StorageSe
 
 /** The service over a Durable Object's own storage (`ctx.storage`, SQLite-backed classes only). */
 export const layerDurableObject = (ctx: { readonly storage: DurableObjectStorageLike }): Layer.Layer<
-  StorageService,
-  StorageError
+  StorageService
 > => Layer.effect(StorageService, make(ctx.storage))
 
 /**
@@ -156,5 +170,5 @@ export const layerDurableObject = (ctx: { readonly storage: DurableObjectStorage
  * `durability/testing`). Keep the `storage` object to simulate eviction: a new
  * layer over the same object sees every committed row and the alarm.
  */
-export const layerMemory = (storage: DurableObjectStorageLike): Layer.Layer<StorageService, StorageError> =>
+export const layerMemory = (storage: DurableObjectStorageLike): Layer.Layer<StorageService> =>
   Layer.effect(StorageService, make(storage))

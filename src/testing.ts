@@ -3,3 +3,5 @@
  * tested in plain Node under `TestClock` with no workerd and no real waiting.
  */
 export * as MemoryStorage from "./testing/MemoryStorage.js"
+export * as TestBackground from "./testing/TestBackground.js"
+export * as TestScheduler from "./testing/TestScheduler.js"

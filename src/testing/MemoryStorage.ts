@@ -5,25 +5,75 @@
  * `transactionSync` that rolls back SQL and alarm writes together, and SQL
  * `BEGIN`/`SAVEPOINT` statements rejected.
  *
+ * `exec` follows workerd's rules (checked against workerd 1.20260310.1):
+ * - every JS number is bound as a REAL (`SELECT ? / 2` with 3 is 1.5, and
+ *   `'k' || ?` with 1 is `'k1.0'`); INTEGER-affinity columns still store integers;
+ * - `undefined` binds NULL, array buffers and their views bind BLOBs, a bigint is
+ *   a TypeError, and any other value (booleans included) binds its string form;
+ * - the number of bindings must equal the statement's parameter count;
+ * - in a script, only the last statement may have parameters and the rows are
+ *   those of the last statement; the statements before it run to completion first;
+ * - an empty script, or text after the last statement that is not one (a
+ *   trailing comment), is an error;
+ * - a transaction statement anywhere in a script is rejected when it is reached;
+ * - foreign keys are enforced;
+ * - `rowsWritten` counts the rows the last statement wrote, trigger writes
+ *   included (workerd also counts index rows; this fake does not).
+ * Not reproduced: workerd's authorizer (it rejects `sqlite_version()`, most
+ * PRAGMAs, `ATTACH`, `_cf_` tables), and its lazy cursors (this one runs the
+ * last statement to completion in `exec`).
+ *
  * The object outlives any runtime built on it, which is how tests simulate
  * eviction: drop the runtime, keep the `MemoryStorage`, build a new runtime.
  */
 import { Effect } from "effect"
 import initSqlJs from "sql.js"
-import type { Database, SqlJsStatic } from "sql.js"
+import type { Database, SqlJsStatic, Statement } from "sql.js"
 import type { DurableObjectStorageLike, SqlCursorLike, SqlValue } from "../internal/platform.js"
 
-let engine: Promise<SqlJsStatic> | undefined
+/** The raw SQLite entry points sql.js exposes on its module but leaves out of its types. */
+interface SqliteExports {
+  readonly _sqlite3_bind_double: (statement: number, index: number, value: number) => number
+  readonly cwrap: (name: string, returns: string, args: ReadonlyArray<string>) => (pointer: number) => unknown
+}
 
-const loadEngine = (): Promise<SqlJsStatic> => (engine ??= initSqlJs())
+interface Engine {
+  readonly sql: SqlJsStatic
+  readonly bindDouble: (statement: number, index: number, value: number) => number
+  readonly statementText: (statement: number) => unknown
+}
 
-const TRANSACTION_SQL = /^\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE)\b/i
+let engine: Promise<Engine> | undefined
 
+const loadEngine = (): Promise<Engine> =>
+  (engine ??= initSqlJs().then((sql) => {
+    const exports = sql as unknown as SqliteExports
+    return {
+      sql,
+      bindDouble: (statement, index, value) => exports._sqlite3_bind_double(statement, index, value),
+      statementText: exports.cwrap("sqlite3_sql", "string", ["number"])
+    }
+  }))
+
+const SQLITE_OK = 0
+const SQLITE_RANGE = 25
+
+const TRANSACTION_SQL = /^(?:[\s;]|--[^\n]*(?:\n|$)|\/\*[\s\S]*?(?:\*\/|$))*(?:BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE)\b/i
+
+const TRANSACTION_MESSAGE = "To execute a transaction, please use the state.storage.transaction() or " +
+  "state.storage.transactionSync() APIs instead of the SQL BEGIN TRANSACTION or SAVEPOINT statements. " +
+  "The JavaScript API is safer because it will automatically roll back on exceptions, and because it " +
+  "interacts correctly with Durable Objects' automatic atomic write coalescing."
+
+/** workerd's conversion of one binding. Numbers are returned as is and bound as REAL later. */
 const toSqlJs = (value: unknown): number | string | Uint8Array | null => {
+  if (value === null || value === undefined) return null
+  if (typeof value === "number" || typeof value === "string") return value
+  if (typeof value === "bigint") throw new TypeError("Cannot convert a BigInt value to a number")
+  if (typeof value === "symbol") throw new TypeError("Cannot convert a Symbol value to a string")
   if (value instanceof ArrayBuffer) return new Uint8Array(value)
-  if (typeof value === "boolean") return value ? 1 : 0
-  if (value === undefined) throw new TypeError("undefined cannot be bound to a SQL parameter")
-  return value as number | string | null
+  if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer, value.byteOffset, value.byteLength)
+  return String(value)
 }
 
 const fromSqlJs = (value: unknown): SqlValue => {
@@ -47,47 +97,90 @@ class MemoryStorageImpl implements MemoryStorage {
   readonly statements: Array<string> = []
   private depth = 0
   private savepoints = 0
+  /** The own property of a sql.js `Statement` that holds the `sqlite3_stmt*` (its name is minified). */
+  private pointerKey: string | undefined
 
-  constructor(private readonly db: Database) {}
+  constructor(private readonly engine: Engine, private readonly db: Database) {
+    db.run("PRAGMA foreign_keys = ON")
+  }
 
   readonly sql = {
     exec: (query: string, ...bindings: Array<unknown>): SqlCursorLike => {
-      if (TRANSACTION_SQL.test(query)) {
-        throw new Error(
-          "To execute a transaction, please use the state.storage.transaction() or " +
-            "state.storage.transactionSync() APIs instead of the SQL BEGIN TRANSACTION or SAVEPOINT statements."
-        )
-      }
+      if (TRANSACTION_SQL.test(query)) throw new Error(TRANSACTION_MESSAGE)
       this.statements.push(query)
       return this.run(query, bindings.map(toSqlJs))
     }
   }
 
-  private run(query: string, bindings: Array<number | string | Uint8Array | null>): SqlCursorLike {
-    let rows: Array<Record<string, SqlValue>> = []
-    let rowsWritten = 0
-    let statements = 0
-    for (const statement of this.db.iterateStatements(query)) {
-      statements++
-      try {
-        if (bindings.length > 0) {
-          if (statements > 1) throw new Error("bindings are only supported for a single statement")
-          statement.bind(bindings)
-        }
-        rows = []
-        while (statement.step()) {
-          const row: Record<string, SqlValue> = {}
-          const values = statement.get()
-          statement.getColumnNames().forEach((name, i) => (row[name] = fromSqlJs(values[i])))
-          rows.push(row)
-        }
-        rowsWritten += this.db.getRowsModified()
-      } finally {
-        statement.free()
-      }
+  private pointer(statement: Statement): number {
+    const own = statement as unknown as Record<string, unknown>
+    if (this.pointerKey === undefined) {
+      const text = statement.getSQL()
+      this.pointerKey = Object.keys(own).find((key) => {
+        const value = own[key]
+        return typeof value === "number" && value > 1 && this.engine.statementText(value) === text
+      })
+      if (this.pointerKey === undefined) throw new Error("MemoryStorage: cannot find the sql.js statement handle")
     }
-    const result = rows
-    return { toArray: () => result, rowsWritten }
+    return own[this.pointerKey] as number
+  }
+
+  /** SQLite has no exported `sqlite3_bind_parameter_count` in sql.js: probe indexes until SQLITE_RANGE. */
+  private parameterCount(pointer: number): number {
+    let count = 0
+    for (;;) {
+      const rc = this.engine.bindDouble(pointer, count + 1, 0)
+      if (rc === SQLITE_RANGE) return count
+      if (rc !== SQLITE_OK) throw new Error(`sqlite3_bind_double failed with code ${rc}`)
+      count++
+    }
+  }
+
+  private totalChanges(): number {
+    return this.db.exec("SELECT total_changes()")[0]?.values[0]?.[0] as number
+  }
+
+  private run(query: string, bindings: Array<number | string | Uint8Array | null>): SqlCursorLike {
+    const iterator = this.db.iterateStatements(query)
+    try {
+      for (let next = iterator.next();; next = iterator.next()) {
+        if (next.done) throw new Error("SQL code did not contain a statement.")
+        const statement = next.value
+        try {
+          if (TRANSACTION_SQL.test(statement.getSQL())) throw new Error(TRANSACTION_MESSAGE)
+          const pointer = this.pointer(statement)
+          const parameters = this.parameterCount(pointer)
+          if (iterator.getRemainingSQL().trim() !== "") {
+            if (parameters > 0) {
+              throw new Error(
+                "When executing multiple SQL statements in a single call, only the last statement can have parameters."
+              )
+            }
+            while (statement.step());
+            continue
+          }
+          if (parameters !== bindings.length) throw new Error("Wrong number of parameter bindings for SQL query.")
+          statement.bind(bindings)
+          bindings.forEach((value, i) => {
+            if (typeof value === "number") this.engine.bindDouble(pointer, i + 1, value)
+          })
+          const before = this.totalChanges()
+          const rows: Array<Record<string, SqlValue>> = []
+          while (statement.step()) {
+            const row: Record<string, SqlValue> = {}
+            const values = statement.get()
+            statement.getColumnNames().forEach((name, i) => (row[name] = fromSqlJs(values[i])))
+            rows.push(row)
+          }
+          const rowsWritten = this.totalChanges() - before
+          return { toArray: () => rows, rowsWritten }
+        } finally {
+          statement.free()
+        }
+      }
+    } finally {
+      ;(iterator as Partial<Record<"return", () => unknown>>).return?.()
+    }
   }
 
   transactionSync<T>(closure: () => T): T {
@@ -136,6 +229,6 @@ class MemoryStorageImpl implements MemoryStorage {
 
 /** Creates an empty in-memory Durable Object storage. */
 export const make: Effect.Effect<MemoryStorage> = Effect.promise(async () => {
-  const SQL = await loadEngine()
-  return new MemoryStorageImpl(new SQL.Database())
+  const loaded = await loadEngine()
+  return new MemoryStorageImpl(loaded, new loaded.sql.Database())
 })

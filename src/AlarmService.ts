@@ -1,0 +1,97 @@
+/**
+ * The object's one physical alarm and the one in-memory early timer.
+ *
+ * The physical alarm survives eviction but the platform will not fire it
+ * earlier than the engine's minimum delay allows; the early timer is a fiber
+ * sleeping on Effect's `Clock` (so `TestClock` drives it) that runs the alarm
+ * pass for work due sooner. It dies with the isolate, which is fine: the
+ * physical alarm is always armed at or before the work's due time plus the
+ * minimum delay.
+ */
+import { Clock, Context, Duration, Effect, Fiber, Layer, Scope } from "effect"
+import * as Background from "./Background.js"
+import type { StorageError } from "./Errors.js"
+import { StorageService } from "./StorageService.js"
+
+/** `setTimeout` (and so `Effect.sleep`) treats longer delays as zero or forever; the physical alarm covers them. */
+export const MAX_TIMER_DELAY_MS = 2 ** 31 - 1
+
+export interface AlarmService {
+  /** The physical alarm as last read or written (`undefined`: not read yet). */
+  readonly physical: Effect.Effect<number | null | undefined>
+  readonly setPhysical: (at: number) => Effect.Effect<void, StorageError>
+  readonly deletePhysical: Effect.Effect<void, StorageError>
+  /** Asks the platform (after it fired the alarm, or at warm-up). */
+  readonly readPhysical: Effect.Effect<number | null, StorageError>
+  /**
+   * Arms the one early timer for `at`, replacing any other; `null` cancels it.
+   * A delay over 2^31−1 ms is not armed.
+   */
+  readonly armTimer: (at: number | null) => Effect.Effect<void>
+  /** When the early timer will fire, if armed. */
+  readonly timerAt: Effect.Effect<number | null>
+  /** What the early timer runs when it fires (the engine's alarm pass). */
+  readonly setTimerHandler: (run: Effect.Effect<void>) => Effect.Effect<void>
+}
+
+export const AlarmService: Context.Tag<AlarmService, AlarmService> = Context.GenericTag<AlarmService>(
+  "durability/AlarmService"
+)
+
+interface ArmedTimer {
+  readonly at: number
+  readonly fiber: Fiber.RuntimeFiber<void>
+}
+
+export const make: Effect.Effect<
+  AlarmService,
+  never,
+  StorageService | Background.Background | Scope.Scope
+> = Effect.gen(function*() {
+  const storage = yield* StorageService
+  const background = yield* Background.Background
+  const scope = yield* Effect.scope
+  let handler: Effect.Effect<void> = Effect.void
+  let timer: ArmedTimer | undefined
+
+  const fire = (self: () => ArmedTimer | undefined) =>
+    Effect.gen(function*() {
+      // Detach first: the pass re-arms the timer, which must not interrupt the pass itself.
+      if (timer === self()) timer = undefined
+      const pass = yield* Effect.forkIn(handler, scope)
+      yield* background.waitUntil(Effect.runPromise(Fiber.await(pass)))
+    })
+
+  const armTimer = (at: number | null): Effect.Effect<void> =>
+    Effect.gen(function*() {
+      if (timer !== undefined && at !== null && timer.at === at) return
+      const previous = timer
+      timer = undefined
+      if (previous !== undefined) yield* Fiber.interruptFork(previous.fiber)
+      if (at === null) return
+      const delay = Math.max(0, at - (yield* Clock.currentTimeMillis))
+      if (delay > MAX_TIMER_DELAY_MS) return
+      let armed: ArmedTimer | undefined
+      const fiber = yield* Effect.forkIn(
+        Effect.zipRight(Effect.sleep(Duration.millis(delay)), Effect.suspend(() => fire(() => armed))),
+        scope
+      )
+      armed = { at, fiber }
+      timer = armed
+    })
+
+  return AlarmService.of({
+    physical: storage.alarm,
+    setPhysical: storage.setAlarm,
+    deletePhysical: storage.deleteAlarm,
+    readPhysical: storage.readAlarm,
+    armTimer,
+    timerAt: Effect.sync(() => timer?.at ?? null),
+    setTimerHandler: (run) => Effect.sync(() => (handler = run))
+  })
+})
+
+export const layer: Layer.Layer<AlarmService, never, StorageService | Background.Background> = Layer.scoped(
+  AlarmService,
+  make
+)

@@ -1,0 +1,100 @@
+/**
+ * Lifecycle events: what happened to a record, told to the user's hook after the
+ * change committed. Events are a best-effort tap, not a log: they may be lost or
+ * repeated across evictions, and a hook can never change state: a hook that
+ * throws or rejects is reported as `durability.lifecycle_hook.failed`.
+ */
+import { Clock, Effect } from "effect"
+import * as Background from "./Background.js"
+import type { SerializedError } from "./Errors.js"
+
+/** Who an event is about; each capability adds its own fields (e.g. `operation`). */
+export interface LifecycleEntity {
+  readonly entityKind: string
+  readonly id: string
+  readonly generation: string
+  readonly [field: string]: unknown
+}
+
+export type LifecycleEvent =
+  | (LifecycleEntity & { readonly type: "registered"; readonly timestamp: number; readonly attempt: 0 })
+  | (LifecycleEntity & {
+    readonly type: "scheduled"
+    readonly timestamp: number
+    readonly attempt: 0
+    readonly scheduledTime: number
+  })
+  | (LifecycleEntity & { readonly type: "attempt_started"; readonly timestamp: number; readonly attempt: number })
+  | (LifecycleEntity & {
+    readonly type: "attempt_settled"
+    readonly outcome: "completed"
+    readonly timestamp: number
+    readonly attempt: number
+    readonly durationMs: number
+  })
+  | (LifecycleEntity & {
+    readonly type: "attempt_settled"
+    readonly outcome: "retry_scheduled"
+    readonly timestamp: number
+    readonly attempt: number
+    readonly durationMs: number
+    readonly error: SerializedError
+    readonly nextAttemptAt: number
+  })
+  | (LifecycleEntity & {
+    readonly type: "attempt_settled"
+    readonly outcome: "failed"
+    readonly timestamp: number
+    readonly attempt: number
+    readonly durationMs: number
+    readonly error: SerializedError
+  })
+  | (LifecycleEntity & {
+    readonly type: "terminal"
+    readonly timestamp: number
+    readonly attempt: number
+    readonly reason: "attempts_exhausted"
+    readonly error: SerializedError
+  })
+  | {
+    readonly type: "purged"
+    readonly entityKind: string
+    readonly timestamp: number
+    readonly before: number
+    readonly count: number
+  }
+
+export type LifecycleHook = (event: LifecycleEvent) => void | PromiseLike<void>
+
+/**
+ * Calls `hook` with the event built from the current time. Never fails; a
+ * returned promise is handed to `waitUntil` and its rejection reported.
+ */
+export const emit = (
+  hook: LifecycleHook | undefined,
+  build: (timestamp: number) => LifecycleEvent
+): Effect.Effect<void, never, Background.Background> =>
+  hook === undefined ? Effect.void : Effect.gen(function*() {
+    const background = yield* Background.Background
+    const event = build(yield* Clock.currentTimeMillis)
+    const failed = (error: unknown) =>
+      background.report("durability.lifecycle_hook.failed", {
+        entityKind: event.entityKind,
+        lifecycleType: event.type,
+        entityId: "id" in event ? event.id : "durability",
+        error: Background.serializeError(error)
+      })
+    let returned: void | PromiseLike<void>
+    try {
+      returned = hook(event)
+    } catch (error) {
+      return yield* failed(error)
+    }
+    if (returned !== undefined && typeof returned.then === "function") {
+      const promise = Promise.resolve(returned).then(
+        () => undefined,
+        (error) => Effect.runSync(failed(error))
+      )
+      yield* background.waitUntil(promise)
+    }
+  })

@@ -1,0 +1,353 @@
+/**
+ * The engine that owns a Durable Object's one alarm.
+ *
+ * Capabilities attach a `DurableTable` (their table plus how to run and settle
+ * a record). The engine is the only code that touches the physical alarm and
+ * the early timer: every write that changes pending work reconciles the alarm
+ * in the same transaction, and every execution follows one attempt lifecycle
+ * (durable claim, handler under a timeout with an AbortSignal, conditional
+ * settle, retry time persisted from a `Schedule`).
+ */
+import { Clock, Context, Effect, Fiber, Layer, Option, type Scope } from "effect"
+import * as AlarmService from "./AlarmService.js"
+import * as Background from "./Background.js"
+import { InvalidOptionError, ParticipantConflictError, type SerializedError, type StorageError } from "./Errors.js"
+import * as Engine from "./internal/execution.js"
+import type { AlarmInvocationInfo } from "./internal/platform.js"
+import * as TableSql from "./internal/tableSql.js"
+import type * as Lifecycle from "./Lifecycle.js"
+import * as PermitSemaphore from "./PermitSemaphore.js"
+import type * as RetryPolicy from "./RetryPolicy.js"
+import { type Row, StorageService } from "./StorageService.js"
+
+export type { AlarmInvocationInfo } from "./internal/platform.js"
+
+/** What `onAlarmRetry` is told after a failed alarm pass armed its own fallback alarm. */
+export interface AlarmRetryInfo {
+  readonly error: SerializedError
+  readonly retryInMs: number
+  readonly retryCount?: number
+  readonly isRetry?: boolean
+  readonly objectId?: string
+}
+
+export interface SchedulerOptions {
+  /** Permits shared by every execution in the object (eager, timer and alarm). Default 10. */
+  readonly alarmConcurrency?: number
+  /** The physical alarm is never set sooner than this after a write (1 000–15 000 ms). Default 15 000. */
+  readonly alarmMinDelayMs?: number
+  /** An alarm pass returns after this long and lets the work continue (platform limit: 15 min). Default 840 000. */
+  readonly alarmHandoffMs?: number
+  /** Run work at its exact due time with an in-memory timer. Default false. */
+  readonly liveTimers?: boolean
+  /** Told after a failed alarm pass armed its fallback alarm. Best effort. */
+  readonly onAlarmRetry?: ((info: AlarmRetryInfo) => void | PromiseLike<void>) | undefined
+  /** Included in `AlarmRetryInfo`. */
+  readonly objectId?: string | undefined
+}
+
+export interface SchedulerConfig {
+  readonly alarmConcurrency: number
+  readonly alarmMinDelayMs: number
+  readonly alarmHandoffMs: number
+  readonly liveTimers: boolean
+  readonly onAlarmRetry: ((info: AlarmRetryInfo) => void | PromiseLike<void>) | undefined
+  readonly objectId: string | undefined
+}
+
+export const defaults = {
+  alarmConcurrency: 10,
+  alarmMinDelayMs: 15_000,
+  alarmHandoffMs: 840_000,
+  attemptTimeoutMs: 300_000,
+  dueBatchSize: 100
+} as const
+
+const positiveInteger = (field: string, value: unknown, fallback: number) =>
+  value === undefined
+    ? Effect.succeed(fallback)
+    : typeof value === "number" && Number.isSafeInteger(value) && value > 0
+    ? Effect.succeed(value)
+    : Effect.fail(new InvalidOptionError({ field, kind: "range", message: `${field} must be a positive integer` }))
+
+/** Checks options and fills defaults; messages name the field. */
+export const resolveConfig = Effect.fn("Scheduler.resolveConfig")(function*(options: SchedulerOptions) {
+  const alarmConcurrency = yield* positiveInteger(
+    "alarmConcurrency",
+    options.alarmConcurrency,
+    defaults.alarmConcurrency
+  )
+  const alarmMinDelayMs = yield* positiveInteger("alarmMinDelayMs", options.alarmMinDelayMs, defaults.alarmMinDelayMs)
+  if (alarmMinDelayMs < 1_000 || alarmMinDelayMs > 15_000) {
+    return yield* new InvalidOptionError({
+      field: "alarmMinDelayMs",
+      kind: "range",
+      message: "alarmMinDelayMs must be between 1000 and 15000"
+    })
+  }
+  const alarmHandoffMs = yield* positiveInteger("alarmHandoffMs", options.alarmHandoffMs, defaults.alarmHandoffMs)
+  if (options.liveTimers !== undefined && typeof options.liveTimers !== "boolean") {
+    return yield* new InvalidOptionError({ field: "liveTimers", kind: "type", message: "liveTimers must be a boolean" })
+  }
+  if (options.onAlarmRetry !== undefined && typeof options.onAlarmRetry !== "function") {
+    return yield* new InvalidOptionError({
+      field: "onAlarmRetry",
+      kind: "type",
+      message: "onAlarmRetry must be a function"
+    })
+  }
+  return {
+    alarmConcurrency,
+    alarmMinDelayMs,
+    alarmHandoffMs,
+    liveTimers: options.liveTimers ?? false,
+    onAlarmRetry: options.onAlarmRetry,
+    objectId: options.objectId
+  } satisfies SchedulerConfig
+})
+
+/** One attempt of one record, as its handler sees it. */
+export interface Execution {
+  readonly key: string
+  readonly generation: string
+  /** 1-based; already durably counted when the handler runs. */
+  readonly attempt: number
+  /** The record as stored when the attempt was claimed. */
+  readonly row: Row
+  /** Aborted on timeout, purge or shutdown. Cooperative: the handler decides to stop. */
+  readonly signal: AbortSignal
+  /** The platform's alarm info when a physical alarm started this attempt. */
+  readonly platform: AlarmInvocationInfo | undefined
+}
+
+export interface AttemptPolicy extends RetryPolicy.RetryPolicy {
+  readonly attemptTimeoutMs: number
+  /** What the signal is aborted with, and the failure recorded, when an attempt times out. */
+  readonly timeoutError: (timeoutMs: number) => unknown
+  /** Kind-specific terminal failures (besides `NonRetryableError` and exhausted attempts). */
+  readonly isTerminal?: ((error: unknown) => boolean) | undefined
+}
+
+/** A capability's participation: its table (with the standard attempt columns) and how to run a record. */
+export interface DurableTable {
+  /** Unique per scheduler, e.g. "operations". */
+  readonly kind: string
+  readonly table: string
+  readonly keyColumn: string
+  /** Rows started per alarm pass; the rest re-arm the alarm. Default 100. */
+  readonly dueBatchSize?: number | undefined
+  readonly policy: (row: Row) => AttemptPolicy
+  /** The handler. Its failures are decided by the policy; its success goes to `complete`. */
+  readonly run: (execution: Execution) => Effect.Effect<unknown, unknown>
+  /**
+   * Persists a success, conditionally on (key, generation, pending, attempt).
+   * Runs synchronously inside the settle transaction; returns whether the row
+   * matched. A failure other than `StorageError` makes the attempt terminal.
+   */
+  readonly complete: (execution: Execution, value: unknown) => Effect.Effect<boolean, unknown>
+  /** The entity fields of lifecycle events about `row`. */
+  readonly entity: (row: Row) => Lifecycle.LifecycleEntity
+  readonly onEvent?: Lifecycle.LifecycleHook | undefined
+}
+
+/** What an attached capability can do with the engine. */
+export interface TableHandle {
+  /** Runs `body` and the alarm reconciliation atomically; re-arms the early timer after commit. */
+  readonly write: <A, E>(body: Effect.Effect<A, E>) => Effect.Effect<A, E | StorageError>
+  /** Starts the record now if a permit is free right now; never waits. Returns whether it started. */
+  readonly tryStart: (key: string) => Effect.Effect<boolean>
+  /** Runs the record (or attaches to its running execution) until the outcome is persisted. */
+  readonly execute: (key: string) => Effect.Effect<void, StorageError>
+  /** Aborts running executions whose key matches, best effort (purge). */
+  readonly abort: (matches: (key: string) => boolean, reason: unknown) => Effect.Effect<number>
+  readonly isActive: (key: string) => Effect.Effect<boolean>
+  /** Emits a lifecycle event to this table's hook. */
+  readonly emit: (build: (timestamp: number) => Lifecycle.LifecycleEvent) => Effect.Effect<void>
+}
+
+export interface Scheduler {
+  readonly config: SchedulerConfig
+  readonly attach: (table: DurableTable) => Effect.Effect<TableHandle, ParticipantConflictError | InvalidOptionError>
+  /**
+   * One alarm pass. Fails only when the pass failed AND its fallback alarm could
+   * not be armed, so the platform's own retries are the last resort.
+   */
+  readonly alarm: (info?: AlarmInvocationInfo) => Effect.Effect<void, unknown>
+  /** Reads the physical alarm from the platform (run once per instance, before serving). */
+  readonly warm: Effect.Effect<void, StorageError>
+  /** Reconciles the alarm and the early timer with the stored pending work. */
+  readonly refresh: Effect.Effect<void, StorageError>
+}
+
+export const Scheduler: Context.Tag<Scheduler, Scheduler> = Context.GenericTag<Scheduler>("durability/Scheduler")
+
+export const make = (
+  options: SchedulerOptions = {}
+): Effect.Effect<
+  Scheduler,
+  InvalidOptionError,
+  StorageService | AlarmService.AlarmService | PermitSemaphore.PermitSemaphore | Background.Background | Scope.Scope
+> =>
+  Effect.gen(function*() {
+    const config = yield* resolveConfig(options)
+    const storage = yield* StorageService
+    const alarms = yield* AlarmService.AlarmService
+    const permits = yield* PermitSemaphore.PermitSemaphore
+    const background = yield* Background.Background
+    const scope = yield* Effect.scope
+    const participants = new Map<string, Engine.Participant>()
+
+    const reconcile: Effect.Effect<void, StorageError> = Effect.gen(function*() {
+      let earliest: number | null = null
+      for (const participant of participants.values()) {
+        const [row] = yield* storage.exec(participant.sql.earliestPending)
+        const at = row?.at
+        if (typeof at === "number" && (earliest === null || at < earliest)) earliest = at
+      }
+      const current = yield* alarms.physical
+      if (earliest === null) {
+        if (current !== null) yield* alarms.deletePhysical
+        return
+      }
+      const target = Math.max(earliest, (yield* Clock.currentTimeMillis) + config.alarmMinDelayMs)
+      // Keeping an alarm inside [earliest, target] means frequent writes cannot keep postponing it.
+      const keep = typeof current === "number" && current >= earliest && current <= target
+      if (!keep) yield* alarms.setPhysical(target)
+    })
+
+    const refreshTimer: Effect.Effect<void, StorageError> = Effect.gen(function*() {
+      let next: number | null = null
+      for (const participant of participants.values()) {
+        const at = yield* Engine.nextIdleDue(storage, participant)
+        if (at !== null && (next === null || at < next)) next = at
+      }
+      const now = yield* Clock.currentTimeMillis
+      const wanted = next !== null && (config.liveTimers || next - now < config.alarmMinDelayMs)
+      yield* alarms.armTimer(wanted ? next : null)
+    })
+
+    const reportRefreshFailure = Effect.catchAllCause((cause) =>
+      background.report("durability.scheduler.refresh_failed", { error: Background.serializeError(cause) })
+    )
+
+    const write = <A, E>(body: Effect.Effect<A, E>): Effect.Effect<A, E | StorageError> =>
+      Effect.tap(storage.transaction(Effect.zipLeft(body, reconcile)), () => reportRefreshFailure(refreshTimer))
+
+    const engine: Engine.Engine = {
+      config,
+      storage,
+      permits,
+      background,
+      scope,
+      write,
+      afterRelease: reportRefreshFailure(refreshTimer)
+    }
+
+    const runPass = (startedAt: number, info: AlarmInvocationInfo | undefined) =>
+      Effect.forEach(
+        [...participants.values()],
+        (participant) => Engine.runDue(engine, participant, startedAt, info),
+        { concurrency: "unbounded", discard: true }
+      )
+
+    const armFallback = (cause: unknown, info: AlarmInvocationInfo | undefined) =>
+      Effect.gen(function*() {
+        const retryAt = (yield* Clock.currentTimeMillis) + config.alarmMinDelayMs
+        yield* alarms.setPhysical(retryAt)
+        const error = Background.serializeError(cause)
+        yield* background.report("durability.alarm.failed", { error, retryInMs: config.alarmMinDelayMs })
+        const hook = config.onAlarmRetry
+        if (hook === undefined) return
+        const retryInfo: AlarmRetryInfo = {
+          error,
+          retryInMs: config.alarmMinDelayMs,
+          ...(info === undefined ? {} : { isRetry: info.isRetry, retryCount: info.retryCount }),
+          ...(config.objectId === undefined ? {} : { objectId: config.objectId })
+        }
+        const hookFailed = (failure: unknown) =>
+          background.report("durability.alarm.retry_hook_failed", { error: Background.serializeError(failure) })
+        try {
+          const returned = hook(retryInfo)
+          if (returned !== undefined && typeof returned.then === "function") {
+            yield* background.waitUntil(
+              Promise.resolve(returned).then(() => undefined, (failure) => Effect.runSync(hookFailed(failure)))
+            )
+          }
+        } catch (failure) {
+          yield* hookFailed(failure)
+        }
+      })
+
+    const alarm = (info?: AlarmInvocationInfo): Effect.Effect<void, unknown> =>
+      Effect.gen(function*() {
+        const startedAt = yield* Clock.currentTimeMillis
+        const pass = yield* Effect.forkIn(
+          Effect.zipRight(alarms.readPhysical, runPass(startedAt, info)),
+          scope
+        )
+        const remaining = Math.max(0, config.alarmHandoffMs - ((yield* Clock.currentTimeMillis) - startedAt))
+        const finished = yield* Engine.awaitOrHandoff(pass, remaining)
+        if (Option.isNone(finished)) {
+          // Hand off before the platform's wall-time limit; the work keeps running and the
+          // next pass attaches to it.
+          yield* background.waitUntil(Effect.runPromise(Fiber.await(pass)))
+          const target = (yield* Clock.currentTimeMillis) + config.alarmMinDelayMs
+          const current = yield* alarms.physical
+          if (typeof current !== "number" || current > target) yield* alarms.setPhysical(target)
+          return
+        }
+        yield* finished.value
+        yield* write(Effect.void)
+      }).pipe(
+        Effect.catchAllCause((cause) =>
+          Effect.catchAllCause(
+            armFallback(Engine.causeError(cause), info),
+            // Only now does the platform's limited retry take over.
+            () => Effect.failCause(cause)
+          )
+        )
+      )
+
+    yield* alarms.setTimerHandler(
+      Effect.catchAllCause(
+        alarm(undefined),
+        (cause) => background.report("durability.background_execution.failed", { error: Background.serializeError(Engine.causeError(cause)) })
+      )
+    )
+
+    const attach = Effect.fn("Scheduler.attach")(function*(table: DurableTable) {
+      if (!TableSql.isIdentifier(table.table) || !TableSql.isIdentifier(table.keyColumn)) {
+        return yield* new InvalidOptionError({
+          field: "table",
+          kind: "type",
+          message: `Invalid table or key column name: ${table.table}.${table.keyColumn}`
+        })
+      }
+      if (participants.has(table.kind)) {
+        return yield* new ParticipantConflictError({
+          kind: table.kind,
+          message: `A ${table.kind} helper is already attached to this scheduler`
+        })
+      }
+      const participant = Engine.makeParticipant(table)
+      participants.set(table.kind, participant)
+      return Engine.handle(engine, participant)
+    })
+
+    return Scheduler.of({
+      config,
+      attach,
+      alarm,
+      warm: Effect.asVoid(alarms.readPhysical),
+      refresh: write(Effect.void)
+    })
+  })
+
+/** The engine over the other services. */
+export const layer = (
+  options: SchedulerOptions = {}
+): Layer.Layer<
+  Scheduler,
+  InvalidOptionError,
+  StorageService | AlarmService.AlarmService | PermitSemaphore.PermitSemaphore | Background.Background
+> => Layer.scoped(Scheduler, make(options))

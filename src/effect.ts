@@ -1,0 +1,12 @@
+/**
+ * `durability/effect`: the services, layers and engine as Effect modules.
+ */
+export * as AlarmService from "./AlarmService.js"
+export * as Background from "./Background.js"
+export * as Errors from "./Errors.js"
+export * as Lifecycle from "./Lifecycle.js"
+export * as Migrations from "./Migrations.js"
+export * as PermitSemaphore from "./PermitSemaphore.js"
+export * as RetryPolicy from "./RetryPolicy.js"
+export * as Scheduler from "./Scheduler.js"
+export * as StorageService from "./StorageService.js"

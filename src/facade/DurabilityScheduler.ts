@@ -1,0 +1,72 @@
+/**
+ * `DurabilityScheduler`: the owner of a Durable Object's alarm for promise-style
+ * code. Create one per object (in the constructor), give it to every helper,
+ * and delegate `alarm()` to it.
+ */
+import { Effect, Either } from "effect"
+import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
+import { ObjectRuntime } from "../internal/objectRuntime.js"
+import * as Scheduler from "../Scheduler.js"
+import { toError } from "./errors.js"
+
+export type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
+export type { AlarmRetryInfo } from "../Scheduler.js"
+
+export type DurabilitySchedulerOptions = Omit<Scheduler.SchedulerOptions, "objectId">
+
+export interface DurabilitySchedulerConfig extends DurabilitySchedulerOptions {
+  /** The object's `ctx` (`DurableObjectState`) of a SQLite-backed class. */
+  readonly context: DurabilityContext
+}
+
+interface Internals {
+  readonly runtime: ObjectRuntime
+  readonly config: Scheduler.SchedulerConfig
+}
+
+const registry = new WeakMap<object, Internals>()
+
+const objectIdOf = (context: DurabilityContext): string | undefined => {
+  try {
+    return context.id?.toString()
+  } catch {
+    return undefined
+  }
+}
+
+export const checkContext = (context: unknown): DurabilityContext => {
+  const storage = (context as { storage?: { sql?: unknown } } | null | undefined)?.storage
+  if (typeof storage !== "object" || storage === null || typeof storage.sql !== "object") {
+    throw new TypeError("context must be a Durable Object state whose class uses SQLite storage")
+  }
+  return context as DurabilityContext
+}
+
+export class DurabilityScheduler {
+  constructor(config: DurabilitySchedulerConfig) {
+    if (typeof config !== "object" || config === null) throw new TypeError("DurabilityScheduler needs a config object")
+    const context = checkContext(config.context)
+    const { context: _context, ...options } = config
+    const resolved = Effect.runSync(
+      Effect.either(Scheduler.resolveConfig({ ...options, objectId: objectIdOf(context) }))
+    )
+    if (Either.isLeft(resolved)) throw toError(resolved.left)
+    registry.set(this, { runtime: new ObjectRuntime(context, resolved.right), config: resolved.right })
+  }
+
+  /** Delegate the Durable Object's `alarm(info)` here. */
+  alarm(info?: AlarmInvocationInfo): Promise<void> {
+    return internals(this).runtime.run(Effect.flatMap(Scheduler.Scheduler, (engine) => engine.alarm(info)))
+  }
+}
+
+/**
+ * The engine behind a scheduler. Rejects objects this library did not create
+ * (a look-alike would never own the alarm).
+ * @internal
+ */
+export const internals = (scheduler: unknown): Internals => {
+  const found = typeof scheduler === "object" && scheduler !== null ? registry.get(scheduler) : undefined
+  if (found === undefined) throw new Error("Unknown DurabilityScheduler instance")
+  return found
+}

@@ -1,0 +1,57 @@
+/**
+ * The promise API's errors: plain `Error` subclasses whose `name` is stable and
+ * equal to the Effect API's tag, because Workers RPC carries only `name` and
+ * `message` across the wire.
+ */
+import { Cause, Option } from "effect"
+
+const named = <N extends string>(name: N) =>
+  class extends Error {
+    override readonly name: N = name
+    constructor(message: string, options?: { readonly cause?: unknown }) {
+      super(message, options)
+    }
+  }
+
+/** Throw it from a handler to make the failure terminal, whatever the retry policy. */
+export class NonRetryableError extends named("NonRetryableError") {}
+export class DurableRetryPolicyError extends named("DurableRetryPolicyError") {}
+export class DurableAttemptsExhaustedError extends named("DurableAttemptsExhaustedError") {}
+export class DurableAttemptTimeoutError extends named("DurableAttemptTimeoutError") {}
+export class DurabilityStorageError extends named("StorageError") {}
+export class DurabilityMigrationError extends named("MigrationError") {}
+export class ParticipantConflictError extends named("ParticipantConflictError") {}
+
+const byTag: Record<string, new(message: string, options?: { readonly cause?: unknown }) => Error> = {
+  NonRetryableError,
+  DurableRetryPolicyError,
+  DurableAttemptsExhaustedError,
+  DurableAttemptTimeoutError,
+  StorageError: DurabilityStorageError,
+  MigrationError: DurabilityMigrationError,
+  ParticipantConflictError
+}
+
+/** Turns any failure of the Effect API into what a promise caller expects. */
+export const toError = (error: unknown): Error => {
+  if (typeof error === "object" && error !== null && "_tag" in error) {
+    const tagged = error as { readonly _tag: unknown; readonly message?: unknown; readonly kind?: unknown }
+    const message = typeof tagged.message === "string" ? tagged.message : String(tagged._tag)
+    if (tagged._tag === "InvalidOptionError") {
+      return tagged.kind === "type" ? new TypeError(message) : new RangeError(message)
+    }
+    const ErrorClass = typeof tagged._tag === "string" ? byTag[tagged._tag] : undefined
+    if (ErrorClass !== undefined) return new ErrorClass(message, { cause: error })
+  }
+  if (error instanceof Error) return error
+  return new Error(String(error))
+}
+
+/** The error a failed Effect stands for: its typed failure, else its defect. */
+export const fromCause = (cause: Cause.Cause<unknown>): Error =>
+  toError(
+    Option.getOrElse(
+      Option.orElse(Cause.failureOption(cause), () => Cause.dieOption(cause)),
+      () => new Error("The operation was interrupted")
+    )
+  )

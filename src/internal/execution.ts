@@ -1,0 +1,353 @@
+/**
+ * The attempt lifecycle every capability shares, and the engine's per-table
+ * state (which keys are executing in this isolate).
+ * @internal
+ */
+import { Cause, Clock, Deferred, Duration, Effect, Exit, Fiber, FiberId, Option, type Scope } from "effect"
+import * as Background from "../Background.js"
+import { DurableAttemptsExhaustedError, type StorageError } from "../Errors.js"
+import * as Lifecycle from "../Lifecycle.js"
+import type * as PermitSemaphore from "../PermitSemaphore.js"
+import * as RetryPolicy from "../RetryPolicy.js"
+import type {
+  AttemptPolicy,
+  DurableTable,
+  Execution,
+  SchedulerConfig,
+  TableHandle
+} from "../Scheduler.js"
+import type { Row, StorageService } from "../StorageService.js"
+import type { AlarmInvocationInfo } from "./platform.js"
+import * as TableSql from "./tableSql.js"
+
+export interface Engine {
+  readonly config: SchedulerConfig
+  readonly storage: StorageService
+  readonly permits: PermitSemaphore.PermitSemaphore
+  readonly background: Background.Background
+  readonly scope: Scope.Scope
+  readonly write: <A, E>(body: Effect.Effect<A, E>) => Effect.Effect<A, E | StorageError>
+  /** Runs after an execution released its key and permit (re-arms the early timer). */
+  readonly afterRelease: Effect.Effect<void>
+}
+
+interface ActiveExecution {
+  /** Done once the outcome is durable (or the execution failed); passes attach here instead of re-running. */
+  readonly persisted: Deferred.Deferred<void, StorageError>
+  abort: (reason: unknown) => void
+}
+
+export interface Participant {
+  readonly table: DurableTable
+  readonly sql: TableSql.TableSql
+  /** One entry per executing key: the per-key lock of this isolate. */
+  readonly active: Map<string, ActiveExecution>
+}
+
+export const makeParticipant = (table: DurableTable): Participant => ({
+  table,
+  sql: TableSql.make(table.table, table.keyColumn),
+  active: new Map()
+})
+
+/** The error a failed, died or interrupted effect stands for. */
+export const causeError = (cause: Cause.Cause<unknown>): unknown =>
+  Option.getOrElse(
+    Option.orElse(Cause.failureOption(cause), () => Cause.dieOption(cause)),
+    () => new Error("The execution was interrupted")
+  )
+
+/** The earliest pending time among keys not executing here (so a due running row cannot spin the timer). */
+export const nextIdleDue = (storage: StorageService, participant: Participant) =>
+  Effect.map(storage.exec(participant.sql.pendingByTime, [participant.active.size + 1]), (rows) => {
+    for (const row of rows) {
+      if (!participant.active.has(String(row.key)) && typeof row.at === "number") return row.at
+    }
+    return null
+  })
+
+/** Waits for `fiber` for at most `ms`; `None` means the time ran out first (the fiber keeps running). */
+export const awaitOrHandoff = <A, E>(fiber: Fiber.Fiber<A, E>, ms: number) =>
+  Effect.raceFirst(
+    Effect.map(Fiber.await(fiber), Option.some),
+    Effect.as(Effect.sleep(Duration.millis(ms)), Option.none<Exit.Exit<A, E>>())
+  )
+
+const emit = (
+  engine: Engine,
+  participant: Participant,
+  row: Row,
+  build: (entity: Lifecycle.LifecycleEntity, timestamp: number) => Lifecycle.LifecycleEvent
+) =>
+  Effect.provideService(
+    Lifecycle.emit(participant.table.onEvent, (timestamp) => build(participant.table.entity(row), timestamp)),
+    Background.Background,
+    engine.background
+  )
+
+const withPermit = <A, E, R>(
+  engine: Engine,
+  given: PermitSemaphore.Permit | undefined,
+  use: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  given !== undefined
+    ? Effect.ensuring(use, given.release)
+    : Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(restore(engine.permits.acquire), (permit) => Effect.ensuring(restore(use), permit.release))
+    )
+
+interface Start {
+  readonly permit?: PermitSemaphore.Permit | undefined
+  readonly platform?: AlarmInvocationInfo | undefined
+}
+
+/**
+ * Runs one record, or attaches to its execution in this isolate. Resolves when
+ * the outcome is durable. The execution itself runs in the engine's scope and
+ * keeps the key and the permit until the handler has really ended, even after
+ * a timeout, so an abort-ignoring handler never overlaps its own retry.
+ */
+export const execute = (
+  engine: Engine,
+  participant: Participant,
+  key: string,
+  start: Start
+): Effect.Effect<void, StorageError> =>
+  Effect.suspend(() => {
+    const running = participant.active.get(key)
+    if (running !== undefined) {
+      const released = start.permit === undefined ? Effect.void : start.permit.release
+      return Effect.zipRight(released, Deferred.await(running.persisted))
+    }
+    // Registered synchronously, before any storage read, so two starters cannot both miss it.
+    const entry: ActiveExecution = { persisted: Deferred.unsafeMake(FiberId.none), abort: () => undefined }
+    participant.active.set(key, entry)
+    const run = Effect.gen(function*() {
+      const [row] = yield* engine.storage.exec(participant.sql.read, [key])
+      if (row === undefined || row.status !== "pending") return
+      yield* withPermit(engine, start.permit, attempt(engine, participant, key, row, entry, start.platform))
+    })
+    const owner = (start.permit === undefined ? run : Effect.ensuring(run, start.permit.release)).pipe(
+      Effect.onExit((exit) =>
+        Effect.suspend(() => {
+          if (participant.active.get(key) === entry) participant.active.delete(key)
+          return Deferred.done(entry.persisted, Exit.asVoid(exit))
+        })
+      ),
+      Effect.ensuring(engine.afterRelease)
+    )
+    return Effect.zipRight(Effect.forkIn(owner, engine.scope), Deferred.await(entry.persisted))
+  })
+
+const attempt = (
+  engine: Engine,
+  participant: Participant,
+  key: string,
+  row: Row,
+  entry: ActiveExecution,
+  platform: AlarmInvocationInfo | undefined
+) =>
+  Effect.gen(function*() {
+    const { storage } = engine
+    const policy = participant.table.policy(row)
+    const generation = String(row.generation_id)
+    const [claimed] = yield* storage.exec(participant.sql.claim, [key, generation, policy.maxAttempts])
+    if (claimed === undefined) return yield* exhaust(engine, participant, key, row, policy)
+    const attemptNumber = Number(claimed.attempt)
+    yield* emit(engine, participant, row, (entity, timestamp) => ({
+      ...entity,
+      type: "attempt_started",
+      timestamp,
+      attempt: attemptNumber
+    }))
+
+    const controller = new AbortController()
+    const execution: Execution = { key, generation, attempt: attemptNumber, row, signal: controller.signal, platform }
+    const startedAt = yield* Clock.currentTimeMillis
+    const handler = yield* Effect.fork(Effect.suspend(() => participant.table.run(execution)))
+    entry.abort = (reason) => {
+      controller.abort(reason)
+      Effect.runFork(Fiber.interrupt(handler))
+    }
+    const finished = yield* awaitOrHandoff(handler, policy.attemptTimeoutMs).pipe(
+      Effect.onInterrupt(() => Effect.sync(() => controller.abort(new Error("The execution was interrupted"))))
+    )
+    let outcome: Exit.Exit<unknown, unknown>
+    if (Option.isSome(finished)) {
+      outcome = finished.value
+    } else {
+      const timeout = policy.timeoutError(policy.attemptTimeoutMs)
+      controller.abort(timeout)
+      yield* Fiber.interruptFork(handler)
+      outcome = Exit.fail(timeout)
+    }
+    const durationMs = (yield* Clock.currentTimeMillis) - startedAt
+    yield* settle(engine, participant, execution, policy, outcome, durationMs)
+    yield* Deferred.succeed(entry.persisted, undefined)
+    // An abort-ignoring handler keeps the key and the permit until it really ends.
+    yield* Fiber.await(handler)
+  })
+
+const isStorageError = (error: unknown): error is StorageError =>
+  typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "StorageError"
+
+const settle = (
+  engine: Engine,
+  participant: Participant,
+  execution: Execution,
+  policy: AttemptPolicy,
+  outcome: Exit.Exit<unknown, unknown>,
+  durationMs: number
+): Effect.Effect<void, StorageError> =>
+  Effect.gen(function*() {
+    if (Exit.isSuccess(outcome)) {
+      const completed = yield* Effect.either(engine.write(participant.table.complete(execution, outcome.value)))
+      if (completed._tag === "Right") {
+        if (completed.right) {
+          yield* emit(engine, participant, execution.row, (entity, timestamp) => ({
+            ...entity,
+            type: "attempt_settled",
+            outcome: "completed",
+            timestamp,
+            attempt: execution.attempt,
+            durationMs
+          }))
+        }
+        return
+      }
+      if (isStorageError(completed.left)) return yield* completed.left
+      return yield* settleFailure(engine, participant, execution, policy, completed.left, durationMs, true)
+    }
+    const error = causeError(outcome.cause)
+    const terminal = policy.isTerminal?.(error) ?? false
+    yield* settleFailure(engine, participant, execution, policy, error, durationMs, terminal)
+  })
+
+const settleFailure = (
+  engine: Engine,
+  participant: Participant,
+  execution: Execution,
+  policy: AttemptPolicy,
+  error: unknown,
+  durationMs: number,
+  terminal: boolean
+) =>
+  Effect.gen(function*() {
+    const decision = yield* RetryPolicy.decide(policy, execution.attempt, error, { terminal })
+    const recorded = Background.serializeError(decision._tag === "Fail" ? decision.error : error)
+    const nextAttemptAt = decision._tag === "Retry" ? decision.at : Number(execution.row.next_attempt_at)
+    const matched = yield* engine.write(
+      engine.storage.exec(participant.sql.settleFailure, [
+        decision._tag === "Retry" ? "pending" : "failed",
+        nextAttemptAt,
+        recorded.message,
+        recorded.name,
+        execution.key,
+        execution.generation,
+        execution.attempt
+      ])
+    )
+    if (matched.length === 0) return
+    yield* emit(engine, participant, execution.row, (entity, timestamp) =>
+      decision._tag === "Retry"
+        ? {
+          ...entity,
+          type: "attempt_settled",
+          outcome: "retry_scheduled",
+          timestamp,
+          attempt: execution.attempt,
+          durationMs,
+          error: recorded,
+          nextAttemptAt
+        }
+        : {
+          ...entity,
+          type: "attempt_settled",
+          outcome: "failed",
+          timestamp,
+          attempt: execution.attempt,
+          durationMs,
+          error: recorded
+        })
+  })
+
+const exhaust = (engine: Engine, participant: Participant, key: string, row: Row, policy: AttemptPolicy) =>
+  Effect.gen(function*() {
+    const error = new DurableAttemptsExhaustedError({
+      message: `${participant.table.kind} "${key}" has used all ${policy.maxAttempts} attempts`,
+      attempts: policy.maxAttempts
+    })
+    const exhausted = yield* engine.write(
+      engine.storage.exec(participant.sql.exhaust, [
+        error.message,
+        error._tag,
+        key,
+        String(row.generation_id),
+        policy.maxAttempts
+      ])
+    )
+    const [first] = exhausted
+    if (first === undefined) return
+    yield* emit(engine, participant, row, (entity, timestamp) => ({
+      ...entity,
+      type: "terminal",
+      timestamp,
+      attempt: Number(first.attempt),
+      reason: "attempts_exhausted",
+      error: { name: error._tag, message: error.message }
+    }))
+  })
+
+/** One participant's share of an alarm pass: up to a batch of due rows, bounded by the pool. */
+export const runDue = (
+  engine: Engine,
+  participant: Participant,
+  now: number,
+  platform: AlarmInvocationInfo | undefined
+): Effect.Effect<void, StorageError> =>
+  Effect.gen(function*() {
+    const batch = participant.table.dueBatchSize ?? 100
+    const due = yield* engine.storage.exec(participant.sql.due, [now, batch])
+    const exits = yield* Effect.forEach(
+      due,
+      (row) => Effect.exit(execute(engine, participant, String(row.key), { platform })),
+      { concurrency: engine.config.alarmConcurrency }
+    )
+    // Every row got its chance; the first infrastructure failure fails the pass (fallback alarm).
+    const failed = exits.find(Exit.isFailure)
+    if (failed !== undefined) return yield* failed
+  })
+
+export const handle = (engine: Engine, participant: Participant): TableHandle => ({
+  write: engine.write,
+  tryStart: (key) =>
+    Effect.gen(function*() {
+      const permit = yield* engine.permits.tryAcquire
+      if (Option.isNone(permit)) return false
+      const fiber = yield* Effect.forkIn(
+        Effect.catchAllCause(execute(engine, participant, key, { permit: permit.value }), (cause) =>
+          engine.background.report("durability.background_execution.failed", {
+            kind: participant.table.kind,
+            id: key,
+            error: Background.serializeError(causeError(cause))
+          })),
+        engine.scope
+      )
+      yield* engine.background.waitUntil(Effect.runPromise(Fiber.await(fiber)))
+      return true
+    }),
+  execute: (key) => execute(engine, participant, key, {}),
+  abort: (matches, reason) =>
+    Effect.sync(() => {
+      let aborted = 0
+      for (const [key, entry] of participant.active) {
+        if (!matches(key)) continue
+        entry.abort(reason)
+        aborted++
+      }
+      return aborted
+    }),
+  isActive: (key) => Effect.sync(() => participant.active.has(key)),
+  emit: (build) =>
+    Effect.provideService(Lifecycle.emit(participant.table.onEvent, build), Background.Background, engine.background)
+})

@@ -1,0 +1,41 @@
+/**
+ * The SQL the engine runs against a participant's table. Every participating
+ * table has the standard attempt columns:
+ * `<key> TEXT PRIMARY KEY, generation_id TEXT, status TEXT ('pending' | 'failed' | …),
+ *  attempt INTEGER, next_attempt_at INTEGER, last_error TEXT, last_error_name TEXT`
+ * and an index on `(status, next_attempt_at)` so due scans and the earliest
+ * pending time stay indexed whatever the backlog.
+ * @internal
+ */
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/
+
+export const isIdentifier = (name: string): boolean => IDENTIFIER.test(name)
+
+export interface TableSql {
+  readonly earliestPending: string
+  readonly pendingByTime: string
+  readonly due: string
+  readonly read: string
+  readonly claim: string
+  readonly exhaust: string
+  readonly settleFailure: string
+}
+
+/** Statements for one table; `table` and `key` were checked with `isIdentifier`. */
+export const make = (table: string, key: string): TableSql => {
+  const current = `${key} = ? AND generation_id = ? AND status = 'pending'`
+  return {
+    earliestPending: `SELECT MIN(next_attempt_at) AS at FROM ${table} WHERE status = 'pending'`,
+    pendingByTime:
+      `SELECT ${key} AS key, next_attempt_at AS at FROM ${table} WHERE status = 'pending' ORDER BY next_attempt_at LIMIT ?`,
+    due:
+      `SELECT ${key} AS key FROM ${table} WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?`,
+    read: `SELECT * FROM ${table} WHERE ${key} = ?`,
+    claim: `UPDATE ${table} SET attempt = attempt + 1 WHERE ${current} AND attempt < ? RETURNING attempt`,
+    exhaust:
+      `UPDATE ${table} SET status = 'failed', last_error = ?, last_error_name = ? WHERE ${current} AND attempt >= ? RETURNING attempt`,
+    settleFailure:
+      `UPDATE ${table} SET status = ?, next_attempt_at = ?, last_error = ?, last_error_name = ? WHERE ${current} AND attempt = ? RETURNING attempt`
+  }
+}

@@ -1,0 +1,59 @@
+/**
+ * The whole engine on in-memory backends, driven by `TestClock`.
+ *
+ * `layer(storage, options)` builds StorageService, AlarmService, PermitSemaphore
+ * and Scheduler over a `MemoryStorage`. Build it in a scope you own to simulate
+ * eviction: close the scope (running handlers are interrupted, timers vanish),
+ * keep the `MemoryStorage`, build the layer again.
+ */
+import { Clock, Effect, Layer, TestClock } from "effect"
+import * as AlarmService from "../AlarmService.js"
+import type * as Background from "../Background.js"
+import type { InvalidOptionError } from "../Errors.js"
+import type { AlarmInvocationInfo } from "../internal/platform.js"
+import * as PermitSemaphore from "../PermitSemaphore.js"
+import * as Scheduler from "../Scheduler.js"
+import * as StorageService from "../StorageService.js"
+import type { MemoryStorage } from "./MemoryStorage.js"
+
+export type Services =
+  | Scheduler.Scheduler
+  | StorageService.StorageService
+  | AlarmService.AlarmService
+  | PermitSemaphore.PermitSemaphore
+
+export const layer = (
+  storage: MemoryStorage,
+  background: Layer.Layer<Background.Background>,
+  options: Scheduler.SchedulerOptions = {}
+): Layer.Layer<Services | Background.Background, InvalidOptionError> => {
+  const permits = PermitSemaphore.layer(options.alarmConcurrency ?? Scheduler.defaults.alarmConcurrency)
+  const base = Layer.mergeAll(StorageService.layerMemory(storage), background, permits)
+  const alarm = Layer.provideMerge(AlarmService.layer, base)
+  return Layer.provideMerge(Scheduler.layer(options), alarm)
+}
+
+/**
+ * Does what the platform does when the physical alarm is due: moves the clock to
+ * the alarm time if it is still ahead, clears the alarm, runs the alarm pass.
+ * Returns false when no alarm was set. A pass that fails with its fallback
+ * unarmed fails here, as `alarm()` would throw to the platform.
+ *
+ * Moving the clock from a forked fiber races the test fiber's own
+ * `TestClock.adjust`; when you fork this (to watch a long pass), set the clock
+ * to the alarm time first.
+ */
+export const fireAlarm = (
+  storage: MemoryStorage,
+  info: AlarmInvocationInfo = { isRetry: false, retryCount: 0 }
+): Effect.Effect<boolean, unknown, Scheduler.Scheduler> =>
+  Effect.gen(function*() {
+    const at = storage.alarmAt
+    if (at === null) return false
+    const now = yield* Clock.currentTimeMillis
+    if (at > now) yield* TestClock.setTime(at)
+    storage.takeAlarm()
+    const scheduler = yield* Scheduler.Scheduler
+    yield* scheduler.alarm(info)
+    return true
+  })
