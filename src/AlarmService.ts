@@ -9,6 +9,7 @@
  * minimum delay.
  */
 import { Clock, Context, Duration, Effect, Fiber, Layer, Scope } from "effect"
+import * as Fork from "./internal/fork.js"
 import * as Background from "./Background.js"
 import type { StorageError } from "./Errors.js"
 import { StorageService } from "./StorageService.js"
@@ -21,8 +22,10 @@ export interface AlarmService {
   readonly physical: Effect.Effect<number | null | undefined>
   readonly setPhysical: (at: number) => Effect.Effect<void, StorageError>
   readonly deletePhysical: Effect.Effect<void, StorageError>
-  /** Asks the platform (after it fired the alarm, or at warm-up). */
+  /** Asks the platform (at warm-up). */
   readonly readPhysical: Effect.Effect<number | null, StorageError>
+  /** The platform fired the physical alarm, which clears it. */
+  readonly physicalFired: Effect.Effect<void>
   /**
    * Arms the one early timer for `at`, replacing any other; `null` cancels it.
    * A delay over 2^31−1 ms is not armed.
@@ -58,12 +61,15 @@ export const make: Effect.Effect<
     Effect.gen(function*() {
       // Detach first: the pass re-arms the timer, which must not interrupt the pass itself.
       if (timer === self()) timer = undefined
-      const pass = yield* Effect.forkIn(handler, scope)
+      const pass = yield* Fork.detached(handler, scope)
       yield* background.waitUntil(Effect.runPromise(Fiber.await(pass)))
     })
 
+  // Callers race (settles, passes, writes); re-arming must be one step at a time.
+  const lock = yield* Effect.makeSemaphore(1)
+
   const armTimer = (at: number | null): Effect.Effect<void> =>
-    Effect.gen(function*() {
+    lock.withPermits(1)(Effect.gen(function*() {
       if (timer !== undefined && at !== null && timer.at === at) return
       const previous = timer
       timer = undefined
@@ -72,19 +78,20 @@ export const make: Effect.Effect<
       const delay = Math.max(0, at - (yield* Clock.currentTimeMillis))
       if (delay > MAX_TIMER_DELAY_MS) return
       let armed: ArmedTimer | undefined
-      const fiber = yield* Effect.forkIn(
+      const fiber = yield* Fork.detached(
         Effect.zipRight(Effect.sleep(Duration.millis(delay)), Effect.suspend(() => fire(() => armed))),
         scope
       )
       armed = { at, fiber }
       timer = armed
-    })
+    }))
 
   return AlarmService.of({
     physical: storage.alarm,
     setPhysical: storage.setAlarm,
     deletePhysical: storage.deleteAlarm,
     readPhysical: storage.readAlarm,
+    physicalFired: storage.alarmFired,
     armTimer,
     timerAt: Effect.sync(() => timer?.at ?? null),
     setTimerHandler: (run) => Effect.sync(() => (handler = run))

@@ -9,18 +9,20 @@
  * settle, retry time persisted from a `Schedule`).
  */
 import { Clock, Context, Effect, Fiber, Layer, Option, type Scope } from "effect"
+import * as Fork from "./internal/fork.js"
 import * as AlarmService from "./AlarmService.js"
 import * as Background from "./Background.js"
 import { InvalidOptionError, ParticipantConflictError, type SerializedError, type StorageError } from "./Errors.js"
 import * as Engine from "./internal/execution.js"
-import type { AlarmInvocationInfo } from "./internal/platform.js"
+import type { AlarmInvocationInfo, DurabilityContext } from "./internal/platform.js"
 import * as TableSql from "./internal/tableSql.js"
 import type * as Lifecycle from "./Lifecycle.js"
 import * as PermitSemaphore from "./PermitSemaphore.js"
 import type * as RetryPolicy from "./RetryPolicy.js"
+import * as StorageServiceModule from "./StorageService.js"
 import { type Row, StorageService } from "./StorageService.js"
 
-export type { AlarmInvocationInfo } from "./internal/platform.js"
+export type { AlarmInvocationInfo, DurabilityContext } from "./internal/platform.js"
 
 /** What `onAlarmRetry` is told after a failed alarm pass armed its own fallback alarm. */
 export interface AlarmRetryInfo {
@@ -278,19 +280,19 @@ export const make = (
         }
       })
 
-    const alarm = (info?: AlarmInvocationInfo): Effect.Effect<void, unknown> =>
+    // A pass started by the early timer leaves the physical alarm alone; one started by the
+    // platform knows the alarm was consumed (no I/O, so TestClock sees every step).
+    const pass = (info: AlarmInvocationInfo | undefined, physical: boolean): Effect.Effect<void, unknown> =>
       Effect.gen(function*() {
+        if (physical) yield* alarms.physicalFired
         const startedAt = yield* Clock.currentTimeMillis
-        const pass = yield* Effect.forkIn(
-          Effect.zipRight(alarms.readPhysical, runPass(startedAt, info)),
-          scope
-        )
+        const work = yield* Fork.detached(runPass(startedAt, info), scope)
         const remaining = Math.max(0, config.alarmHandoffMs - ((yield* Clock.currentTimeMillis) - startedAt))
-        const finished = yield* Engine.awaitOrHandoff(pass, remaining)
+        const finished = yield* Engine.awaitOrHandoff(work, remaining)
         if (Option.isNone(finished)) {
           // Hand off before the platform's wall-time limit; the work keeps running and the
           // next pass attaches to it.
-          yield* background.waitUntil(Effect.runPromise(Fiber.await(pass)))
+          yield* background.waitUntil(Effect.runPromise(Fiber.await(work)))
           const target = (yield* Clock.currentTimeMillis) + config.alarmMinDelayMs
           const current = yield* alarms.physical
           if (typeof current !== "number" || current > target) yield* alarms.setPhysical(target)
@@ -308,9 +310,11 @@ export const make = (
         )
       )
 
+    const alarm = (info?: AlarmInvocationInfo) => pass(info, true)
+
     yield* alarms.setTimerHandler(
       Effect.catchAllCause(
-        alarm(undefined),
+        pass(undefined, false),
         (cause) => background.report("durability.background_execution.failed", { error: Background.serializeError(Engine.causeError(cause)) })
       )
     )
@@ -351,3 +355,34 @@ export const layer = (
   InvalidOptionError,
   StorageService | AlarmService.AlarmService | PermitSemaphore.PermitSemaphore | Background.Background
 > => Layer.scoped(Scheduler, make(options))
+
+/** Every service the engine runs on, as one context. */
+export type Services =
+  | Scheduler
+  | StorageService
+  | AlarmService.AlarmService
+  | PermitSemaphore.PermitSemaphore
+  | Background.Background
+
+/** The engine with its alarm and permit services, over the given storage and background layers. */
+export const layerWith = (
+  storage: Layer.Layer<StorageService>,
+  background: Layer.Layer<Background.Background>,
+  options: SchedulerOptions = {}
+): Layer.Layer<Services, InvalidOptionError> => {
+  const permits = PermitSemaphore.layer(options.alarmConcurrency ?? defaults.alarmConcurrency)
+  const base = Layer.mergeAll(storage, background, permits)
+  return Layer.provideMerge(layer(options), Layer.provideMerge(AlarmService.layer, base))
+}
+
+/**
+ * The whole engine over a Durable Object's own storage, alarm and `waitUntil`:
+ * provide it once per object instance (e.g. to a `ManagedRuntime` built in the
+ * constructor). It builds synchronously and does no I/O; run `warm` before
+ * serving (inside `blockConcurrencyWhile`).
+ */
+export const layerDurableObject = (
+  ctx: DurabilityContext,
+  options: SchedulerOptions = {}
+): Layer.Layer<Services, InvalidOptionError> =>
+  layerWith(StorageServiceModule.layerDurableObject(ctx), Background.layerDurableObject(ctx), options)

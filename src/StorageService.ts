@@ -48,6 +48,12 @@ export interface StorageService {
   readonly deleteAlarm: Effect.Effect<void, StorageError>
   /** Reads the physical alarm from the platform and remembers it. Not usable inside a transaction. */
   readonly readAlarm: Effect.Effect<number | null, StorageError>
+  /**
+   * Records that the platform consumed the alarm (it is cleared while `alarm()`
+   * runs), without I/O. If the alarm was in fact still set, the next
+   * reconciliation sets it again, which is harmless.
+   */
+  readonly alarmFired: Effect.Effect<void>
 }
 
 export const StorageService: Context.Tag<StorageService, StorageService> = Context.GenericTag<StorageService>(
@@ -156,7 +162,10 @@ export const make = (storage: DurableObjectStorageLike): Effect.Effect<StorageSe
       readAlarm: Effect.tryPromise({
         try: () => storage.getAlarm(),
         catch: (cause) => storageError("getAlarm", cause)
-      }).pipe(Effect.tap((at) => Effect.sync(() => (knownAlarm = at))))
+      }).pipe(Effect.tap((at) => Effect.sync(() => (knownAlarm = at)))),
+      alarmFired: Effect.sync(() => {
+        knownAlarm = null
+      })
     })
   })
 

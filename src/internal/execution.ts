@@ -4,6 +4,7 @@
  * @internal
  */
 import { Cause, Clock, Deferred, Duration, Effect, Exit, Fiber, FiberId, Option, type Scope } from "effect"
+import * as Fork from "./fork.js"
 import * as Background from "../Background.js"
 import { DurableAttemptsExhaustedError, type StorageError } from "../Errors.js"
 import * as Lifecycle from "../Lifecycle.js"
@@ -136,7 +137,7 @@ export const execute = (
       ),
       Effect.ensuring(engine.afterRelease)
     )
-    return Effect.zipRight(Effect.forkIn(owner, engine.scope), Deferred.await(entry.persisted))
+    return Effect.zipRight(Fork.detached(owner, engine.scope), Deferred.await(entry.persisted))
   })
 
 const attempt = (
@@ -324,7 +325,7 @@ export const handle = (engine: Engine, participant: Participant): TableHandle =>
     Effect.gen(function*() {
       const permit = yield* engine.permits.tryAcquire
       if (Option.isNone(permit)) return false
-      const fiber = yield* Effect.forkIn(
+      const fiber = yield* Fork.detached(
         Effect.catchAllCause(execute(engine, participant, key, { permit: permit.value }), (cause) =>
           engine.background.report("durability.background_execution.failed", {
             kind: participant.table.kind,

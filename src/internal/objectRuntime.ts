@@ -10,38 +10,19 @@
  * @internal
  */
 import { Effect, Exit, Layer, ManagedRuntime } from "effect"
-import * as AlarmService from "../AlarmService.js"
-import * as Background from "../Background.js"
 import { fromCause } from "../facade/errors.js"
-import * as PermitSemaphore from "../PermitSemaphore.js"
 import * as Scheduler from "../Scheduler.js"
-import * as StorageService from "../StorageService.js"
 import type { DurabilityContext } from "./platform.js"
 
-export type Services =
-  | Scheduler.Scheduler
-  | StorageService.StorageService
-  | AlarmService.AlarmService
-  | PermitSemaphore.PermitSemaphore
-  | Background.Background
-
-export const layer = (context: DurabilityContext, config: Scheduler.SchedulerConfig): Layer.Layer<Services> => {
-  const base = Layer.mergeAll(
-    StorageService.layerDurableObject(context),
-    Background.layerDurableObject(context),
-    PermitSemaphore.layer(config.alarmConcurrency)
-  )
-  const alarm = Layer.provideMerge(AlarmService.layer, base)
-  // The config was validated by the caller; a failure here would be a bug.
-  return Layer.orDie(Layer.provideMerge(Scheduler.layer(config), alarm))
-}
+type Services = Scheduler.Services
 
 export class ObjectRuntime {
   private readonly runtime: ManagedRuntime.ManagedRuntime<Services, never>
   private ready: Promise<void> | undefined
 
   constructor(private readonly context: DurabilityContext, config: Scheduler.SchedulerConfig) {
-    this.runtime = ManagedRuntime.make(layer(context, config))
+    // The config was validated by the caller, so the build cannot fail.
+    this.runtime = ManagedRuntime.make(Layer.orDie(Scheduler.layerDurableObject(context, config)))
     const warm = () => this.warm()
     if (typeof context.blockConcurrencyWhile === "function") {
       void context.blockConcurrencyWhile(warm).catch(() => undefined)

@@ -7,31 +7,21 @@
  * keep the `MemoryStorage`, build the layer again.
  */
 import { Clock, Effect, Layer, TestClock } from "effect"
-import * as AlarmService from "../AlarmService.js"
 import type * as Background from "../Background.js"
 import type { InvalidOptionError } from "../Errors.js"
 import type { AlarmInvocationInfo } from "../internal/platform.js"
-import * as PermitSemaphore from "../PermitSemaphore.js"
 import * as Scheduler from "../Scheduler.js"
 import * as StorageService from "../StorageService.js"
 import type { MemoryStorage } from "./MemoryStorage.js"
 
-export type Services =
-  | Scheduler.Scheduler
-  | StorageService.StorageService
-  | AlarmService.AlarmService
-  | PermitSemaphore.PermitSemaphore
+export type Services = Scheduler.Services
 
 export const layer = (
   storage: MemoryStorage,
   background: Layer.Layer<Background.Background>,
   options: Scheduler.SchedulerOptions = {}
-): Layer.Layer<Services | Background.Background, InvalidOptionError> => {
-  const permits = PermitSemaphore.layer(options.alarmConcurrency ?? Scheduler.defaults.alarmConcurrency)
-  const base = Layer.mergeAll(StorageService.layerMemory(storage), background, permits)
-  const alarm = Layer.provideMerge(AlarmService.layer, base)
-  return Layer.provideMerge(Scheduler.layer(options), alarm)
-}
+): Layer.Layer<Services, InvalidOptionError> =>
+  Scheduler.layerWith(StorageService.layerMemory(storage), background, options)
 
 /**
  * Does what the platform does when the physical alarm is due: moves the clock to

@@ -1,0 +1,13 @@
+/**
+ * Forks long-lived work (timers, passes, executions) into a scope, always
+ * interruptible. The callers are often finalizers (`ensuring`), which run
+ * uninterruptibly, and a fork inherits that: an uninterruptible execution would
+ * make every timeout race wait out its losing sleep and ignore eviction.
+ * @internal
+ */
+import { Effect, type Fiber, type Scope } from "effect"
+
+export const detached = <A, E>(
+  effect: Effect.Effect<A, E>,
+  scope: Scope.Scope
+): Effect.Effect<Fiber.RuntimeFiber<A, E>> => Effect.forkIn(Effect.interruptible(effect), scope)
