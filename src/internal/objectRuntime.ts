@@ -18,29 +18,45 @@ type Services = Scheduler.Services
 
 export class ObjectRuntime {
   private readonly runtime: ManagedRuntime.ManagedRuntime<Services, never>
+  private readonly steps: Array<Effect.Effect<void, unknown, Services>> = [
+    Effect.flatMap(Scheduler.Scheduler, (engine) => engine.warm)
+  ]
   private ready: Promise<void> | undefined
 
   constructor(private readonly context: DurabilityContext, config: Scheduler.SchedulerConfig) {
     // The config was validated by the caller, so the build cannot fail.
     this.runtime = ManagedRuntime.make(Layer.orDie(Scheduler.layerDurableObject(context, config)))
-    const warm = () => this.warm()
-    if (typeof context.blockConcurrencyWhile === "function") {
-      void context.blockConcurrencyWhile(warm).catch(() => undefined)
+    this.block()
+  }
+
+  /**
+   * Adds a step (a capability's migrations) to the warm-up. Steps run in order
+   * before any call is served; all of them run again after a failure, so each
+   * must be idempotent.
+   */
+  prepare(step: Effect.Effect<void, unknown, Services>): void {
+    this.steps.push(step)
+    this.ready = undefined
+    this.block()
+  }
+
+  private block(): void {
+    if (typeof this.context.blockConcurrencyWhile === "function") {
+      // A failure is not lost: the next call re-runs the warm-up and rejects with it.
+      void this.context.blockConcurrencyWhile(() => this.warm()).catch(() => undefined)
     }
   }
 
   private warm(): Promise<void> {
-    this.ready ??= this.exit(Effect.flatMap(Scheduler.Scheduler, (engine) => engine.warm)).then((exit) => {
-      if (Exit.isFailure(exit)) {
-        this.ready = undefined
-        throw fromCause(exit.cause)
+    this.ready ??= this.runtime.runPromiseExit(Effect.forEach(this.steps, (step) => step, { discard: true })).then(
+      (exit) => {
+        if (Exit.isFailure(exit)) {
+          this.ready = undefined
+          throw fromCause(exit.cause)
+        }
       }
-    })
+    )
     return this.ready
-  }
-
-  private exit<A, E>(effect: Effect.Effect<A, E, Services>): Promise<Exit.Exit<A, E>> {
-    return this.runtime.runPromiseExit(effect)
   }
 
   /** Runs synchronously (attaching helpers in a constructor). Throws the mapped error. */
@@ -53,14 +69,9 @@ export class ObjectRuntime {
   /** Runs after warm-up; rejects with the mapped error. */
   async run<A, E>(effect: Effect.Effect<A, E, Services>): Promise<A> {
     await this.warm()
-    const exit = await this.exit(effect)
+    const exit = await this.runtime.runPromiseExit(effect)
     if (Exit.isFailure(exit)) throw fromCause(exit.cause)
     return exit.value
-  }
-
-  /** Hands a promise to `waitUntil` when the context has it. */
-  waitUntil(promise: Promise<unknown>): void {
-    this.context.waitUntil?.(promise.catch(() => undefined))
   }
 
   /** Stops every fiber of this instance (tests, resets). */

@@ -1,0 +1,416 @@
+/**
+ * The engine and the `DurabilityScheduler` facade inside workerd: real SQLite
+ * storage, the real alarm (which fires by itself), real timers and real
+ * resets. `EngineObject` (worker.ts) runs the `TaskTable` participant with
+ * handlers chosen by task id and records every handler call and alarm
+ * delivery in its own tables, so the records survive a reset of the object.
+ * isolatedStorage gives every test empty storage and no alarm.
+ */
+import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test"
+import { describe, expect, it } from "vitest"
+import { DurabilityScheduler, internals } from "../../src/facade/DurabilityScheduler.js"
+import type { TaskRow } from "../shared/TaskTable.js"
+import { type EngineObject, ENGINE_SETTINGS } from "./worker.js"
+
+type Stub = DurableObjectStub<EngineObject>
+
+const { alarmMinDelayMs, attemptTimeoutMs, maxAttempts, retryDelayMs } = ENGINE_SETTINGS
+
+const fresh = (): { readonly id: DurableObjectId; readonly stub: Stub } => {
+  const id = env.ENGINE_OBJECT.newUniqueId()
+  return { id, stub: env.ENGINE_OBJECT.get(id) }
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+/** Polls `probe` until `done` holds; fails after `timeoutMs` (bounded in time and in iterations). */
+const waitFor = async <A>(
+  probe: () => Promise<A>,
+  done: (value: A) => boolean,
+  timeoutMs = 5_000,
+  intervalMs = 25
+): Promise<A> => {
+  const deadline = Date.now() + timeoutMs
+  const maxPolls = Math.ceil(timeoutMs / intervalMs) + 1
+  let last: A = await probe()
+  for (let poll = 0; !done(last); poll++) {
+    if (Date.now() > deadline || poll >= maxPolls) {
+      throw new Error(`Condition not met within ${timeoutMs} ms; last value: ${JSON.stringify(last)}`)
+    }
+    await sleep(intervalMs)
+    last = await probe()
+  }
+  return last
+}
+
+const rowOf = async (stub: Stub, id: string): Promise<TaskRow | undefined> =>
+  (await stub.rows()).find((row) => row.id === id)
+
+const waitForRow = (stub: Stub, id: string, done: (row: TaskRow) => boolean, timeoutMs?: number) =>
+  waitFor(() => rowOf(stub, id), (row) => row !== undefined && done(row), timeoutMs) as Promise<TaskRow>
+
+const settled = (row: TaskRow) => row.status !== "pending"
+
+/** Resets the object (its in-memory state and timers are gone; storage and alarm stay). Returns a new stub. */
+const evict = async (id: DurableObjectId, stub: Stub): Promise<Stub> => {
+  await expect(runInDurableObject(stub, (_instance, state) => state.abort("reset by the test"))).rejects.toThrow()
+  return env.ENGINE_OBJECT.get(id)
+}
+
+/** The alarm a registration armed is max(due, now + alarmMinDelayMs) for the write's `now`. */
+const expectAlarmFor = (
+  registered: { readonly alarm: number | null; readonly before: number; readonly after: number },
+  due: number
+) => {
+  expect(registered.alarm).not.toBeNull()
+  expect(registered.alarm).toBeGreaterThanOrEqual(Math.max(due, registered.before + alarmMinDelayMs))
+  expect(registered.alarm).toBeLessThanOrEqual(Math.max(due, registered.after + alarmMinDelayMs))
+}
+
+describe("the alarm is armed in the same transaction as the write", () => {
+  it("sets the platform alarm to the due time when it is beyond the minimum delay", async () => {
+    const { stub } = fresh()
+    const now = await stub.now()
+    const due = now + 5_000
+    const registered = await stub.register("ok-later", due)
+    expectAlarmFor(registered, due)
+    expect(registered.alarm).toBe(due)
+    expect(await stub.alarmAt()).toBe(due)
+    expect(await stub.rows()).toMatchObject([{ id: "ok-later", status: "pending", attempt: 0, next_attempt_at: due }])
+    expect(await stub.calls()).toEqual([])
+  })
+
+  it("never sets the platform alarm sooner than the minimum delay; the early timer runs the work", async () => {
+    const { stub } = fresh()
+    const due = (await stub.now()) + 300
+    const registered = await stub.register("ok-soon", due)
+    expectAlarmFor(registered, due)
+    expect(registered.alarm).toBeGreaterThan(due)
+
+    const row = await waitForRow(stub, "ok-soon", settled)
+    expect(row).toMatchObject({ status: "completed", attempt: 1, result: JSON.stringify({ id: "ok-soon", attempt: 1 }) })
+    const calls = await stub.calls()
+    expect(calls).toHaveLength(1)
+    // The in-memory early timer ran it (no platform alarm info), not before its due time.
+    expect(calls[0]).toMatchObject({ id: "ok-soon", attempt: 1, from_alarm: 0 })
+    expect(calls[0]!.at).toBeGreaterThanOrEqual(due)
+    expect(await stub.alarms()).toEqual([])
+    expect(await stub.alarmAt()).toBeNull()
+  })
+
+  it("a write whose body inserts a task and then fails leaves no row and no alarm", async () => {
+    const { stub } = fresh()
+    const now = await stub.now()
+    const failure = await stub.writeThenFail("ok-doomed", now)
+    expect(failure.message).toBe("the write body failed after its insert")
+    expect(await stub.rows()).toEqual([])
+    expect(await stub.alarmAt()).toBeNull()
+    await sleep(100)
+    expect(await stub.calls()).toEqual([])
+    expect(await stub.rows()).toEqual([])
+  })
+
+  it("a failed write leaves an armed alarm unchanged", async () => {
+    const { stub } = fresh()
+    const due = (await stub.now()) + 5_000
+    await stub.register("ok-later", due)
+    expect(await stub.alarmAt()).toBe(due)
+
+    // Its insert would have pulled the alarm in to now + minDelay: it is rolled back with the body.
+    const failure = await stub.writeThenFail("ok-doomed", await stub.now())
+    expect(failure.message).toBe("the write body failed after its insert")
+    expect(await stub.alarmAt()).toBe(due)
+    expect((await stub.rows()).map((row) => row.id)).toEqual(["ok-later"])
+
+    // A later write still reconciles against the alarm that is really armed.
+    await stub.register("ok-even-later", due + 1_000)
+    expect(await stub.alarmAt()).toBe(due)
+    await sleep(100)
+    expect(await stub.calls()).toEqual([])
+  })
+})
+
+describe("a real alarm runs due work", () => {
+  it("fires by itself at the due time and completes a task the early timer cannot see", async () => {
+    const { stub } = fresh()
+    // Beyond alarmMinDelayMs, so no early timer is armed: only the physical alarm can run it.
+    const due = (await stub.now()) + alarmMinDelayMs + 200
+    const registered = await stub.register("ok-alarm", due)
+    expect(registered.alarm).toBe(due)
+    await sleep(200)
+    expect(await stub.calls()).toEqual([])
+
+    const row = await waitForRow(stub, "ok-alarm", settled, 5_000)
+    expect(row).toMatchObject({ status: "completed", attempt: 1, generation_id: registered.generation })
+    const calls = await stub.calls()
+    expect(calls).toHaveLength(1)
+    expect(calls[0]).toMatchObject({ id: "ok-alarm", attempt: 1, from_alarm: 1, instance: registered.instance })
+    expect(calls[0]!.at).toBeGreaterThanOrEqual(due)
+    const alarms = await stub.alarms()
+    expect(alarms).toHaveLength(1)
+    expect(JSON.parse(alarms[0]!.info)).toMatchObject({ isRetry: false, retryCount: 0 })
+    // Inside the handler the platform already reports no alarm (the engine's readPhysical relies on it).
+    expect(alarms[0]!.seen).toBeNull()
+    expect(await stub.alarmAt()).toBeNull()
+  })
+
+  it("a task registered just before eviction runs on the new instance from the alarm", async () => {
+    const { id, stub } = fresh()
+    const due = (await stub.now()) + alarmMinDelayMs + 200
+    const registered = await stub.register("ok-evicted", due)
+    const next = await evict(id, stub)
+    expect(await next.alarmAt()).toBe(due)
+    expect(await next.rows()).toMatchObject([{ id: "ok-evicted", status: "pending", attempt: 0 }])
+
+    const row = await waitForRow(next, "ok-evicted", settled, 5_000)
+    expect(row).toMatchObject({ status: "completed", attempt: 1, generation_id: registered.generation })
+    const calls = await next.calls()
+    expect(calls).toHaveLength(1)
+    expect(calls[0]).toMatchObject({ attempt: 1, from_alarm: 1, generation: registered.generation })
+    expect(calls[0]!.instance).not.toBe(registered.instance)
+    expect(await next.alarmAt()).toBeNull()
+  })
+
+  it("runDurableObjectAlarm runs work that came due while no timer could see it", async () => {
+    const { stub } = fresh()
+    const due = (await stub.now()) + 60_000
+    const registered = await stub.register("ok-manual", due)
+    expect(registered.alarm).toBe(due)
+
+    // Time passes (simulated): the task is due now, but no early timer was armed for it.
+    await runInDurableObject(stub, (_instance, state) => {
+      state.storage.sql.exec("UPDATE test_tasks SET next_attempt_at = ? WHERE id = 'ok-manual'", Date.now() - 1)
+    })
+    expect(await stub.calls()).toEqual([])
+
+    expect(await runDurableObjectAlarm(stub)).toBe(true)
+    // The alarm pass resolves once the outcome is durable.
+    expect(await rowOf(stub, "ok-manual")).toMatchObject({ status: "completed", attempt: 1 })
+    expect(await stub.calls()).toMatchObject([{ id: "ok-manual", attempt: 1, from_alarm: 0 }])
+    expect(await stub.alarmAt()).toBeNull()
+    expect(await runDurableObjectAlarm(stub)).toBe(false)
+  })
+
+  it("an alarm that runs before the work is due re-arms the alarm for it", async () => {
+    const { stub } = fresh()
+    const due = (await stub.now()) + 60_000
+    await stub.register("ok-not-yet", due)
+    expect(await runDurableObjectAlarm(stub)).toBe(true)
+    expect(await stub.calls()).toEqual([])
+    expect(await rowOf(stub, "ok-not-yet")).toMatchObject({ status: "pending", attempt: 0 })
+    expect(await stub.alarmAt()).toBe(due)
+  })
+})
+
+describe("work survives eviction", () => {
+  it("a task mid-attempt resumes on the new instance with attempt + 1 and the same generation", async () => {
+    const { id, stub } = fresh()
+    const due = (await stub.now()) + alarmMinDelayMs + 200
+    const registered = await stub.register("hang-1", due)
+    expect(registered.alarm).toBe(due)
+    // Started eagerly, before its due time.
+    expect(await stub.tryStart("hang-1")).toBe(true)
+    await waitFor(() => stub.calls(), (calls) => calls.length === 1, 2_000)
+    expect(await rowOf(stub, "hang-1")).toMatchObject({ status: "pending", attempt: 1 })
+
+    const next = await evict(id, stub)
+    expect(await next.rows()).toMatchObject([
+      { id: "hang-1", status: "pending", attempt: 1, generation_id: registered.generation }
+    ])
+    expect(await next.alarmAt()).toBe(due)
+
+    // The real alarm starts attempt 2; it and attempt 3 time out; attempt 3 is the last.
+    const row = await waitForRow(next, "hang-1", settled, 8_000)
+    expect(row).toMatchObject({
+      status: "failed",
+      attempt: maxAttempts,
+      generation_id: registered.generation,
+      last_error_name: "DurableAttemptTimeoutError",
+      last_error: `Task attempt timed out after ${attemptTimeoutMs} ms`
+    })
+    const calls = await next.calls()
+    expect(calls.map((call) => call.attempt)).toEqual([1, 2, 3])
+    expect(calls.every((call) => call.generation === registered.generation)).toBe(true)
+    const [first, second, third] = calls
+    expect(first).toMatchObject({ instance: registered.instance, from_alarm: 0, aborted: 0 })
+    // Attempt 2 came from the platform alarm on a new instance, not before the due time.
+    expect(second).toMatchObject({ from_alarm: 1, aborted: 1 })
+    expect(second!.instance).not.toBe(registered.instance)
+    expect(second!.at).toBeGreaterThanOrEqual(due)
+    // Attempt 3 is the retry, run by the early timer of the same instance.
+    expect(third).toMatchObject({ instance: second!.instance, from_alarm: 0, aborted: 1 })
+    expect(third!.at).toBeGreaterThanOrEqual(second!.at + attemptTimeoutMs + retryDelayMs)
+    expect(await next.alarmAt()).toBeNull()
+    // Nothing runs again.
+    await sleep(200)
+    expect(await next.calls()).toHaveLength(maxAttempts)
+  })
+
+  it("a task whose attempts were all used by lost instances fails without running again", async () => {
+    const { id, stub } = fresh()
+    const due = (await stub.now()) + alarmMinDelayMs + 200
+    const registered = await stub.register("hang-exhausted", due)
+    // As if every allowed attempt had been claimed by an instance that was then reset.
+    await runInDurableObject(stub, (_instance, state) => {
+      state.storage.sql.exec("UPDATE test_tasks SET attempt = ? WHERE id = 'hang-exhausted'", maxAttempts)
+    })
+    const next = await evict(id, stub)
+
+    const row = await waitForRow(next, "hang-exhausted", settled, 5_000)
+    expect(row).toMatchObject({
+      status: "failed",
+      attempt: maxAttempts,
+      generation_id: registered.generation,
+      last_error_name: "DurableAttemptsExhaustedError"
+    })
+    expect(await next.calls()).toEqual([])
+    expect(await next.alarms()).toHaveLength(1)
+    expect(await next.alarmAt()).toBeNull()
+  })
+})
+
+describe("the attempt lifecycle", () => {
+  it("flaky: attempt 1 fails and persists its retry time, attempt 2 completes", async () => {
+    const { stub } = fresh()
+    const registered = await stub.register("flaky-1")
+    const row = await waitForRow(stub, "flaky-1", settled)
+    expect(row).toMatchObject({
+      status: "completed",
+      attempt: 2,
+      generation_id: registered.generation,
+      result: JSON.stringify({ id: "flaky-1", attempt: 2 }),
+      last_error: null,
+      last_error_name: null
+    })
+
+    const calls = await stub.calls()
+    expect(calls.map((call) => call.attempt)).toEqual([1, 2])
+    const [first, second] = calls
+    expect(first).toMatchObject({ generation: registered.generation, from_alarm: 0, aborted: 0 })
+    expect(second).toMatchObject({ generation: registered.generation, from_alarm: 0, aborted: 0 })
+    // What attempt 1 left in storage, as attempt 2 read it when it was claimed.
+    const stored = JSON.parse(second!.row) as TaskRow
+    expect(stored).toMatchObject({
+      status: "pending",
+      attempt: 1,
+      generation_id: registered.generation,
+      last_error: "flaky-1 failed on attempt 1",
+      last_error_name: "FlakyError",
+      result: null
+    })
+    expect(stored.next_attempt_at).toBeGreaterThanOrEqual(first!.at + retryDelayMs)
+    expect(second!.at).toBeGreaterThanOrEqual(stored.next_attempt_at)
+    expect(await stub.alarmAt()).toBeNull()
+  })
+
+  it("fail: one attempt, failed with NonRetryableError", async () => {
+    const { stub } = fresh()
+    const registered = await stub.register("fail-1")
+    const row = await waitForRow(stub, "fail-1", settled)
+    expect(row).toMatchObject({
+      status: "failed",
+      attempt: 1,
+      generation_id: registered.generation,
+      last_error: "fail-1 cannot succeed",
+      last_error_name: "NonRetryableError",
+      result: null
+    })
+    await sleep(retryDelayMs * 2)
+    expect(await stub.calls()).toMatchObject([{ id: "fail-1", attempt: 1 }])
+    expect(await stub.alarmAt()).toBeNull()
+  })
+
+  it("keeps the alarm while anything is pending and deletes it when nothing is", async () => {
+    const { stub } = fresh()
+    const later = (await stub.now()) + 60_000
+    await stub.register("ok-later", later)
+    await stub.register("flaky-2")
+    await stub.register("fail-2")
+    await waitFor(() => stub.rows(), (rows) => rows.filter(settled).length === 2)
+    expect(await stub.rows()).toMatchObject([
+      { id: "fail-2", status: "failed", attempt: 1 },
+      { id: "flaky-2", status: "completed", attempt: 2 },
+      { id: "ok-later", status: "pending", attempt: 0 }
+    ])
+    expect(await stub.alarmAt()).toBe(later)
+
+    // Started eagerly long before its due time; the last pending work is gone, so is the alarm.
+    expect(await stub.tryStart("ok-later")).toBe(true)
+    await waitForRow(stub, "ok-later", settled)
+    expect(await rowOf(stub, "ok-later")).toMatchObject({ status: "completed", attempt: 1 })
+    expect(await stub.alarmAt()).toBeNull()
+    expect((await stub.calls()).map((call) => `${call.id}#${call.attempt}`).sort()).toEqual([
+      "fail-2#1",
+      "flaky-2#1",
+      "flaky-2#2",
+      "ok-later#1"
+    ])
+  })
+})
+
+describe("the DurabilityScheduler facade in workerd", () => {
+  const thrown = (run: () => unknown): unknown => {
+    try {
+      run()
+    } catch (error) {
+      return error
+    }
+    throw new Error("expected a throw")
+  }
+
+  it("rejects bad options with the messages of resolveConfig", async () => {
+    const { stub } = fresh()
+    await runInDurableObject(stub, (_instance, state) => {
+      const make = (options: Record<string, unknown>) => () =>
+        new DurabilityScheduler({ context: state, ...options } as ConstructorParameters<typeof DurabilityScheduler>[0])
+      const cases: ReadonlyArray<readonly [Record<string, unknown>, ErrorConstructor, string]> = [
+        [{ alarmConcurrency: 0 }, RangeError, "alarmConcurrency must be a positive integer"],
+        [{ alarmConcurrency: 1.5 }, RangeError, "alarmConcurrency must be a positive integer"],
+        [{ alarmMinDelayMs: "1000" }, RangeError, "alarmMinDelayMs must be a positive integer"],
+        [{ alarmMinDelayMs: 999 }, RangeError, "alarmMinDelayMs must be between 1000 and 15000"],
+        [{ alarmMinDelayMs: 15_001 }, RangeError, "alarmMinDelayMs must be between 1000 and 15000"],
+        [{ alarmHandoffMs: -1 }, RangeError, "alarmHandoffMs must be a positive integer"],
+        [{ alarmHandoffMs: Number.NaN }, RangeError, "alarmHandoffMs must be a positive integer"],
+        [{ liveTimers: "yes" }, TypeError, "liveTimers must be a boolean"],
+        [{ onAlarmRetry: 42 }, TypeError, "onAlarmRetry must be a function"]
+      ]
+      for (const [options, ErrorClass, message] of cases) {
+        const error = thrown(make(options))
+        expect(error, JSON.stringify(options)).toBeInstanceOf(ErrorClass)
+        expect((error as Error).message).toBe(message)
+      }
+      const noContext = thrown(() =>
+        new DurabilityScheduler({ context: {} } as unknown as ConstructorParameters<typeof DurabilityScheduler>[0])
+      )
+      expect(noContext).toBeInstanceOf(TypeError)
+      expect((noContext as Error).message).toBe("context must be a Durable Object state whose class uses SQLite storage")
+      const noConfig = thrown(() =>
+        new DurabilityScheduler(null as unknown as ConstructorParameters<typeof DurabilityScheduler>[0])
+      )
+      expect(noConfig).toBeInstanceOf(TypeError)
+      expect((noConfig as Error).message).toBe("DurabilityScheduler needs a config object")
+      // The edges are accepted.
+      expect(make({ alarmMinDelayMs: 1_000 })()).toBeInstanceOf(DurabilityScheduler)
+      expect(make({ alarmMinDelayMs: 15_000, liveTimers: true, onAlarmRetry: () => undefined })()).toBeInstanceOf(
+        DurabilityScheduler
+      )
+    })
+  })
+
+  it("internals rejects objects it did not create", async () => {
+    const { stub } = fresh()
+    await runInDurableObject(stub, (instance: EngineObject) => {
+      expect(() => internals({})).toThrow(new Error("Unknown DurabilityScheduler instance"))
+      expect(() => internals(null)).toThrow(new Error("Unknown DurabilityScheduler instance"))
+      expect(() => internals(Object.create(DurabilityScheduler.prototype))).toThrow(
+        new Error("Unknown DurabilityScheduler instance")
+      )
+      expect(internals(instance.scheduler).config).toMatchObject({
+        alarmMinDelayMs,
+        alarmConcurrency: 10,
+        liveTimers: false,
+        objectId: stub.id.toString()
+      })
+    })
+  })
+})
