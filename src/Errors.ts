@@ -62,3 +62,34 @@ export interface SerializedError {
   readonly name: string
   readonly message: string
 }
+
+/** An argument of a call (id, name, payload, time, timeout) is invalid; nothing was written. */
+export class InvalidInputError extends Schema.TaggedError<InvalidInputError>("durability/InvalidInputError")(
+  "InvalidInputError",
+  {
+    field: Schema.String,
+    /** `range` maps to `RangeError` in the facade, `type` to `TypeError`. */
+    kind: Schema.Literal("range", "type"),
+    message: Schema.String
+  }
+) {}
+
+/** The id is already used by another operation (at registration, or when reading a result). */
+export class DuplicateDurableCallError extends Schema.TaggedError<DuplicateDurableCallError>(
+  "durability/DuplicateDurableCallError"
+)("DuplicateDurableCallError", {
+  id: Schema.String,
+  existing: Schema.String,
+  requested: Schema.String,
+  message: Schema.String
+}) {}
+
+/** A handler succeeded with a value that cannot be stored as JSON; the side effect is not re-run. */
+export class DurableResultSerializationError extends Schema.TaggedError<DurableResultSerializationError>(
+  "durability/DurableResultSerializationError"
+)("DurableResultSerializationError", { message: Schema.String, cause: Schema.optional(Schema.Defect) }) {}
+
+/** A named alarm's handler did not settle within its attempt timeout. */
+export class DurableAlarmTimeoutError extends Schema.TaggedError<DurableAlarmTimeoutError>(
+  "durability/DurableAlarmTimeoutError"
+)("DurableAlarmTimeoutError", { message: Schema.String, timeoutMs: Schema.Number }) {}

@@ -147,6 +147,8 @@ export interface DurableTable {
    * matched. A failure other than `StorageError` makes the attempt terminal.
    */
   readonly complete: (execution: Execution, value: unknown) => Effect.Effect<boolean, unknown>
+  /** How messages name the record, e.g. `operation "resize" (id "a")`. */
+  readonly describe: (row: Row) => string
   /** The entity fields of lifecycle events about `row`. */
   readonly entity: (row: Row) => Lifecycle.LifecycleEntity
   readonly onEvent?: Lifecycle.LifecycleHook | undefined

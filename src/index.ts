@@ -10,11 +10,47 @@ export type {
   DurabilitySchedulerConfig,
   DurabilitySchedulerOptions
 } from "./facade/DurabilityScheduler.js"
+export { Durability } from "./facade/Durability.js"
+export type {
+  DurabilityBase,
+  DurabilityConfig,
+  DurabilityConstructor,
+  DurabilityInstance,
+  DurabilityMethodOptions,
+  DurabilityOptions,
+  DurabilityRetryOptions,
+  DurableCall,
+  DurableHandler,
+  DurableJobHandle,
+  DurableJobWaitOptions,
+  DurableOperation,
+  DurableOperationResult,
+  HandlerMap
+} from "./facade/Durability.js"
+export { DurabilityAlarms } from "./facade/DurabilityAlarms.js"
+export type {
+  AlarmHandlerMap,
+  DurabilityAlarmMethodOptions,
+  DurabilityAlarmsBase,
+  DurabilityAlarmsConfig,
+  DurabilityAlarmsConstructor,
+  DurabilityAlarmsInstance,
+  DurabilityAlarmsOptions,
+  DurableAlarmHandler,
+  DurableAlarmInfo,
+  DurableNamedAlarm
+} from "./facade/DurabilityAlarms.js"
+export type { MigrationResult as DurabilityMigrationResult, SchedulerAttachment } from "./facade/attachment.js"
 export {
+  DuplicateDurableCallError,
+  DurableAlarmTimeoutError,
   DurableAttemptsExhaustedError,
   DurableAttemptTimeoutError,
+  DurableResultSerializationError,
   DurableRetryPolicyError,
   NonRetryableError
 } from "./facade/errors.js"
-export type { LifecycleEvent, LifecycleHook } from "./Lifecycle.js"
+export { migrations as durabilityOperationMigrations } from "./Operations.js"
+export { migrations as durabilityNamedAlarmMigrations } from "./NamedAlarms.js"
+export type { LifecycleEvent as DurabilityLifecycleEvent, LifecycleHook } from "./Lifecycle.js"
 export type { SerializedError } from "./Errors.js"

@@ -5,3 +5,4 @@
 export * as MemoryStorage from "./testing/MemoryStorage.js"
 export * as TestBackground from "./testing/TestBackground.js"
 export * as TestScheduler from "./testing/TestScheduler.js"
+export * as TestDurability from "./testing/TestDurability.js"

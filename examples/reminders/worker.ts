@@ -99,6 +99,7 @@ const setup = Effect.gen(function*() {
         ),
         (rows) => rows.length > 0
       ),
+    describe: (row) => `reminder "${String(row.name)}"`,
     entity: (row) => ({ entityKind: "reminder", id: String(row.name), generation: String(row.generation_id) })
   })
 })

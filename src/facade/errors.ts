@@ -21,6 +21,9 @@ export class DurableAttemptTimeoutError extends named("DurableAttemptTimeoutErro
 export class DurabilityStorageError extends named("StorageError") {}
 export class DurabilityMigrationError extends named("MigrationError") {}
 export class ParticipantConflictError extends named("ParticipantConflictError") {}
+export class DuplicateDurableCallError extends named("DuplicateDurableCallError") {}
+export class DurableResultSerializationError extends named("DurableResultSerializationError") {}
+export class DurableAlarmTimeoutError extends named("DurableAlarmTimeoutError") {}
 
 const byTag: Record<string, new(message: string, options?: { readonly cause?: unknown }) => Error> = {
   NonRetryableError,
@@ -29,7 +32,10 @@ const byTag: Record<string, new(message: string, options?: { readonly cause?: un
   DurableAttemptTimeoutError,
   StorageError: DurabilityStorageError,
   MigrationError: DurabilityMigrationError,
-  ParticipantConflictError
+  ParticipantConflictError,
+  DuplicateDurableCallError,
+  DurableResultSerializationError,
+  DurableAlarmTimeoutError
 }
 
 /** Turns any failure of the Effect API into what a promise caller expects. */
@@ -37,10 +43,12 @@ export const toError = (error: unknown): Error => {
   if (typeof error === "object" && error !== null && "_tag" in error) {
     const tagged = error as { readonly _tag: unknown; readonly message?: unknown; readonly kind?: unknown }
     const message = typeof tagged.message === "string" ? tagged.message : String(tagged._tag)
-    if (tagged._tag === "InvalidOptionError") {
+    if (tagged._tag === "InvalidOptionError" || tagged._tag === "InvalidInputError") {
       return tagged.kind === "type" ? new TypeError(message) : new RangeError(message)
     }
     const ErrorClass = typeof tagged._tag === "string" ? byTag[tagged._tag] : undefined
+    // Errors of attachment (a second helper of one kind) read as plain errors, as they always have.
+    if (tagged._tag === "ParticipantConflictError") return new Error(message)
     if (ErrorClass !== undefined) return new ErrorClass(message, { cause: error })
   }
   if (error instanceof Error) return error

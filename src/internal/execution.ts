@@ -275,7 +275,7 @@ const settleFailure = (
 const exhaust = (engine: Engine, participant: Participant, key: string, row: Row, policy: AttemptPolicy) =>
   Effect.gen(function*() {
     const error = new DurableAttemptsExhaustedError({
-      message: `${participant.table.kind} "${key}" has used all ${policy.maxAttempts} attempts`,
+      message: `Durable ${participant.table.describe(row)} exhausted its ${policy.maxAttempts} attempts`,
       attempts: policy.maxAttempts
     })
     const exhausted = yield* engine.write(

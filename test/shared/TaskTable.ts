@@ -68,6 +68,7 @@ export const table = (options: TaskTableOptions): Effect.Effect<Scheduler.Durabl
       ),
       (rows) => rows.length > 0
     ),
+  describe: (row) => `task "${String(row.id)}"`,
   entity: (row) => ({ entityKind: "task", id: String(row.id), generation: String(row.generation_id) }),
   ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent })
 }))

@@ -1,0 +1,295 @@
+/**
+ * Named alarms: many logical timers on the object's one physical alarm.
+ *
+ * Scheduling a name replaces its pending occurrence (new generation, attempt 0).
+ * One handler per name runs at a time in an isolate: a replacement scheduled
+ * while the old occurrence runs waits for it, then runs with its own
+ * idempotency key. Success deletes only the occurrence that ran; a timeout is
+ * terminal unless `retryTimeouts` (the outcome of a timed-out side effect is
+ * unknown).
+ */
+import { Effect } from "effect"
+import type * as Background from "./Background.js"
+import {
+  DurableAlarmTimeoutError,
+  InvalidInputError,
+  InvalidOptionError,
+  type MigrationError,
+  NonRetryableError,
+  type ParticipantConflictError,
+  type StorageError
+} from "./Errors.js"
+import * as Capability from "./internal/capability.js"
+import type { AlarmInvocationInfo } from "./internal/platform.js"
+import * as Policy from "./internal/policy.js"
+import * as Validate from "./internal/validate.js"
+import * as Watchers from "./internal/watchers.js"
+import type * as Lifecycle from "./Lifecycle.js"
+import * as Migrations from "./Migrations.js"
+import * as Scheduler from "./Scheduler.js"
+import { StorageService } from "./StorageService.js"
+
+/** What a named-alarm handler is called with. */
+export interface DurableAlarmInfo<Name extends string = string> {
+  readonly name: Name
+  /** The time the occurrence was scheduled for. */
+  readonly scheduledTime: number
+  /** 1-based; already durably counted. */
+  readonly attempt: number
+  readonly isRetry: boolean
+  readonly retryCount: number
+  /** `durability-alarm:v1:<generation>`: stable across retries of one occurrence, new for a replacement. */
+  readonly idempotencyKey: string
+  readonly signal: AbortSignal
+  /** The platform's alarm info when a physical alarm started this attempt. */
+  readonly platform: AlarmInvocationInfo | undefined
+}
+
+export interface AlarmDefinition<E, Req> extends Policy.ExecutionOptions {
+  readonly handler: (info: DurableAlarmInfo) => Effect.Effect<unknown, E, Req>
+  /** Retry an attempt that timed out (default false: a timeout is terminal). */
+  readonly retryTimeouts?: boolean | undefined
+}
+
+export interface AnyAlarmDefinition extends Policy.ExecutionOptions {
+  readonly handler: (info: DurableAlarmInfo) => Effect.Effect<unknown, unknown, unknown>
+  readonly retryTimeouts?: boolean | undefined
+}
+
+export type RequirementsOf<Defs> = {
+  readonly [K in keyof Defs]: Defs[K] extends AlarmDefinition<infer _E, infer Req> ? Req : never
+}[keyof Defs]
+
+export const alarm = <E = never, Req = never>(
+  options: Policy.ExecutionOptions & {
+    readonly handler: (info: DurableAlarmInfo) => Effect.Effect<unknown, E, Req>
+    readonly retryTimeouts?: boolean | undefined
+  }
+): AlarmDefinition<E, Req> => options
+
+export interface NamedAlarmsOptions extends Policy.ExecutionOptions {
+  readonly onLifecycleEvent?: Lifecycle.LifecycleHook | undefined
+}
+
+export interface NamedAlarms<Defs extends Record<string, AnyAlarmDefinition>> {
+  /** Schedules the name at `scheduledTime` (ms since epoch), replacing its pending occurrence. */
+  readonly schedule: (
+    name: keyof Defs & string,
+    scheduledTime: number
+  ) => Effect.Effect<void, InvalidInputError | StorageError>
+  /** Deletes every occurrence created before `before` (strict); returns how many. */
+  readonly purgeBefore: (before: number) => Effect.Effect<number, InvalidInputError | StorageError>
+}
+
+export const TABLE = "durability_alarms"
+
+const COLUMNS = "name, status, scheduled_at, next_attempt_at, attempt, last_error, last_error_name"
+
+export const migrations: ReadonlyArray<Migrations.Migration> = [
+  {
+    name: "durability_0003_create_alarms",
+    up: `CREATE TABLE durability_alarms (
+      name TEXT PRIMARY KEY,
+      status TEXT NOT NULL CHECK (status IN ('pending', 'failed')),
+      scheduled_at INTEGER NOT NULL,
+      next_attempt_at INTEGER NOT NULL,
+      attempt INTEGER NOT NULL DEFAULT 0,
+      last_error TEXT,
+      last_error_name TEXT
+    );
+    CREATE INDEX durability_alarms_pending_idx ON durability_alarms (status, next_attempt_at)`,
+    down: "DROP TABLE durability_alarms"
+  },
+  {
+    name: "durability_0004_alarms_generation_and_created_at",
+    up: `ALTER TABLE durability_alarms RENAME TO durability_alarms_0004;
+      CREATE TABLE durability_alarms (
+        name TEXT PRIMARY KEY,
+        generation_id TEXT NOT NULL DEFAULT 'legacy',
+        status TEXT NOT NULL CHECK (status IN ('pending', 'failed')),
+        scheduled_at INTEGER NOT NULL,
+        next_attempt_at INTEGER NOT NULL,
+        attempt INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT,
+        last_error_name TEXT,
+        created_at INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000 AS INTEGER))
+      );
+      INSERT INTO durability_alarms (${COLUMNS}, generation_id, created_at)
+        SELECT ${COLUMNS}, 'legacy:' || name, CAST(unixepoch('subsec') * 1000 AS INTEGER) FROM durability_alarms_0004;
+      DROP TABLE durability_alarms_0004;
+      CREATE INDEX durability_alarms_pending_idx ON durability_alarms (status, next_attempt_at);
+      CREATE INDEX durability_alarms_created_idx ON durability_alarms (created_at)`,
+    down: `ALTER TABLE durability_alarms RENAME TO durability_alarms_0004;
+      CREATE TABLE durability_alarms (
+        name TEXT PRIMARY KEY,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'failed')),
+        scheduled_at INTEGER NOT NULL,
+        next_attempt_at INTEGER NOT NULL,
+        attempt INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT,
+        last_error_name TEXT
+      );
+      INSERT INTO durability_alarms (${COLUMNS}) SELECT ${COLUMNS} FROM durability_alarms_0004;
+      DROP TABLE durability_alarms_0004;
+      CREATE INDEX durability_alarms_pending_idx ON durability_alarms (status, next_attempt_at)`
+  }
+]
+
+export const CAPABILITY = "namedAlarms"
+
+export const migrate = (target?: string | null) => Migrations.migrate(CAPABILITY, migrations, target)
+
+const RESERVED = new Set(["constructor", "alarm", "purgeBefore", "__proto__", "prototype", "then"])
+
+export const IDEMPOTENCY_PREFIX = "durability-alarm:v1:"
+
+const isAlarmTimeout = (error: unknown) => error instanceof DurableAlarmTimeoutError
+
+export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
+  definitions: Defs,
+  options: NamedAlarmsOptions = {}
+): Effect.Effect<
+  NamedAlarms<Defs>,
+  InvalidOptionError | ParticipantConflictError | MigrationError | StorageError,
+  Scheduler.Scheduler | StorageService | Background.Background | RequirementsOf<Defs>
+> =>
+  Effect.gen(function*() {
+    const storage = yield* StorageService
+    const scheduler = yield* Scheduler.Scheduler
+    const context = yield* Effect.context<RequirementsOf<Defs>>()
+    const names = Object.keys(definitions)
+    for (const name of names) {
+      if (RESERVED.has(name)) {
+        return yield* new InvalidOptionError({
+          field: `handlers.${name}`,
+          kind: "type",
+          message: `"${name}" is reserved by DurabilityAlarms`
+        })
+      }
+      if (typeof definitions[name]?.handler !== "function") {
+        return yield* new InvalidOptionError({
+          field: `handlers.${name}`,
+          kind: "type",
+          message: `handlers.${name} must be a function`
+        })
+      }
+      const retryTimeouts = definitions[name]?.retryTimeouts
+      if (retryTimeouts !== undefined && typeof retryTimeouts !== "boolean") {
+        return yield* new InvalidOptionError({
+          field: `methods.${name}.retryTimeouts`,
+          kind: "type",
+          message: `methods.${name}.retryTimeouts must be a boolean`
+        })
+      }
+    }
+    const base = yield* Policy.resolve("", options, Policy.defaults)
+    const definitionOf = (name: string) =>
+      Object.prototype.hasOwnProperty.call(definitions, name) ? definitions[name] : undefined
+    const timeoutError = (name: string) => (timeoutMs: number) =>
+      new DurableAlarmTimeoutError({ message: `Durable alarm "${name}" timed out after ${timeoutMs}ms`, timeoutMs })
+    const policies = new Map<string, Scheduler.AttemptPolicy>()
+    for (const name of names) {
+      const resolved = yield* Policy.resolve(`methods.${name}.`, definitions[name], base)
+      const terminalOnTimeout = definitions[name]?.retryTimeouts !== true
+      policies.set(
+        name,
+        Capability.attemptPolicy(resolved, timeoutError(name), (error) => terminalOnTimeout && isAlarmTimeout(error))
+      )
+    }
+    if (!(yield* Migrations.isCurrent(CAPABILITY, migrations))) yield* migrate()
+    const watchers = Watchers.make()
+
+    const run = (execution: Scheduler.Execution): Effect.Effect<unknown, unknown> =>
+      Effect.suspend(() => {
+        const name = execution.key
+        const definition = definitionOf(name)
+        if (definition === undefined) {
+          return Effect.fail(new NonRetryableError({ message: `No named alarm handler registered for "${name}"` }))
+        }
+        const info: DurableAlarmInfo = {
+          name,
+          scheduledTime: Number(execution.row.scheduled_at),
+          attempt: execution.attempt,
+          isRetry: execution.attempt > 1,
+          retryCount: execution.attempt - 1,
+          idempotencyKey: `${IDEMPOTENCY_PREFIX}${execution.generation}`,
+          signal: execution.signal,
+          platform: execution.platform
+        }
+        return Effect.provide(
+          definition.handler(info) as Effect.Effect<unknown, unknown, RequirementsOf<Defs>>,
+          context
+        )
+      })
+
+    const handle = yield* scheduler.attach({
+      kind: CAPABILITY,
+      table: TABLE,
+      keyColumn: "name",
+      policy: (row) =>
+        policies.get(String(row.name)) ?? Capability.attemptPolicy(base, timeoutError(String(row.name)), isAlarmTimeout),
+      run,
+      // Success deletes only the occurrence that ran, never its replacement.
+      complete: (execution) =>
+        Effect.map(
+          storage.exec(
+            `DELETE FROM durability_alarms
+             WHERE name = ? AND generation_id = ? AND status = 'pending' AND attempt = ? RETURNING name`,
+            [execution.key, execution.generation, execution.attempt]
+          ),
+          (rows) => rows.length > 0
+        ),
+      describe: (row) => `named alarm "${String(row.name)}"`,
+      entity: (row) => ({
+        entityKind: "named_alarm",
+        alarm: String(row.name),
+        id: String(row.name),
+        generation: String(row.generation_id)
+      }),
+      onEvent: Capability.observe(watchers, options.onLifecycleEvent)
+    })
+
+    const schedule = Effect.fn("NamedAlarms.schedule")(function*(name: string, scheduledTime: number) {
+      if (definitionOf(name) === undefined) {
+        return yield* new InvalidInputError({ field: "name", kind: "type", message: `Unknown named alarm "${name}"` })
+      }
+      const at = yield* Validate.timestamp("scheduledTime", scheduledTime)
+      const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+      const generation = crypto.randomUUID()
+      yield* handle.write(storage.exec(
+        `INSERT INTO durability_alarms
+           (name, generation_id, status, scheduled_at, next_attempt_at, attempt, last_error, last_error_name, created_at)
+         VALUES (?, ?, 'pending', ?, ?, 0, NULL, NULL, ?)
+         ON CONFLICT (name) DO UPDATE SET generation_id = excluded.generation_id, status = 'pending',
+           scheduled_at = excluded.scheduled_at, next_attempt_at = excluded.next_attempt_at, attempt = 0,
+           last_error = NULL, last_error_name = NULL, created_at = excluded.created_at`,
+        [name, generation, at, at, now]
+      ))
+      yield* handle.emit((timestamp) => ({
+        type: "scheduled",
+        entityKind: "named_alarm",
+        alarm: name,
+        id: name,
+        generation,
+        timestamp,
+        attempt: 0,
+        scheduledTime: at
+      }))
+    })
+
+    const purgeBefore = Effect.fn("NamedAlarms.purgeBefore")(function*(before: number) {
+      const cutoff = yield* Validate.timestamp("timestamp", before)
+      return yield* Capability.purge({
+        storage,
+        handle,
+        watchers,
+        table: TABLE,
+        keyColumn: "name",
+        entityKind: "named_alarm",
+        before: cutoff,
+        reason: () => new Error("Durable alarm was purged")
+      })
+    })
+
+    return { schedule, purgeBefore } satisfies NamedAlarms<Defs>
+  })

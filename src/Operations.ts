@@ -1,0 +1,491 @@
+/**
+ * Durable operations: register a side effect by id, run it effectively once
+ * with retries, look up its result.
+ *
+ * Registration is insert-if-absent by id in one transaction with the alarm
+ * reconciliation; the handler never runs before that commits. Each attempt is
+ * claimed durably before the handler runs, so an eviction mid-attempt still
+ * counts it. Completed and failed records are kept (deduplicating their ids)
+ * until purged.
+ *
+ * Handlers are Effects. Their requirements `R` are taken from the context
+ * `make` runs in: provide them once per Durable Object, in the layer of the
+ * object's runtime, and every attempt runs with them.
+ */
+import { Clock, Context, Deferred, Duration, Effect, Layer, Option } from "effect"
+import * as Background from "./Background.js"
+import {
+  DuplicateDurableCallError,
+  DurableAttemptTimeoutError,
+  DurableResultSerializationError,
+  InvalidInputError,
+  InvalidOptionError,
+  type MigrationError,
+  NonRetryableError,
+  type ParticipantConflictError,
+  type SerializedError,
+  type StorageError
+} from "./Errors.js"
+import * as Capability from "./internal/capability.js"
+import * as Codec from "./internal/codec.js"
+import * as Json from "./internal/json.js"
+import * as Policy from "./internal/policy.js"
+import * as Validate from "./internal/validate.js"
+import * as Watchers from "./internal/watchers.js"
+import type * as Lifecycle from "./Lifecycle.js"
+import * as Migrations from "./Migrations.js"
+import * as Scheduler from "./Scheduler.js"
+import { type Row, StorageService } from "./StorageService.js"
+import type { Schema } from "effect"
+
+export type { ExecutionOptions, RetriesOptions } from "./internal/policy.js"
+
+/** What a handler is called with for one attempt. */
+export interface DurableCall<P> {
+  readonly id: string
+  readonly operation: string
+  readonly payload: P
+  /** 1-based; already durably counted. */
+  readonly attempt: number
+  /** Aborted on timeout or purge. Cooperative: stop when you see it. */
+  readonly signal: AbortSignal
+}
+
+export interface OperationDefinition<P, R, E, Req> extends Policy.ExecutionOptions {
+  readonly handler: (call: DurableCall<P>) => Effect.Effect<R, E, Req>
+  readonly payload: Codec.Codec<P>
+  readonly result: Codec.Codec<R>
+}
+
+/** The shape every `OperationDefinition` is assignable to. */
+export interface AnyOperationDefinition extends Policy.ExecutionOptions {
+  readonly handler: (call: never) => Effect.Effect<unknown, unknown, unknown>
+  readonly payload: Codec.AnyCodec
+  readonly result: Codec.AnyCodec
+}
+
+export type PayloadOf<D> = D extends OperationDefinition<infer P, infer _R, infer _E, infer _Req> ? P : never
+export type ResultOf<D> = D extends OperationDefinition<infer _P, infer R, infer _E, infer _Req> ? R : never
+export type RequirementsOf<Defs> = {
+  readonly [K in keyof Defs]: Defs[K] extends OperationDefinition<infer _P, infer _R, infer _E, infer Req> ? Req
+    : never
+}[keyof Defs]
+
+/**
+ * Declares an operation. `payload`/`result` schemas are optional: with one, the
+ * payload is validated and encoded at registration and decoded at execution.
+ */
+export const operation = <P, R, E = never, Req = never, PI = P, RI = R>(
+  options: Policy.ExecutionOptions & {
+    readonly handler: (call: DurableCall<P>) => Effect.Effect<R, E, Req>
+    readonly payload?: Schema.Schema<P, PI> | undefined
+    readonly result?: Schema.Schema<R, RI> | undefined
+  }
+): OperationDefinition<P, R, E, Req> => ({
+  ...(options.attemptTimeoutMs === undefined ? {} : { attemptTimeoutMs: options.attemptTimeoutMs }),
+  ...(options.retries === undefined ? {} : { retries: options.retries }),
+  handler: options.handler,
+  payload: Codec.fromSchema(options.payload),
+  result: Codec.fromSchema(options.result)
+})
+
+export type OperationResult<R> =
+  | { readonly status: "not_found" }
+  | {
+    readonly status: "pending"
+    readonly attempt: number
+    readonly nextAttemptAt: number
+    readonly lastError: string | null
+  }
+  | { readonly status: "failed"; readonly attempt: number; readonly error: SerializedError }
+  | { readonly status: "completed"; readonly result: R }
+
+export interface OperationsOptions extends Policy.ExecutionOptions {
+  readonly onLifecycleEvent?: Lifecycle.LifecycleHook | undefined
+}
+
+export interface Operations<Defs extends Record<string, AnyOperationDefinition>> {
+  /** Resolves once the registration committed; never waits for the handler. Same id + same operation is a no-op. */
+  readonly register: <K extends keyof Defs & string>(
+    operation: K,
+    call: { readonly id: string; readonly payload: PayloadOf<Defs[K]> }
+  ) => Effect.Effect<void, InvalidInputError | DuplicateDurableCallError | StorageError>
+  readonly getResult: <K extends keyof Defs & string>(
+    operation: K,
+    id: string
+  ) => Effect.Effect<OperationResult<ResultOf<Defs[K]>>, InvalidInputError | DuplicateDurableCallError | StorageError>
+  /** Waits up to `timeoutMs` for the record to settle, then returns its latest state. */
+  readonly wait: <K extends keyof Defs & string>(
+    operation: K,
+    id: string,
+    timeoutMs: number
+  ) => Effect.Effect<OperationResult<ResultOf<Defs[K]>>, InvalidInputError | DuplicateDurableCallError | StorageError>
+  /** Deletes every record created before `before` (strict); returns how many. */
+  readonly purgeBefore: (before: number) => Effect.Effect<number, InvalidInputError | StorageError>
+}
+
+export const TABLE = "durability_calls"
+
+const COLUMNS =
+  "id, operation, payload, status, result, attempt, next_attempt_at, last_error, last_error_name, completed_at"
+
+export const migrations: ReadonlyArray<Migrations.Migration> = [
+  {
+    name: "durability_0001_create_calls",
+    up: `CREATE TABLE durability_calls (
+      id TEXT PRIMARY KEY,
+      operation TEXT NOT NULL,
+      payload TEXT NOT NULL,
+      status TEXT NOT NULL CHECK (status IN ('pending', 'completed', 'failed')),
+      result TEXT,
+      attempt INTEGER NOT NULL DEFAULT 0,
+      next_attempt_at INTEGER NOT NULL,
+      last_error TEXT,
+      last_error_name TEXT,
+      completed_at INTEGER
+    )`,
+    down: "DROP TABLE durability_calls"
+  },
+  {
+    name: "durability_0002_pending_index",
+    up: "CREATE INDEX durability_calls_pending_idx ON durability_calls (status, next_attempt_at)",
+    down: "DROP INDEX durability_calls_pending_idx"
+  },
+  {
+    // Rebuilt rather than altered so the columns get their real defaults; old rows get a
+    // per-row legacy generation so a stale execution can never match a new registration.
+    name: "durability_0004_calls_generation_and_created_at",
+    up: `ALTER TABLE durability_calls RENAME TO durability_calls_0004;
+      CREATE TABLE durability_calls (
+        id TEXT PRIMARY KEY,
+        operation TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'completed', 'failed')),
+        result TEXT,
+        attempt INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at INTEGER NOT NULL,
+        last_error TEXT,
+        last_error_name TEXT,
+        completed_at INTEGER,
+        generation_id TEXT NOT NULL DEFAULT 'legacy',
+        created_at INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000 AS INTEGER))
+      );
+      INSERT INTO durability_calls (${COLUMNS}, generation_id, created_at)
+        SELECT ${COLUMNS}, 'legacy:' || id, CAST(unixepoch('subsec') * 1000 AS INTEGER) FROM durability_calls_0004;
+      DROP TABLE durability_calls_0004;
+      CREATE INDEX durability_calls_pending_idx ON durability_calls (status, next_attempt_at);
+      CREATE INDEX durability_calls_created_idx ON durability_calls (created_at)`,
+    down: `ALTER TABLE durability_calls RENAME TO durability_calls_0004;
+      CREATE TABLE durability_calls (
+        id TEXT PRIMARY KEY,
+        operation TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'completed', 'failed')),
+        result TEXT,
+        attempt INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at INTEGER NOT NULL,
+        last_error TEXT,
+        last_error_name TEXT,
+        completed_at INTEGER
+      );
+      INSERT INTO durability_calls (${COLUMNS}) SELECT ${COLUMNS} FROM durability_calls_0004;
+      DROP TABLE durability_calls_0004;
+      CREATE INDEX durability_calls_pending_idx ON durability_calls (status, next_attempt_at)`
+  }
+]
+
+export const CAPABILITY = "operations"
+
+/** Applies (or reverts to `target`) the operations table's migrations. */
+export const migrate = (target?: string | null) => Migrations.migrate(CAPABILITY, migrations, target)
+
+const RESERVED = new Set(["constructor", "alarm", "purgeBefore", "__proto__", "prototype", "then"])
+
+const timeoutError = (operation: string) => (timeoutMs: number) =>
+  new DurableAttemptTimeoutError({
+    message: `Durable operation "${operation}" timed out after ${timeoutMs}ms`,
+    timeoutMs
+  })
+
+const isSerializationFailure = (error: unknown): error is DurableResultSerializationError =>
+  error instanceof DurableResultSerializationError
+
+/**
+ * Attaches the operations capability to the scheduler: migrates its table,
+ * checks the definitions, and returns the typed API.
+ */
+export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
+  definitions: Defs,
+  options: OperationsOptions = {}
+): Effect.Effect<
+  Operations<Defs>,
+  InvalidOptionError | ParticipantConflictError | MigrationError | StorageError,
+  Scheduler.Scheduler | StorageService | Background.Background | RequirementsOf<Defs>
+> =>
+  Effect.gen(function*() {
+    const storage = yield* StorageService
+    const scheduler = yield* Scheduler.Scheduler
+    const context = yield* Effect.context<RequirementsOf<Defs>>()
+    const names = Object.keys(definitions)
+    for (const name of names) {
+      if (RESERVED.has(name)) {
+        return yield* new InvalidOptionError({
+          field: `handlers.${name}`,
+          kind: "type",
+          message: `"${name}" is reserved by Durability`
+        })
+      }
+      if (typeof definitions[name]?.handler !== "function") {
+        return yield* new InvalidOptionError({
+          field: `handlers.${name}`,
+          kind: "type",
+          message: `handlers.${name} must be a function`
+        })
+      }
+    }
+    const base = yield* Policy.resolve("", options, Policy.defaults)
+    const policies = new Map<string, Scheduler.AttemptPolicy>()
+    for (const name of names) {
+      const resolved = yield* Policy.resolve(`methods.${name}.`, definitions[name], base)
+      policies.set(name, Capability.attemptPolicy(resolved, timeoutError(name)))
+    }
+    if (!(yield* Migrations.isCurrent(CAPABILITY, migrations))) yield* migrate()
+
+    const watchers = Watchers.make()
+    const definitionOf = (operation: string) =>
+      Object.prototype.hasOwnProperty.call(definitions, operation) ? definitions[operation] : undefined
+
+    const run = (execution: Scheduler.Execution): Effect.Effect<unknown, unknown> =>
+      Effect.gen(function*() {
+        const operation = String(execution.row.operation)
+        const definition = definitionOf(operation)
+        if (definition === undefined) {
+          return yield* new NonRetryableError({ message: `No handler registered for operation "${operation}"` })
+        }
+        // The payload was valid when registered; if it no longer decodes, retrying cannot help.
+        const payload = yield* Effect.mapError(
+          definition.payload.decode(Json.decode(String(execution.row.payload))),
+          (cause) =>
+            new NonRetryableError({ message: `The stored payload of operation "${operation}" does not decode`, cause })
+        )
+        const call: DurableCall<unknown> = {
+          id: execution.key,
+          operation,
+          payload,
+          attempt: execution.attempt,
+          signal: execution.signal
+        }
+        const result = yield* Effect.provide(
+          definition.handler(call as never) as Effect.Effect<unknown, unknown, RequirementsOf<Defs>>,
+          context
+        )
+        const encoded = yield* Effect.mapError(
+          definition.result.encode(result as never),
+          (cause) =>
+            new DurableResultSerializationError({
+              message: `The result of operation "${operation}" does not match its schema`,
+              cause
+            })
+        )
+        const checked = Json.check(encoded)
+        if (!checked.ok) {
+          return yield* new DurableResultSerializationError({
+            message: `The result of operation "${operation}" is not JSON-serializable: ${checked.reason}`
+          })
+        }
+        return encoded
+      }).pipe(
+        // A result that cannot be stored must not re-run the side effect; the engine only
+        // sees results through `complete`, so carry it there as a marked success.
+        Effect.catchIf(isSerializationFailure, (error) => Effect.succeed(new Unstorable(error)))
+      )
+
+    const complete = (execution: Scheduler.Execution, value: unknown) =>
+      Effect.gen(function*() {
+        if (value instanceof Unstorable) return yield* Effect.fail(value.error)
+        const now = yield* Clock.currentTimeMillis
+        const updated = yield* storage.exec(
+          `UPDATE durability_calls SET status = 'completed', result = ?, completed_at = ?,
+             last_error = NULL, last_error_name = NULL
+           WHERE id = ? AND generation_id = ? AND status = 'pending' AND attempt = ? RETURNING id`,
+          [Json.encode(value), now, execution.key, execution.generation, execution.attempt]
+        )
+        return updated.length > 0
+      })
+
+    const handle = yield* scheduler.attach({
+      kind: CAPABILITY,
+      table: TABLE,
+      keyColumn: "id",
+      policy: (row) => policies.get(String(row.operation)) ?? Capability.attemptPolicy(base, timeoutError(String(row.operation))),
+      run,
+      complete,
+      entity: (row) => ({
+        entityKind: "operation",
+        operation: String(row.operation),
+        id: String(row.id),
+        generation: String(row.generation_id)
+      }),
+      describe: (row) => `operation "${String(row.operation)}" (id "${String(row.id)}")`,
+      onEvent: Capability.observe(watchers, options.onLifecycleEvent)
+    })
+
+    const checkOperation = (operation: string) =>
+      definitionOf(operation) === undefined
+        ? Effect.fail(
+          new InvalidInputError({ field: "operation", kind: "type", message: `Unknown operation "${operation}"` })
+        )
+        : Effect.void
+
+    const readRow = (operation: string, id: string) =>
+      Effect.gen(function*() {
+        const [row] = yield* storage.exec("SELECT * FROM durability_calls WHERE id = ?", [id])
+        if (row !== undefined && row.operation !== operation) {
+          return yield* duplicate(id, String(row.operation), operation)
+        }
+        return Option.fromNullable(row)
+      })
+
+    const toResult = (operation: string, row: Option.Option<Row>) =>
+      Effect.gen(function*() {
+        if (Option.isNone(row)) return { status: "not_found" } as const
+        const stored = row.value
+        switch (stored.status) {
+          case "pending":
+            return {
+              status: "pending",
+              attempt: Number(stored.attempt),
+              nextAttemptAt: Number(stored.next_attempt_at),
+              lastError: stored.last_error === null ? null : String(stored.last_error)
+            } as const
+          case "failed":
+            return {
+              status: "failed",
+              attempt: Number(stored.attempt),
+              error: {
+                name: stored.last_error_name === null ? "Error" : String(stored.last_error_name),
+                message: stored.last_error === null ? "Durable operation failed" : String(stored.last_error)
+              }
+            } as const
+          default: {
+            const definition = definitionOf(operation)!
+            const result = yield* Effect.orDie(definition.result.decode(Json.decode(String(stored.result))))
+            return { status: "completed", result } as const
+          }
+        }
+      })
+
+    const getResult = (operation: string, id: string) =>
+      Effect.gen(function*() {
+        yield* checkOperation(operation)
+        yield* Validate.key("id", id)
+        return yield* toResult(operation, yield* readRow(operation, id))
+      })
+
+    const register = Effect.fn("Operations.register")(function*(
+      operation: string,
+      call: { readonly id: string; readonly payload: unknown }
+    ) {
+      yield* checkOperation(operation)
+      if (typeof call !== "object" || call === null) {
+        return yield* new InvalidInputError({ field: "call", kind: "type", message: "call must be { id, payload }" })
+      }
+      const id = yield* Validate.key("id", call.id)
+      const encoded = yield* Effect.mapError(
+        definitionOf(operation)!.payload.encode(call.payload as never),
+        (error) =>
+          new InvalidInputError({ field: "payload", kind: "type", message: `payload is invalid: ${error.message}` })
+      )
+      const payload = yield* Validate.json("payload", encoded)
+      const now = yield* Clock.currentTimeMillis
+      const generation = crypto.randomUUID()
+      const inserted = yield* handle.write(Effect.gen(function*() {
+        const rows = yield* storage.exec(
+          `INSERT INTO durability_calls (id, operation, payload, status, attempt, next_attempt_at, generation_id, created_at)
+           VALUES (?, ?, ?, 'pending', 0, ?, ?, ?) ON CONFLICT (id) DO NOTHING RETURNING id`,
+          [id, operation, payload, now, generation, now]
+        )
+        if (rows.length > 0) return true
+        const [winner] = yield* storage.exec("SELECT operation FROM durability_calls WHERE id = ?", [id])
+        if (winner !== undefined && winner.operation !== operation) {
+          return yield* duplicate(id, String(winner.operation), operation)
+        }
+        return false
+      }))
+      if (!inserted) return
+      yield* handle.emit((timestamp) => ({
+        type: "registered",
+        entityKind: "operation",
+        operation,
+        id,
+        generation,
+        timestamp,
+        attempt: 0
+      }))
+      yield* handle.tryStart(id)
+    })
+
+    const wait = (operation: string, id: string, timeoutMs: number) =>
+      Effect.gen(function*() {
+        yield* checkOperation(operation)
+        yield* Validate.key("id", id)
+        const limit = yield* Validate.timestamp("timeoutMs", timeoutMs)
+        const row = yield* readRow(operation, id)
+        if (Option.isNone(row) || row.value.status !== "pending" || limit === 0) return yield* toResult(operation, row)
+        const signal = yield* watchers.signal(id, String(row.value.generation_id))
+        // Re-read after subscribing so a settle between the two reads is not missed.
+        const again = yield* readRow(operation, id)
+        if (Option.isSome(again) && again.value.status === "pending") {
+          yield* Effect.timeoutTo(Deferred.await(signal), {
+            duration: Duration.millis(limit),
+            onSuccess: () => undefined,
+            onTimeout: () => undefined
+          })
+        }
+        return yield* toResult(operation, yield* readRow(operation, id))
+      })
+
+    const purgeBefore = Effect.fn("Operations.purgeBefore")(function*(before: number) {
+      const cutoff = yield* Validate.timestamp("timestamp", before)
+      return yield* Capability.purge({
+        storage,
+        handle,
+        watchers,
+        table: TABLE,
+        keyColumn: "id",
+        entityKind: "operation",
+        before: cutoff,
+        reason: () => new Error("Durable operation was purged")
+      })
+    })
+
+    return { register, getResult, wait, purgeBefore } as unknown as Operations<Defs>
+  })
+
+/** Carries a result that could not be stored from `run` to `complete`. */
+class Unstorable {
+  constructor(readonly error: DurableResultSerializationError) {}
+}
+
+const duplicate = (id: string, existing: string, requested: string) =>
+  new DuplicateDurableCallError({
+    id,
+    existing,
+    requested,
+    message: `Durable call "${id}" already belongs to operation "${existing}", not "${requested}"`
+  })
+
+/** A service tag for an application's operations, when you want them in a layer. */
+export const tag = <Defs extends Record<string, AnyOperationDefinition>>(key: string) =>
+  Context.GenericTag<Operations<Defs>>(key)
+
+/** The capability as a layer over the engine (provide the handlers' requirements to it). */
+export const layer = <const Defs extends Record<string, AnyOperationDefinition>>(
+  service: Context.Tag<Operations<Defs>, Operations<Defs>>,
+  definitions: Defs,
+  options: OperationsOptions = {}
+): Layer.Layer<
+  Operations<Defs>,
+  InvalidOptionError | ParticipantConflictError | MigrationError | StorageError,
+  Scheduler.Scheduler | StorageService | Background.Background | RequirementsOf<Defs>
+> => Layer.effect(service, make(definitions, options))

@@ -1,0 +1,156 @@
+/**
+ * `Durability`: durable operations for promise-style code. Every handler
+ * becomes a method: `durability.<op>({ id, payload })` resolves once the
+ * registration committed, `.getResult(id)` reads the outcome, `.job(id)` gives
+ * a handle that can wait for it.
+ */
+import { Effect } from "effect"
+import type { LifecycleHook } from "../Lifecycle.js"
+import * as Operations from "../Operations.js"
+import type { RetriesOptions } from "../internal/policy.js"
+import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
+import { attach, fromPromise, migrateWith, type MigrationResult, type SchedulerAttachment } from "./attachment.js"
+import type { DurabilityScheduler } from "./DurabilityScheduler.js"
+
+export type DurableCall<P> = Operations.DurableCall<P>
+export type DurableOperationResult<R> = Operations.OperationResult<R>
+
+/** A handler: receives the call, returns the result (JSON) or a promise of it. */
+export type DurableHandler<P, R> = (call: DurableCall<P>) => R | PromiseLike<R>
+
+/** What every handler map is assignable to. */
+export type HandlerMap = Record<string, (call: DurableCall<never>) => unknown>
+
+export type PayloadOf<H> = H extends (call: DurableCall<infer P>) => unknown ? P : never
+export type ResultOf<H> = H extends (call: DurableCall<never>) => infer R ? Awaited<R> : never
+
+export interface DurabilityRetryOptions {
+  readonly maxAttempts?: number | undefined
+  readonly delay?: ((attempt: number) => number) | undefined
+}
+
+export interface DurabilityMethodOptions {
+  readonly attemptTimeoutMs?: number | undefined
+  readonly retries?: DurabilityRetryOptions | undefined
+}
+
+export interface DurabilityOptions<H extends HandlerMap> extends DurabilityMethodOptions {
+  readonly handlers: H
+  readonly methods?: { readonly [K in keyof H]?: DurabilityMethodOptions } | undefined
+  readonly onLifecycleEvent?: LifecycleHook | undefined
+}
+
+export type DurabilityConfig<H extends HandlerMap> = DurabilityOptions<H> & SchedulerAttachment
+
+export interface DurableJobWaitOptions {
+  /** How long to wait for the call to settle; 0 returns the current state. */
+  readonly timeoutMs: number
+}
+
+export interface DurableJobHandle<R> {
+  getResult(): Promise<DurableOperationResult<R>>
+  wait(options: DurableJobWaitOptions): Promise<DurableOperationResult<R>>
+}
+
+export interface DurableOperation<P, R> {
+  (call: { readonly id: string; readonly payload: P }): Promise<void>
+  getResult(id: string): Promise<DurableOperationResult<R>>
+  job(id: string): DurableJobHandle<R>
+}
+
+export interface DurabilityBase {
+  /** Delegate the object's `alarm(info)` here (or to the shared scheduler). */
+  alarm(info?: AlarmInvocationInfo): Promise<void>
+  /** Deletes every call created before `before` (strict), whatever its status; returns how many. */
+  purgeBefore(before: number): Promise<number>
+}
+
+export type DurabilityInstance<H extends HandlerMap> =
+  & DurabilityBase
+  & { readonly [K in keyof H]: DurableOperation<PayloadOf<H[K]>, ResultOf<H[K]>> }
+
+export interface DurabilityConstructor {
+  new<H extends HandlerMap>(config: DurabilityConfig<H>): DurabilityInstance<H>
+  /** Applies (default: latest) or reverts (`null`: all) the operations table's migrations. */
+  migrate(context: DurabilityContext, target?: string | null): Promise<MigrationResult>
+}
+
+const RESERVED = new Set(["constructor", "alarm", "purgeBefore"])
+
+type Service = Operations.Operations<Record<string, Operations.AnyOperationDefinition>>
+
+class DurabilityImpl {
+  readonly #scheduler: DurabilityScheduler
+  readonly #run: <A, E>(effect: Effect.Effect<A, E, never>) => Promise<A>
+  readonly #service: Service
+
+  constructor(config: DurabilityConfig<HandlerMap>) {
+    if (typeof config !== "object" || config === null) throw new TypeError("Durability needs a config object")
+    const handlers = config.handlers as Record<string, unknown>
+    if (typeof handlers !== "object" || handlers === null) throw new TypeError("handlers must be an object")
+    for (const name of Object.keys(handlers)) {
+      if (RESERVED.has(name)) throw new Error(`"${name}" is reserved by Durability`)
+      if (typeof handlers[name] !== "function") throw new TypeError(`handlers.${name} must be a function`)
+    }
+    const { scheduler, runtime } = attach(config)
+    this.#scheduler = scheduler
+    this.#run = (effect) => runtime.run(effect)
+    const definitions: Record<string, Operations.AnyOperationDefinition> = {}
+    for (const name of Object.keys(handlers)) {
+      const handler = handlers[name] as (call: DurableCall<unknown>) => unknown
+      const method = config.methods?.[name]
+      definitions[name] = Operations.operation({
+        handler: (call: DurableCall<unknown>) => fromPromise(() => handler(call)),
+        ...pickExecution(method)
+      })
+    }
+    this.#service = runtime.runSync(
+      Operations.make(definitions, {
+        ...pickExecution(config),
+        ...(config.onLifecycleEvent === undefined ? {} : { onLifecycleEvent: config.onLifecycleEvent })
+      })
+    ) as Service
+    for (const name of Object.keys(handlers)) this.#define(name)
+  }
+
+  #define(name: string): void {
+    const service = this.#service
+    const run = this.#run
+    const method = (call: { readonly id: string; readonly payload: unknown }) => run(service.register(name, call as never))
+    const getResult = (id: string) => run(service.getResult(name, id))
+    Object.defineProperties(method, {
+      getResult: { value: getResult },
+      job: {
+        value: (id: string): DurableJobHandle<unknown> => ({
+          getResult: () => getResult(id),
+          wait: (options: DurableJobWaitOptions) =>
+            typeof options !== "object" || options === null
+              ? Promise.reject(new TypeError("wait needs { timeoutMs }"))
+              : run(service.wait(name, id, options.timeoutMs))
+        })
+      }
+    })
+    Object.defineProperty(this, name, { value: method, enumerable: true })
+  }
+
+  alarm(info?: AlarmInvocationInfo): Promise<void> {
+    return this.#scheduler.alarm(info)
+  }
+
+  purgeBefore(before: number): Promise<number> {
+    return this.#run(this.#service.purgeBefore(before))
+  }
+
+  static migrate(context: DurabilityContext, target?: string | null): Promise<MigrationResult> {
+    return migrateWith(context, Operations.migrate, target)
+  }
+}
+
+/** The execution options as given; the Effect API checks them and names the field. */
+export const pickExecution = (options: DurabilityMethodOptions | undefined): Operations.ExecutionOptions =>
+  options === undefined ? {} : {
+    ...(options.attemptTimeoutMs === undefined ? {} : { attemptTimeoutMs: options.attemptTimeoutMs }),
+    ...(options.retries === undefined ? {} : { retries: options.retries as RetriesOptions })
+  }
+
+export const Durability: DurabilityConstructor = DurabilityImpl as unknown as DurabilityConstructor

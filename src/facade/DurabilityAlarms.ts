@@ -1,0 +1,105 @@
+/**
+ * `DurabilityAlarms`: named logical alarms for promise-style code. Every
+ * handler name becomes a method: `alarms.<name>(scheduledTime)` schedules the
+ * name, replacing its pending occurrence.
+ */
+import type { LifecycleHook } from "../Lifecycle.js"
+import * as NamedAlarms from "../NamedAlarms.js"
+import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
+import { attach, fromPromise, migrateWith, type MigrationResult, type SchedulerAttachment } from "./attachment.js"
+import { type DurabilityMethodOptions, pickExecution } from "./Durability.js"
+import type { DurabilityScheduler } from "./DurabilityScheduler.js"
+
+export type DurableAlarmInfo<Name extends string = string> = NamedAlarms.DurableAlarmInfo<Name>
+
+export type DurableAlarmHandler<Name extends string = string> = (info: DurableAlarmInfo<Name>) => unknown
+
+export interface DurabilityAlarmMethodOptions extends DurabilityMethodOptions {
+  /** Retry attempts that timed out (default false: their outcome is unknown, so they are terminal). */
+  readonly retryTimeouts?: boolean | undefined
+}
+
+export type AlarmHandlerMap = Record<string, (info: never) => unknown>
+
+export interface DurabilityAlarmsOptions<H extends AlarmHandlerMap> extends DurabilityMethodOptions {
+  readonly handlers: H
+  readonly methods?: { readonly [K in keyof H]?: DurabilityAlarmMethodOptions } | undefined
+  readonly onLifecycleEvent?: LifecycleHook | undefined
+}
+
+export type DurabilityAlarmsConfig<H extends AlarmHandlerMap> = DurabilityAlarmsOptions<H> & SchedulerAttachment
+
+/** Schedules (or replaces) the name's occurrence at `scheduledTime` (ms since epoch). */
+export type DurableNamedAlarm = (scheduledTime: number) => Promise<void>
+
+export interface DurabilityAlarmsBase {
+  alarm(info?: AlarmInvocationInfo): Promise<void>
+  /** Deletes every occurrence created before `before` (strict); returns how many. */
+  purgeBefore(before: number): Promise<number>
+}
+
+export type DurabilityAlarmsInstance<H extends AlarmHandlerMap> =
+  & DurabilityAlarmsBase
+  & { readonly [K in keyof H]: DurableNamedAlarm }
+
+export interface DurabilityAlarmsConstructor {
+  new<H extends AlarmHandlerMap>(config: DurabilityAlarmsConfig<H>): DurabilityAlarmsInstance<H>
+  migrate(context: DurabilityContext, target?: string | null): Promise<MigrationResult>
+}
+
+const RESERVED = new Set(["constructor", "alarm", "purgeBefore"])
+
+type Service = NamedAlarms.NamedAlarms<Record<string, NamedAlarms.AnyAlarmDefinition>>
+
+class DurabilityAlarmsImpl {
+  readonly #scheduler: DurabilityScheduler
+  readonly #service: Service
+  readonly #runtime: ReturnType<typeof attach>["runtime"]
+
+  constructor(config: DurabilityAlarmsConfig<AlarmHandlerMap>) {
+    if (typeof config !== "object" || config === null) throw new TypeError("DurabilityAlarms needs a config object")
+    const handlers = config.handlers as Record<string, unknown>
+    if (typeof handlers !== "object" || handlers === null) throw new TypeError("handlers must be an object")
+    for (const name of Object.keys(handlers)) {
+      if (RESERVED.has(name)) throw new Error(`"${name}" is reserved by DurabilityAlarms`)
+      if (typeof handlers[name] !== "function") throw new TypeError(`handlers.${name} must be a function`)
+    }
+    const { scheduler, runtime } = attach(config)
+    this.#scheduler = scheduler
+    this.#runtime = runtime
+    const definitions: Record<string, NamedAlarms.AlarmDefinition<unknown, never>> = {}
+    for (const name of Object.keys(handlers)) {
+      const handler = handlers[name] as (info: DurableAlarmInfo) => unknown
+      const method = config.methods?.[name]
+      definitions[name] = NamedAlarms.alarm({
+        handler: (info) => fromPromise(() => handler(info)),
+        ...pickExecution(method),
+        ...(method?.retryTimeouts === undefined ? {} : { retryTimeouts: method.retryTimeouts })
+      })
+    }
+    this.#service = runtime.runSync(
+      NamedAlarms.make(definitions, {
+        ...pickExecution(config),
+        ...(config.onLifecycleEvent === undefined ? {} : { onLifecycleEvent: config.onLifecycleEvent })
+      })
+    ) as Service
+    for (const name of Object.keys(handlers)) {
+      const schedule: DurableNamedAlarm = (scheduledTime) => runtime.run(this.#service.schedule(name, scheduledTime))
+      Object.defineProperty(this, name, { value: schedule, enumerable: true })
+    }
+  }
+
+  alarm(info?: AlarmInvocationInfo): Promise<void> {
+    return this.#scheduler.alarm(info)
+  }
+
+  purgeBefore(before: number): Promise<number> {
+    return this.#runtime.run(this.#service.purgeBefore(before))
+  }
+
+  static migrate(context: DurabilityContext, target?: string | null): Promise<MigrationResult> {
+    return migrateWith(context, NamedAlarms.migrate, target)
+  }
+}
+
+export const DurabilityAlarms: DurabilityAlarmsConstructor = DurabilityAlarmsImpl as unknown as DurabilityAlarmsConstructor

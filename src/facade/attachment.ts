@@ -1,0 +1,74 @@
+/**
+ * How a promise-style helper finds its engine: a shared `DurabilityScheduler`
+ * (`{ scheduler }`), or a private one built from `{ context, …schedulerOptions }`.
+ * @internal
+ */
+import { Effect } from "effect"
+import type { ObjectRuntime } from "../internal/objectRuntime.js"
+import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
+import * as StorageService from "../StorageService.js"
+import type * as Migrations from "../Migrations.js"
+import { DurabilityScheduler, type DurabilitySchedulerOptions, internals } from "./DurabilityScheduler.js"
+import { fromCause } from "./errors.js"
+
+export type SchedulerAttachment =
+  | { readonly scheduler: DurabilityScheduler; readonly context?: undefined }
+  | ({ readonly context: DurabilityContext; readonly scheduler?: undefined } & DurabilitySchedulerOptions)
+
+const SCHEDULER_OPTIONS = ["alarmConcurrency", "alarmMinDelayMs", "alarmHandoffMs", "liveTimers", "onAlarmRetry"] as const
+
+export interface Attached {
+  readonly scheduler: DurabilityScheduler
+  readonly runtime: ObjectRuntime
+}
+
+export const attach = (config: SchedulerAttachment): Attached => {
+  if (typeof config !== "object" || config === null) throw new TypeError("a config object is required")
+  if (config.scheduler !== undefined) {
+    return { scheduler: config.scheduler, runtime: internals(config.scheduler).runtime }
+  }
+  const options: Record<string, unknown> = {}
+  for (const key of SCHEDULER_OPTIONS) {
+    if (config[key] !== undefined) options[key] = config[key]
+  }
+  const scheduler = new DurabilityScheduler({ context: config.context, ...options })
+  return { scheduler, runtime: internals(scheduler).runtime }
+}
+
+export interface MigrationResult {
+  readonly applied: ReadonlyArray<string>
+  readonly rolledBack: ReadonlyArray<string>
+}
+
+/** A capability's `migrate(ctx, target)` without building a scheduler. */
+export const migrateWith = async (
+  context: DurabilityContext,
+  migrate: (target?: string | null) => Effect.Effect<Migrations.MigrationResult, unknown, StorageService.StorageService>,
+  target?: string | null
+): Promise<MigrationResult> => {
+  const exit = await Effect.runPromiseExit(
+    Effect.provide(migrate(target), StorageService.layerDurableObject(context))
+  )
+  if (exit._tag === "Failure") throw fromCause(exit.cause)
+  return exit.value
+}
+
+/** Turns a promise-returning handler into an Effect that ends only when the promise settles. */
+export const fromPromise = <A>(run: () => A | PromiseLike<A>): Effect.Effect<Awaited<A>, unknown> =>
+  Effect.uninterruptible(
+    Effect.async<Awaited<A>, unknown>((resume) => {
+      let returned: A | PromiseLike<A>
+      try {
+        returned = run()
+      } catch (error) {
+        resume(Effect.fail(error))
+        return
+      }
+      Promise.resolve(returned).then(
+        (value) => resume(Effect.succeed(value)),
+        (error: unknown) => resume(Effect.fail(error))
+      )
+    })
+  )
+
+export type { AlarmInvocationInfo }

@@ -1,0 +1,70 @@
+/**
+ * Strict JSON for stored payloads and results. `JSON.stringify` silently drops
+ * functions and `undefined` members and turns NaN into null; a durable call
+ * must come back exactly as it went in, so anything that would not round-trip
+ * is rejected before a write. A top-level `undefined` is kept through a wrapper
+ * (`{"kind":"undefined"}` / `{"kind":"value","value":…}`).
+ * @internal
+ */
+
+/** The row size limit of Durable Object SQLite storage. */
+export const MAX_ROW_BYTES = 2 * 1024 * 1024
+
+export type JsonCheck = { readonly ok: true } | { readonly ok: false; readonly reason: string }
+
+const describe = (value: unknown): string =>
+  typeof value === "bigint" ? "a BigInt" : typeof value === "function" ? "a function" : typeof value === "symbol"
+    ? "a symbol"
+    : typeof value === "number"
+    ? String(value)
+    : value === undefined
+    ? "undefined"
+    : `a ${(value as object).constructor?.name ?? "prototype-less object"}`
+
+/** Checks that `value` is plain JSON (a top-level `undefined` is allowed by the wrapper). */
+export const check = (value: unknown): JsonCheck => {
+  if (value === undefined) return { ok: true }
+  const seen = new Set<object>()
+  const visit = (v: unknown, path: string): string | undefined => {
+    if (v === null || typeof v === "string" || typeof v === "boolean") return undefined
+    if (typeof v === "number") return Number.isFinite(v) ? undefined : `${path} is ${describe(v)}`
+    if (typeof v !== "object") return `${path} is ${describe(v)}`
+    if (seen.has(v)) return `${path} is a circular reference`
+    const proto = Object.getPrototypeOf(v)
+    if (Array.isArray(v)) {
+      seen.add(v)
+      for (let i = 0; i < v.length; i++) {
+        const failed = visit(v[i], `${path}[${i}]`)
+        if (failed !== undefined) return failed
+      }
+      seen.delete(v)
+      return undefined
+    }
+    if (proto !== Object.prototype && proto !== null) return `${path} is ${describe(v)}`
+    seen.add(v)
+    for (const [key, member] of Object.entries(v)) {
+      const failed = visit(member, `${path}.${key}`)
+      if (failed !== undefined) return failed
+    }
+    seen.delete(v)
+    return undefined
+  }
+  try {
+    const failed = visit(value, "value")
+    return failed === undefined ? { ok: true } : { ok: false, reason: failed }
+  } catch (error) {
+    return { ok: false, reason: error instanceof Error ? error.message : String(error) }
+  }
+}
+
+/** The stored text of a checked value. */
+export const encode = (value: unknown): string =>
+  value === undefined ? "{\"kind\":\"undefined\"}" : JSON.stringify({ kind: "value", value })
+
+/** The value of stored text written by `encode`. */
+export const decode = (text: string): unknown => {
+  const wrapped = JSON.parse(text) as { readonly kind: string; readonly value?: unknown }
+  return wrapped.kind === "undefined" ? undefined : wrapped.value
+}
+
+export const byteLength = (text: string): number => new TextEncoder().encode(text).byteLength
