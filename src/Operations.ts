@@ -81,7 +81,7 @@ export const operation = <P, R, E = never, Req = never, PI = P, RI = R>(
     readonly payload?: Schema.Schema<P, PI> | undefined
     readonly result?: Schema.Schema<R, RI> | undefined
   }
-): OperationDefinition<P, R, E, Req> => ({
+): OperationDefinition<NoInfer<P>, NoInfer<R>, NoInfer<E>, NoInfer<Req>> => ({
   ...(options.attemptTimeoutMs === undefined ? {} : { attemptTimeoutMs: options.attemptTimeoutMs }),
   ...(options.retries === undefined ? {} : { retries: options.retries }),
   handler: options.handler,

@@ -15,7 +15,7 @@ import { DurableObject } from "cloudflare:workers"
 import { Clock, Effect, Either, ManagedRuntime, ParseResult, Schema } from "effect"
 import { Errors, Migrations, RetryPolicy, Scheduler, StorageService } from "../../src/effect.js"
 
-interface Env {
+export interface Env {
   readonly REMINDERS: DurableObjectNamespace<Reminders>
 }
 

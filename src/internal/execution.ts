@@ -43,12 +43,15 @@ export interface Participant {
   readonly sql: TableSql.TableSql
   /** One entry per executing key: the per-key lock of this isolate. */
   readonly active: Map<string, ActiveExecution>
+  /** Keys a running pass took from its due scan and has not started yet: other passes and the timer leave them. */
+  readonly queued: Set<string>
 }
 
 export const makeParticipant = (table: DurableTable): Participant => ({
   table,
   sql: TableSql.make(table.table, table.keyColumn),
-  active: new Map()
+  active: new Map(),
+  queued: new Set()
 })
 
 /** The error a failed, died or interrupted effect stands for. */
@@ -58,11 +61,12 @@ export const causeError = (cause: Cause.Cause<unknown>): unknown =>
     () => new Error("The execution was interrupted")
   )
 
-/** The earliest pending time among keys not executing here (so a due running row cannot spin the timer). */
+/** The earliest pending time among keys not executing or queued in a pass here (so a due running row cannot spin the timer). */
 export const nextIdleDue = (storage: StorageService, participant: Participant) =>
-  Effect.map(storage.exec(participant.sql.pendingByTime, [participant.active.size + 1]), (rows) => {
+  Effect.map(storage.exec(participant.sql.pendingByTime, [participant.active.size + participant.queued.size + 1]), (rows) => {
     for (const row of rows) {
-      if (!participant.active.has(String(row.key)) && typeof row.at === "number") return row.at
+      const key = String(row.key)
+      if (!participant.active.has(key) && !participant.queued.has(key) && typeof row.at === "number") return row.at
     }
     return null
   })
@@ -100,6 +104,8 @@ const withPermit = <A, E, R>(
 interface Start {
   readonly permit?: PermitSemaphore.Permit | undefined
   readonly platform?: AlarmInvocationInfo | undefined
+  /** A pass's time: the row must still be due then (an attempt may have settled since the due scan). */
+  readonly dueBy?: number | undefined
 }
 
 /**
@@ -126,6 +132,7 @@ export const execute = (
     const run = Effect.gen(function*() {
       const [row] = yield* engine.storage.exec(participant.sql.read, [key])
       if (row === undefined || row.status !== "pending") return
+      if (start.dueBy !== undefined && Number(row.next_attempt_at) > start.dueBy) return
       yield* withPermit(engine, start.permit, attempt(engine, participant, key, row, entry, start.platform))
     })
     const owner = (start.permit === undefined ? run : Effect.ensuring(run, start.permit.release)).pipe(
@@ -308,12 +315,17 @@ export const runDue = (
 ): Effect.Effect<void, StorageError> =>
   Effect.gen(function*() {
     const batch = participant.table.dueBatchSize ?? 100
-    const due = yield* engine.storage.exec(participant.sql.due, [now, batch])
+    // Rows another pass already took are left to it (and do not count against this batch).
+    const scanned = yield* engine.storage.exec(participant.sql.due, [now, batch + participant.queued.size])
+    const due = scanned.map((row) => String(row.key)).filter((key) => !participant.queued.has(key)).slice(0, batch)
+    const waiting = new Set(due)
+    for (const key of due) participant.queued.add(key)
+    const take = (key: string) => Effect.sync(() => waiting.delete(key) && participant.queued.delete(key))
     const exits = yield* Effect.forEach(
       due,
-      (row) => Effect.exit(execute(engine, participant, String(row.key), { platform })),
+      (key) => Effect.zipRight(take(key), Effect.exit(execute(engine, participant, key, { platform, dueBy: now }))),
       { concurrency: engine.config.alarmConcurrency }
-    )
+    ).pipe(Effect.ensuring(Effect.sync(() => waiting.forEach((key) => participant.queued.delete(key)))))
     // Every row got its chance; the first infrastructure failure fails the pass (fallback alarm).
     const failed = exits.find(Exit.isFailure)
     if (failed !== undefined) return yield* failed
@@ -325,8 +337,10 @@ export const handle = (engine: Engine, participant: Participant): TableHandle =>
     Effect.gen(function*() {
       const permit = yield* engine.permits.tryAcquire
       if (Option.isNone(permit)) return false
+      // If a timer pass ran the first attempt meanwhile and scheduled a retry, the retry waits its turn.
+      const dueBy = yield* Clock.currentTimeMillis
       const fiber = yield* Fork.detached(
-        Effect.catchAllCause(execute(engine, participant, key, { permit: permit.value }), (cause) =>
+        Effect.catchAllCause(execute(engine, participant, key, { permit: permit.value, dueBy }), (cause) =>
           engine.background.report("durability.background_execution.failed", {
             kind: participant.table.kind,
             id: key,

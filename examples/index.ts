@@ -1,0 +1,51 @@
+/**
+ * The one Worker that serves every example (`npm start`, root `wrangler.toml`).
+ * Routes by the first path segment; `GET /` lists a curl command for each route.
+ */
+import imageJobsEffect, { type Env as ImageJobsEffectEnv, HELP as IMAGE_JOBS_EFFECT_HELP } from "./image-jobs/effect-worker.js"
+import imageJobs, { type Env as ImageJobsEnv, HELP as IMAGE_JOBS_HELP } from "./image-jobs/worker.js"
+import reminders, { type Env as RemindersEnv } from "./reminders/worker.js"
+import subscriptions, { type Env as SubscriptionsEnv, HELP as SUBSCRIPTIONS_HELP } from "./subscription-renewals/worker.js"
+
+// Every Durable Object class the config binds must be exported by the main module.
+export { ImageJobsEffect } from "./image-jobs/effect-worker.js"
+export { ImageJobs } from "./image-jobs/worker.js"
+export { Reminders } from "./reminders/worker.js"
+export { Payments, Subscription } from "./subscription-renewals/worker.js"
+
+export interface Env extends RemindersEnv, SubscriptionsEnv, ImageJobsEnv, ImageJobsEffectEnv {}
+
+const REMINDERS_HELP = `  # reminders (Effect-native, its own table attached to the engine)
+  curl -X POST http://127.0.0.1:8787/reminders/demo/tea -d '{"message":"tea is ready","inMs":2000}'
+  curl -X POST http://127.0.0.1:8787/reminders/demo/flaky -d '{"message":"flaky delivery","inMs":1000}'
+  curl http://127.0.0.1:8787/reminders/demo
+`
+
+const HELP = `durability examples: reminders, subscriptions, images, images-effect
+
+${REMINDERS_HELP}
+${SUBSCRIPTIONS_HELP}
+${IMAGE_JOBS_HELP}
+${IMAGE_JOBS_EFFECT_HELP}`
+
+const routes: Record<string, ExportedHandlerFetchHandler<Env>> = {
+  reminders: (request, env) => reminders.fetch(request, env),
+  subscriptions: (request, env) => subscriptions.fetch(request, env),
+  images: (request, env) => imageJobs.fetch(request, env),
+  "images-effect": (request, env) => imageJobsEffect.fetch(request, env)
+}
+
+export default {
+  async fetch(request, env, ctx): Promise<Response> {
+    const [prefix] = new URL(request.url).pathname.split("/").filter((part) => part.length > 0)
+    if (prefix === undefined) return new Response(HELP, { headers: { "content-type": "text/plain; charset=utf-8" } })
+    const route = Object.prototype.hasOwnProperty.call(routes, prefix) ? routes[prefix] : undefined
+    if (route === undefined) {
+      return new Response(JSON.stringify({ error: "Not found; see GET /" }, null, 2) + "\n", {
+        status: 404,
+        headers: { "content-type": "application/json" }
+      })
+    }
+    return route(request, env, ctx)
+  }
+} satisfies ExportedHandler<Env>

@@ -1,0 +1,403 @@
+/**
+ * The promise classes (`Durability`, `DurabilityAlarms`, `DurabilityScheduler`)
+ * over in-memory storage. The facade runs on its own runtime with the live
+ * clock, so nothing here waits on time: every await is a promise that settles
+ * as soon as the work it stands for is done.
+ */
+import { Effect } from "effect"
+import { describe, expect, expectTypeOf, it } from "vitest"
+import {
+  DuplicateDurableCallError,
+  Durability,
+  DurabilityAlarms,
+  durabilityNamedAlarmMigrations,
+  durabilityOperationMigrations,
+  DurabilityScheduler,
+  type DurableAlarmInfo,
+  type DurableCall,
+  type DurableNamedAlarm,
+  type DurableOperationResult
+} from "../../src/index.js"
+import type { DurabilityContext } from "../../src/internal/platform.js"
+import * as MemoryStorage from "../../src/testing/MemoryStorage.js"
+
+const memoryContext = async (): Promise<DurabilityContext & { readonly memory: MemoryStorage.MemoryStorage }> => {
+  const memory = await Effect.runPromise(MemoryStorage.make)
+  return { storage: memory, memory }
+}
+
+/** A promise the test settles by hand, to hold a handler open without waiting on time. */
+const gate = () => {
+  let open!: () => void
+  const opened = new Promise<void>((resolve) => (open = resolve))
+  return { open, opened }
+}
+
+const thrownBy = (build: () => unknown): Error => {
+  try {
+    build()
+  } catch (error) {
+    return error as Error
+  }
+  throw new Error("expected the call to throw")
+}
+
+const tables = (memory: MemoryStorage.MemoryStorage) =>
+  memory.sql.exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'durability_%' ORDER BY name")
+    .toArray().map((row) => row.name)
+
+const OPERATION_MIGRATIONS = [
+  "durability_0001_create_calls",
+  "durability_0002_pending_index",
+  "durability_0004_calls_generation_and_created_at"
+]
+const ALARM_MIGRATIONS = ["durability_0003_create_alarms", "durability_0004_alarms_generation_and_created_at"]
+
+describe("Durability", () => {
+  it("generates a method per handler; registration resolves; getResult, job().getResult() and job().wait() read it", async () => {
+    const context = await memoryContext()
+    const held = gate()
+    const calls: Array<string> = []
+    const durability = new Durability({
+      context,
+      handlers: {
+        charge: async (call: DurableCall<{ readonly cents: number }>) => {
+          calls.push(`${call.operation}:${call.id}#${call.attempt}`)
+          await held.opened
+          return { charged: call.payload.cents }
+        }
+      }
+    })
+    expect(typeof durability.charge).toBe("function")
+    expect(typeof durability.charge.getResult).toBe("function")
+    expect(typeof durability.charge.job).toBe("function")
+    expect(Object.keys(durability)).toEqual(["charge"])
+
+    await expect(durability.charge({ id: "inv-1", payload: { cents: 500 } })).resolves.toBeUndefined()
+    const job = durability.charge.job("inv-1")
+    // timeoutMs 0 returns the current state without waiting.
+    expect(await job.wait({ timeoutMs: 0 })).toMatchObject({ status: "pending" })
+    expect(await durability.charge.getResult("inv-1")).toMatchObject({ status: "pending" })
+    expect(await durability.charge.getResult("missing")).toEqual({ status: "not_found" })
+    expect(await durability.charge.job("missing").wait({ timeoutMs: 0 })).toEqual({ status: "not_found" })
+
+    held.open()
+    // Resolves as soon as the call settles (the limit is only an upper bound).
+    expect(await job.wait({ timeoutMs: 60_000 })).toEqual({ status: "completed", result: { charged: 500 } })
+    expect(await job.getResult()).toEqual({ status: "completed", result: { charged: 500 } })
+    expect(await durability.charge.getResult("inv-1")).toEqual({ status: "completed", result: { charged: 500 } })
+    expect(await job.wait({ timeoutMs: 0 })).toEqual({ status: "completed", result: { charged: 500 } })
+
+    // Same id again: a no-op.
+    await durability.charge({ id: "inv-1", payload: { cents: 999 } })
+    expect(await job.wait({ timeoutMs: 0 })).toEqual({ status: "completed", result: { charged: 500 } })
+    expect(calls).toEqual(["charge:inv-1#1"])
+  })
+
+  it("wait rejects a bad timeoutMs with RangeError, and a missing options object with TypeError", async () => {
+    const context = await memoryContext()
+    const durability = new Durability({ context, handlers: { ping: () => "pong" } })
+    const job = durability.ping.job("p")
+    for (const timeoutMs of [-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, Number.MAX_SAFE_INTEGER + 1]) {
+      const error = await job.wait({ timeoutMs }).then(() => undefined, (e: unknown) => e)
+      expect(error).toBeInstanceOf(RangeError)
+      expect((error as Error).message).toBe("timeoutMs must be a non-negative safe integer")
+    }
+    await expect(job.wait(null as unknown as { timeoutMs: number })).rejects.toThrow(TypeError)
+  })
+
+  it("rejects reserved handler names with Error and non-function handlers with TypeError", async () => {
+    const context = await memoryContext()
+    for (const name of ["constructor", "alarm", "purgeBefore"]) {
+      const error = thrownBy(() => new Durability({ context, handlers: { [name]: () => 1 } }))
+      expect(error.constructor).toBe(Error)
+      expect(error.message).toBe(`"${name}" is reserved by Durability`)
+    }
+    const error = thrownBy(() => new Durability({ context, handlers: { charge: "later" as unknown as () => 1 } }))
+    expect(error).toBeInstanceOf(TypeError)
+    expect(error.message).toBe("handlers.charge must be a function")
+    expect(context.memory.statements).toEqual([])
+  })
+
+  it("rejects bad options with RangeError/TypeError naming the field (methods.<op>. per method)", async () => {
+    const context = await memoryContext()
+    const handlers = { charge: () => 1 }
+    const cases: Array<[Record<string, unknown>, ErrorConstructor, string]> = [
+      [{ attemptTimeoutMs: 0 }, RangeError, "attemptTimeoutMs must be a positive integer"],
+      [{ attemptTimeoutMs: 1.5 }, RangeError, "attemptTimeoutMs must be a positive integer"],
+      [{ retries: 3 }, TypeError, "retries must be an object"],
+      [{ retries: { maxAttempts: 0 } }, RangeError, "retries.maxAttempts must be a positive integer"],
+      [{ retries: { delay: 100 } }, TypeError, "retries.delay must be a function"],
+      [{ methods: { charge: { attemptTimeoutMs: -1 } } }, RangeError, "methods.charge.attemptTimeoutMs must be a positive integer"],
+      [
+        { methods: { charge: { retries: { maxAttempts: 2.5 } } } },
+        RangeError,
+        "methods.charge.retries.maxAttempts must be a positive integer"
+      ],
+      [{ methods: { charge: { retries: { delay: "soon" } } } }, TypeError, "methods.charge.retries.delay must be a function"],
+      [{ alarmConcurrency: 0 }, RangeError, "alarmConcurrency must be a positive integer"],
+      [{ onAlarmRetry: 1 }, TypeError, "onAlarmRetry must be a function"]
+    ]
+    for (const [options, ErrorType, message] of cases) {
+      const error = thrownBy(() => new Durability({ context, handlers, ...options }))
+      expect(error).toBeInstanceOf(ErrorType)
+      expect(error.message).toBe(message)
+    }
+    expect(context.memory.statements).toEqual([])
+  })
+
+  it("rejects an id reused by another operation with DuplicateDurableCallError (an Error by name)", async () => {
+    const context = await memoryContext()
+    const durability = new Durability({
+      context,
+      handlers: { charge: (call: DurableCall<number>) => call.payload, refund: (call: DurableCall<number>) => -call.payload }
+    })
+    await durability.charge({ id: "x", payload: 5 })
+    const message = "Durable call \"x\" already belongs to operation \"charge\", not \"refund\""
+    for (const attempt of [() => durability.refund({ id: "x", payload: 5 }), () => durability.refund.getResult("x")]) {
+      const error = await attempt().then(() => undefined, (e: unknown) => e as Error)
+      expect(error).toBeInstanceOf(Error)
+      expect(error).toBeInstanceOf(DuplicateDurableCallError)
+      expect(error?.name).toBe("DuplicateDurableCallError")
+      expect(error?.message).toBe(message)
+    }
+    expect(await durability.charge.job("x").wait({ timeoutMs: 60_000 })).toEqual({ status: "completed", result: 5 })
+  })
+
+  it("rejects a non-JSON payload with TypeError before any write", async () => {
+    const context = await memoryContext()
+    const durability = new Durability({ context, handlers: { store: (call: DurableCall<unknown>) => call.id } })
+    const before = context.memory.snapshot()
+    const statements = context.memory.statements.length
+    const circular: Record<string, unknown> = {}
+    circular.self = circular
+    const cases: Array<[unknown, string]> = [
+      [{ n: 1n }, "payload.n is a BigInt"],
+      [{ f: () => 1 }, "payload.f is a function"],
+      [{ n: Number.NaN }, "payload.n is NaN"],
+      [{ when: new Date(0) }, "payload.when is a Date"],
+      [{ gone: undefined }, "payload.gone is undefined"],
+      [[1, Symbol("s")], "payload[1] is a symbol"],
+      [circular, "payload.self is a circular reference"]
+    ]
+    for (const [payload, reason] of cases) {
+      const error = await durability.store({ id: "bad", payload }).then(() => undefined, (e: unknown) => e as Error)
+      expect(error).toBeInstanceOf(TypeError)
+      expect(error?.message).toBe(`payload must be JSON-serializable: ${reason}`)
+    }
+    expect(context.memory.snapshot()).toEqual(before)
+    expect(context.memory.statements.length).toBe(statements)
+    expect(await durability.store.getResult("bad")).toEqual({ status: "not_found" })
+  })
+
+  it("purgeBefore rejects a bad timestamp with RangeError", async () => {
+    const context = await memoryContext()
+    const durability = new Durability({ context, handlers: { ping: () => "pong" } })
+    await expect(durability.purgeBefore(-1)).rejects.toThrow(RangeError)
+    await expect(durability.purgeBefore(1.5)).rejects.toThrow("timestamp must be a non-negative safe integer")
+    expect(await durability.purgeBefore(Date.now() + 1)).toBe(0)
+  })
+
+  it("migrate(ctx, null) reverts and migrate(ctx) re-applies, with the exact migration names", async () => {
+    const context = await memoryContext()
+    expect(durabilityOperationMigrations.map((m) => m.name)).toEqual(OPERATION_MIGRATIONS)
+    expect(await Durability.migrate(context)).toEqual({ applied: OPERATION_MIGRATIONS, rolledBack: [] })
+    expect(await Durability.migrate(context)).toEqual({ applied: [], rolledBack: [] })
+    expect(tables(context.memory)).toEqual(["durability_calls", "durability_migrations"])
+    expect(await Durability.migrate(context, "durability_0001_create_calls")).toEqual({
+      applied: [],
+      rolledBack: ["durability_0004_calls_generation_and_created_at", "durability_0002_pending_index"]
+    })
+    expect(await Durability.migrate(context, null)).toEqual({
+      applied: [],
+      rolledBack: ["durability_0001_create_calls"]
+    })
+    expect(tables(context.memory)).toEqual([])
+    expect(await Durability.migrate(context)).toEqual({ applied: OPERATION_MIGRATIONS, rolledBack: [] })
+    expect(await Durability.migrate(context, null)).toEqual({
+      applied: [],
+      rolledBack: [...OPERATION_MIGRATIONS].reverse()
+    })
+    expect(tables(context.memory)).toEqual([])
+    expect(await Durability.migrate(context)).toEqual({ applied: OPERATION_MIGRATIONS, rolledBack: [] })
+    const error = await Durability.migrate(context, "durability_9999_unknown").then(() => undefined, (e: unknown) => e as Error)
+    expect(error?.name).toBe("MigrationError")
+  })
+})
+
+describe("DurabilityAlarms", () => {
+  it("generates a scheduling method per name; the handler runs with its info", async () => {
+    const context = await memoryContext()
+    let ran!: (info: DurableAlarmInfo) => void
+    const fired = new Promise<DurableAlarmInfo>((resolve) => (ran = resolve))
+    const alarms = new DurabilityAlarms({ context, handlers: { renew: (info: DurableAlarmInfo) => ran(info) } })
+    expect(Object.keys(alarms)).toEqual(["renew"])
+    const later = Date.now() + 3_600_000
+    await expect(alarms.renew(later)).resolves.toBeUndefined()
+    expect(context.memory.alarmAt).toBe(later)
+    // A time in the past is due now: the early timer runs it.
+    await alarms.renew(0)
+    const info = await fired
+    expect(info).toMatchObject({ name: "renew", scheduledTime: 0, attempt: 1, isRetry: false, retryCount: 0 })
+    expect(info.idempotencyKey).toMatch(/^durability-alarm:v1:/)
+    expect(info.platform).toBeUndefined()
+  })
+
+  it("rejects a bad scheduledTime with RangeError and writes nothing", async () => {
+    const context = await memoryContext()
+    const alarms = new DurabilityAlarms({ context, handlers: { renew: () => undefined } })
+    await alarms.renew(Date.now() + 3_600_000)
+    const before = context.memory.snapshot()
+    for (const at of [Number.NaN, -1, 1.5, Number.MAX_SAFE_INTEGER + 1]) {
+      const error = await alarms.renew(at).then(() => undefined, (e: unknown) => e as Error)
+      expect(error).toBeInstanceOf(RangeError)
+      expect(error?.message).toBe("scheduledTime must be a non-negative safe integer")
+    }
+    expect(context.memory.snapshot()).toEqual(before)
+  })
+
+  it("rejects reserved names with Error, non-function handlers with TypeError, bad options by field", async () => {
+    const context = await memoryContext()
+    for (const name of ["constructor", "alarm", "purgeBefore"]) {
+      const error = thrownBy(() => new DurabilityAlarms({ context, handlers: { [name]: () => undefined } }))
+      expect(error.constructor).toBe(Error)
+      expect(error.message).toBe(`"${name}" is reserved by DurabilityAlarms`)
+    }
+    const notFunction = thrownBy(() => new DurabilityAlarms({ context, handlers: { renew: 5 as unknown as () => void } }))
+    expect(notFunction).toBeInstanceOf(TypeError)
+    expect(notFunction.message).toBe("handlers.renew must be a function")
+    const handlers = { renew: () => undefined }
+    const cases: Array<[Record<string, unknown>, ErrorConstructor, string]> = [
+      [{ methods: { renew: { retryTimeouts: "yes" } } }, TypeError, "methods.renew.retryTimeouts must be a boolean"],
+      [{ methods: { renew: { attemptTimeoutMs: 0 } } }, RangeError, "methods.renew.attemptTimeoutMs must be a positive integer"],
+      [{ retries: { maxAttempts: -1 } }, RangeError, "retries.maxAttempts must be a positive integer"]
+    ]
+    for (const [options, ErrorType, message] of cases) {
+      const error = thrownBy(() => new DurabilityAlarms({ context, handlers, ...options }))
+      expect(error).toBeInstanceOf(ErrorType)
+      expect(error.message).toBe(message)
+    }
+    expect(context.memory.statements).toEqual([])
+  })
+
+  it("migrate(ctx, null) reverts and migrate(ctx) re-applies, independently of operations", async () => {
+    const context = await memoryContext()
+    expect(durabilityNamedAlarmMigrations.map((m) => m.name)).toEqual(ALARM_MIGRATIONS)
+    expect(await Durability.migrate(context)).toEqual({ applied: OPERATION_MIGRATIONS, rolledBack: [] })
+    expect(await DurabilityAlarms.migrate(context)).toEqual({ applied: ALARM_MIGRATIONS, rolledBack: [] })
+    expect(await DurabilityAlarms.migrate(context)).toEqual({ applied: [], rolledBack: [] })
+    expect(tables(context.memory)).toEqual(["durability_alarms", "durability_calls", "durability_migrations"])
+    expect(await DurabilityAlarms.migrate(context, null)).toEqual({
+      applied: [],
+      rolledBack: ["durability_0004_alarms_generation_and_created_at", "durability_0003_create_alarms"]
+    })
+    expect(tables(context.memory)).toEqual(["durability_calls", "durability_migrations"])
+    expect(await DurabilityAlarms.migrate(context)).toEqual({ applied: ALARM_MIGRATIONS, rolledBack: [] })
+    expect(tables(context.memory)).toEqual(["durability_alarms", "durability_calls", "durability_migrations"])
+  })
+})
+
+describe("attachment to a shared DurabilityScheduler", () => {
+  it("shares one scheduler: the alarm reconciles over both tables and one runtime runs both", async () => {
+    const context = await memoryContext()
+    const scheduler = new DurabilityScheduler({ context })
+    const held = gate()
+    const durability = new Durability({
+      scheduler,
+      handlers: {
+        double: async (call: DurableCall<number>) => {
+          await held.opened
+          return call.payload * 2
+        }
+      }
+    })
+    let ran!: (info: DurableAlarmInfo) => void
+    const fired = new Promise<DurableAlarmInfo>((resolve) => (ran = resolve))
+    const alarms = new DurabilityAlarms({
+      scheduler,
+      handlers: { renew: (info: DurableAlarmInfo) => ran(info), expire: () => undefined }
+    })
+
+    const later = Date.now() + 3_600_000
+    await alarms.expire(later)
+    expect(context.memory.alarmAt).toBe(later)
+    await durability.double({ id: "a", payload: 21 })
+    // The pending call is due now: the alarm moves earlier (now + the minimum delay).
+    expect(context.memory.alarmAt).toBeLessThan(later)
+    held.open()
+    expect(await durability.double.job("a").wait({ timeoutMs: 60_000 })).toEqual({ status: "completed", result: 42 })
+    // Nothing of the operations is pending; the named alarm still is, and keeps the alarm.
+    expect(context.memory.alarmAt).toBe(later)
+
+    await alarms.renew(0)
+    expect(await fired).toMatchObject({ name: "renew", attempt: 1 })
+    await expect(scheduler.alarm()).resolves.toBeUndefined()
+    await expect(durability.alarm()).resolves.toBeUndefined()
+    await expect(alarms.alarm()).resolves.toBeUndefined()
+    expect(context.memory.alarmAt).toBe(later)
+  })
+
+  it("rejects a scheduler object this library did not create", async () => {
+    const handlers = { ping: () => "pong" }
+    for (const scheduler of [{}, Object.create(DurabilityScheduler.prototype), { alarm: async () => undefined }]) {
+      const forDurability = thrownBy(() => new Durability({ scheduler: scheduler as DurabilityScheduler, handlers }))
+      expect(forDurability.constructor).toBe(Error)
+      expect(forDurability.message).toBe("Unknown DurabilityScheduler instance")
+      const forAlarms = thrownBy(() => new DurabilityAlarms({ scheduler: scheduler as DurabilityScheduler, handlers }))
+      expect(forAlarms.message).toBe("Unknown DurabilityScheduler instance")
+    }
+  })
+
+  it("rejects a second helper of one kind on the same scheduler", async () => {
+    const context = await memoryContext()
+    const scheduler = new DurabilityScheduler({ context })
+    new Durability({ scheduler, handlers: { ping: () => "pong" } })
+    new DurabilityAlarms({ scheduler, handlers: { renew: () => undefined } })
+    const operations = thrownBy(() => new Durability({ scheduler, handlers: { other: () => 1 } }))
+    expect(operations.constructor).toBe(Error)
+    expect(operations.message).toContain("already attached")
+    expect(operations.message).toBe("A operations helper is already attached to this scheduler")
+    const named = thrownBy(() => new DurabilityAlarms({ scheduler, handlers: { other: () => undefined } }))
+    expect(named.constructor).toBe(Error)
+    expect(named.message).toBe("A namedAlarms helper is already attached to this scheduler")
+  })
+})
+
+describe("types", () => {
+  it("infers payload and result types from the handlers", async () => {
+    const context = await memoryContext()
+    const durability = new Durability({
+      context,
+      handlers: {
+        charge: async (call: DurableCall<{ readonly cents: number }>) => ({ charged: call.payload.cents }),
+        label: (call: DurableCall<string>) => call.payload.length > 3
+      }
+    })
+    expectTypeOf(durability.charge).parameter(0).toEqualTypeOf<
+      { readonly id: string; readonly payload: { readonly cents: number } }
+    >()
+    expectTypeOf(durability.charge).returns.toEqualTypeOf<Promise<void>>()
+    expectTypeOf(durability.charge.getResult).returns.resolves.toEqualTypeOf<
+      DurableOperationResult<{ charged: number }>
+    >()
+    expectTypeOf(durability.charge.job("x").wait).returns.resolves.toEqualTypeOf<
+      DurableOperationResult<{ charged: number }>
+    >()
+    expectTypeOf(durability.label.getResult).returns.resolves.toEqualTypeOf<DurableOperationResult<boolean>>()
+    expectTypeOf(durability.purgeBefore).returns.toEqualTypeOf<Promise<number>>()
+
+    const alarms = new DurabilityAlarms({ context, handlers: { renew: (_info: DurableAlarmInfo) => undefined } })
+    expectTypeOf(alarms.renew).toEqualTypeOf<DurableNamedAlarm>()
+    expectTypeOf(alarms.renew).parameter(0).toEqualTypeOf<number>()
+
+    const typeOnly = (): void => {
+      // @ts-expect-error a payload of the wrong shape
+      void durability.charge({ id: "x", payload: { cents: "5" } })
+      // @ts-expect-error no such operation
+      void durability.refund({ id: "x", payload: 1 })
+      // @ts-expect-error no such named alarm
+      void alarms.expire(1)
+    }
+    expect(typeof typeOnly).toBe("function")
+  })
+})
