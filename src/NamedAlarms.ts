@@ -85,61 +85,52 @@ export const TABLE = "durability_alarms"
 
 const COLUMNS = "name, status, scheduled_at, next_attempt_at, attempt, last_error, last_error_name"
 
+/** `durability_alarms` as created by 0003, with the columns a later migration adds. */
+const createAlarms = (generation = "", created = "") =>
+  `CREATE TABLE durability_alarms (
+    name TEXT PRIMARY KEY,${generation}
+    status TEXT NOT NULL CHECK (status IN ('pending', 'failed')),
+    scheduled_at INTEGER NOT NULL,
+    next_attempt_at INTEGER NOT NULL,
+    attempt INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT,
+    last_error_name TEXT${created}
+  )`
+
+const PENDING_INDEX = "CREATE INDEX durability_alarms_pending_idx ON durability_alarms (status, next_attempt_at)"
+
 export const migrations: ReadonlyArray<Migrations.Migration> = [
   {
     name: "durability_0003_create_alarms",
-    up: `CREATE TABLE durability_alarms (
-      name TEXT PRIMARY KEY,
-      status TEXT NOT NULL CHECK (status IN ('pending', 'failed')),
-      scheduled_at INTEGER NOT NULL,
-      next_attempt_at INTEGER NOT NULL,
-      attempt INTEGER NOT NULL DEFAULT 0,
-      last_error TEXT,
-      last_error_name TEXT
-    );
-    CREATE INDEX durability_alarms_pending_idx ON durability_alarms (status, next_attempt_at)`,
+    up: `${createAlarms()};
+      ${PENDING_INDEX}`,
     down: "DROP TABLE durability_alarms"
   },
   {
     name: "durability_0004_alarms_generation_and_created_at",
     up: `ALTER TABLE durability_alarms RENAME TO durability_alarms_0004;
-      CREATE TABLE durability_alarms (
-        name TEXT PRIMARY KEY,
-        generation_id TEXT NOT NULL DEFAULT 'legacy',
-        status TEXT NOT NULL CHECK (status IN ('pending', 'failed')),
-        scheduled_at INTEGER NOT NULL,
-        next_attempt_at INTEGER NOT NULL,
-        attempt INTEGER NOT NULL DEFAULT 0,
-        last_error TEXT,
-        last_error_name TEXT,
-        created_at INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000 AS INTEGER))
-      );
+      ${
+      createAlarms(
+        "\n    generation_id TEXT NOT NULL DEFAULT 'legacy',",
+        ",\n    created_at INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000 AS INTEGER))"
+      )
+    };
       INSERT INTO durability_alarms (${COLUMNS}, generation_id, created_at)
         SELECT ${COLUMNS}, 'legacy:' || name, CAST(unixepoch('subsec') * 1000 AS INTEGER) FROM durability_alarms_0004;
       DROP TABLE durability_alarms_0004;
-      CREATE INDEX durability_alarms_pending_idx ON durability_alarms (status, next_attempt_at);
+      ${PENDING_INDEX};
       CREATE INDEX durability_alarms_created_idx ON durability_alarms (created_at)`,
     down: `ALTER TABLE durability_alarms RENAME TO durability_alarms_0004;
-      CREATE TABLE durability_alarms (
-        name TEXT PRIMARY KEY,
-        status TEXT NOT NULL CHECK (status IN ('pending', 'failed')),
-        scheduled_at INTEGER NOT NULL,
-        next_attempt_at INTEGER NOT NULL,
-        attempt INTEGER NOT NULL DEFAULT 0,
-        last_error TEXT,
-        last_error_name TEXT
-      );
+      ${createAlarms()};
       INSERT INTO durability_alarms (${COLUMNS}) SELECT ${COLUMNS} FROM durability_alarms_0004;
       DROP TABLE durability_alarms_0004;
-      CREATE INDEX durability_alarms_pending_idx ON durability_alarms (status, next_attempt_at)`
+      ${PENDING_INDEX}`
   }
 ]
 
 export const CAPABILITY = "namedAlarms"
 
 export const migrate = (target?: string | null) => Migrations.migrate(CAPABILITY, migrations, target)
-
-const RESERVED = new Set(["constructor", "alarm", "purgeBefore", "__proto__", "prototype", "then"])
 
 export const IDEMPOTENCY_PREFIX = "durability-alarm:v1:"
 
@@ -157,24 +148,8 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
     const storage = yield* StorageService
     const scheduler = yield* Scheduler.Scheduler
     const context = yield* Effect.context<RequirementsOf<Defs>>()
-    const names = Object.keys(definitions)
-    for (const name of names) {
-      if (RESERVED.has(name)) {
-        return yield* new InvalidOptionError({
-          field: `handlers.${name}`,
-          kind: "type",
-          message: `"${name}" is reserved by DurabilityAlarms`
-        })
-      }
-      if (typeof definitions[name]?.handler !== "function") {
-        return yield* new InvalidOptionError({
-          field: `handlers.${name}`,
-          kind: "type",
-          message: `handlers.${name} must be a function`
-        })
-      }
-      const retryTimeouts = definitions[name]?.retryTimeouts
-      if (retryTimeouts !== undefined && typeof retryTimeouts !== "boolean") {
+    for (const [name, definition] of Object.entries(definitions)) {
+      if (definition?.retryTimeouts !== undefined && typeof definition.retryTimeouts !== "boolean") {
         return yield* new InvalidOptionError({
           field: `methods.${name}.retryTimeouts`,
           kind: "type",
@@ -182,20 +157,18 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
         })
       }
     }
-    const base = yield* Policy.resolve("", options, Policy.defaults)
     const definitionOf = (name: string) =>
       Object.prototype.hasOwnProperty.call(definitions, name) ? definitions[name] : undefined
     const timeoutError = (name: string) => (timeoutMs: number) =>
       new DurableAlarmTimeoutError({ message: `Durable alarm "${name}" timed out after ${timeoutMs}ms`, timeoutMs })
-    const policies = new Map<string, Scheduler.AttemptPolicy>()
-    for (const name of names) {
-      const resolved = yield* Policy.resolve(`methods.${name}.`, definitions[name], base)
-      const terminalOnTimeout = definitions[name]?.retryTimeouts !== true
-      policies.set(
-        name,
-        Capability.attemptPolicy(resolved, timeoutError(name), (error) => terminalOnTimeout && isAlarmTimeout(error))
-      )
-    }
+    // A timeout's outcome is unknown, so it is final unless the alarm opted into retrying it.
+    const { fallback, policies } = yield* Capability.resolveDefinitions({
+      owner: "DurabilityAlarms",
+      definitions,
+      execution: options,
+      timeoutError,
+      isTerminal: (name) => definitionOf(name)?.retryTimeouts === true ? undefined : isAlarmTimeout
+    })
     if (!(yield* Migrations.isCurrent(CAPABILITY, migrations))) yield* migrate()
     const watchers = Watchers.make()
 
@@ -226,8 +199,7 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
       kind: CAPABILITY,
       table: TABLE,
       keyColumn: "name",
-      policy: (row) =>
-        policies.get(String(row.name)) ?? Capability.attemptPolicy(base, timeoutError(String(row.name)), isAlarmTimeout),
+      policy: (row) => policies.get(String(row.name)) ?? fallback(String(row.name)),
       run,
       // Success deletes only the occurrence that ran, never its replacement.
       complete: (execution) =>

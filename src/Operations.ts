@@ -129,68 +129,46 @@ export const TABLE = "durability_calls"
 const COLUMNS =
   "id, operation, payload, status, result, attempt, next_attempt_at, last_error, last_error_name, completed_at"
 
+/** `durability_calls` as created by 0001, plus the columns a later migration adds. */
+const createCalls = (added = "") =>
+  `CREATE TABLE durability_calls (
+    id TEXT PRIMARY KEY,
+    operation TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('pending', 'completed', 'failed')),
+    result TEXT,
+    attempt INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at INTEGER NOT NULL,
+    last_error TEXT,
+    last_error_name TEXT,
+    completed_at INTEGER${added}
+  )`
+
+const PENDING_INDEX = "CREATE INDEX durability_calls_pending_idx ON durability_calls (status, next_attempt_at)"
+
 export const migrations: ReadonlyArray<Migrations.Migration> = [
-  {
-    name: "durability_0001_create_calls",
-    up: `CREATE TABLE durability_calls (
-      id TEXT PRIMARY KEY,
-      operation TEXT NOT NULL,
-      payload TEXT NOT NULL,
-      status TEXT NOT NULL CHECK (status IN ('pending', 'completed', 'failed')),
-      result TEXT,
-      attempt INTEGER NOT NULL DEFAULT 0,
-      next_attempt_at INTEGER NOT NULL,
-      last_error TEXT,
-      last_error_name TEXT,
-      completed_at INTEGER
-    )`,
-    down: "DROP TABLE durability_calls"
-  },
-  {
-    name: "durability_0002_pending_index",
-    up: "CREATE INDEX durability_calls_pending_idx ON durability_calls (status, next_attempt_at)",
-    down: "DROP INDEX durability_calls_pending_idx"
-  },
+  { name: "durability_0001_create_calls", up: createCalls(), down: "DROP TABLE durability_calls" },
+  { name: "durability_0002_pending_index", up: PENDING_INDEX, down: "DROP INDEX durability_calls_pending_idx" },
   {
     // Rebuilt rather than altered so the columns get their real defaults; old rows get a
     // per-row legacy generation so a stale execution can never match a new registration.
     name: "durability_0004_calls_generation_and_created_at",
     up: `ALTER TABLE durability_calls RENAME TO durability_calls_0004;
-      CREATE TABLE durability_calls (
-        id TEXT PRIMARY KEY,
-        operation TEXT NOT NULL,
-        payload TEXT NOT NULL,
-        status TEXT NOT NULL CHECK (status IN ('pending', 'completed', 'failed')),
-        result TEXT,
-        attempt INTEGER NOT NULL DEFAULT 0,
-        next_attempt_at INTEGER NOT NULL,
-        last_error TEXT,
-        last_error_name TEXT,
-        completed_at INTEGER,
+      ${
+      createCalls(`,
         generation_id TEXT NOT NULL DEFAULT 'legacy',
-        created_at INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000 AS INTEGER))
-      );
+        created_at INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000 AS INTEGER))`)
+    };
       INSERT INTO durability_calls (${COLUMNS}, generation_id, created_at)
         SELECT ${COLUMNS}, 'legacy:' || id, CAST(unixepoch('subsec') * 1000 AS INTEGER) FROM durability_calls_0004;
       DROP TABLE durability_calls_0004;
-      CREATE INDEX durability_calls_pending_idx ON durability_calls (status, next_attempt_at);
+      ${PENDING_INDEX};
       CREATE INDEX durability_calls_created_idx ON durability_calls (created_at)`,
     down: `ALTER TABLE durability_calls RENAME TO durability_calls_0004;
-      CREATE TABLE durability_calls (
-        id TEXT PRIMARY KEY,
-        operation TEXT NOT NULL,
-        payload TEXT NOT NULL,
-        status TEXT NOT NULL CHECK (status IN ('pending', 'completed', 'failed')),
-        result TEXT,
-        attempt INTEGER NOT NULL DEFAULT 0,
-        next_attempt_at INTEGER NOT NULL,
-        last_error TEXT,
-        last_error_name TEXT,
-        completed_at INTEGER
-      );
+      ${createCalls()};
       INSERT INTO durability_calls (${COLUMNS}) SELECT ${COLUMNS} FROM durability_calls_0004;
       DROP TABLE durability_calls_0004;
-      CREATE INDEX durability_calls_pending_idx ON durability_calls (status, next_attempt_at)`
+      ${PENDING_INDEX}`
   }
 ]
 
@@ -198,8 +176,6 @@ export const CAPABILITY = "operations"
 
 /** Applies (or reverts to `target`) the operations table's migrations. */
 export const migrate = (target?: string | null) => Migrations.migrate(CAPABILITY, migrations, target)
-
-const RESERVED = new Set(["constructor", "alarm", "purgeBefore", "__proto__", "prototype", "then"])
 
 const timeoutError = (operation: string) => (timeoutMs: number) =>
   new DurableAttemptTimeoutError({
@@ -226,29 +202,12 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
     const storage = yield* StorageService
     const scheduler = yield* Scheduler.Scheduler
     const context = yield* Effect.context<RequirementsOf<Defs>>()
-    const names = Object.keys(definitions)
-    for (const name of names) {
-      if (RESERVED.has(name)) {
-        return yield* new InvalidOptionError({
-          field: `handlers.${name}`,
-          kind: "type",
-          message: `"${name}" is reserved by Durability`
-        })
-      }
-      if (typeof definitions[name]?.handler !== "function") {
-        return yield* new InvalidOptionError({
-          field: `handlers.${name}`,
-          kind: "type",
-          message: `handlers.${name} must be a function`
-        })
-      }
-    }
-    const base = yield* Policy.resolve("", options, Policy.defaults)
-    const policies = new Map<string, Scheduler.AttemptPolicy>()
-    for (const name of names) {
-      const resolved = yield* Policy.resolve(`methods.${name}.`, definitions[name], base)
-      policies.set(name, Capability.attemptPolicy(resolved, timeoutError(name)))
-    }
+    const { fallback, policies } = yield* Capability.resolveDefinitions({
+      owner: "Durability",
+      definitions,
+      execution: options,
+      timeoutError
+    })
     if (!(yield* Migrations.isCurrent(CAPABILITY, migrations))) yield* migrate()
 
     const watchers = Watchers.make()
@@ -317,7 +276,7 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
       kind: CAPABILITY,
       table: TABLE,
       keyColumn: "id",
-      policy: (row) => policies.get(String(row.operation)) ?? Capability.attemptPolicy(base, timeoutError(String(row.operation))),
+      policy: (row) => policies.get(String(row.operation)) ?? fallback(String(row.operation)),
       run,
       complete,
       entity: (row) => ({
@@ -422,7 +381,8 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
         timestamp,
         attempt: 0
       }))
-      yield* handle.tryStart(id)
+      // If a timer pass already ran attempt 1 and scheduled a retry, the retry keeps its time.
+      yield* handle.tryStart(id, { dueBy: now })
     })
 
     const wait = (operation: string, id: string, timeoutMs: number) =>

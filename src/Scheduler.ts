@@ -158,8 +158,13 @@ export interface DurableTable {
 export interface TableHandle {
   /** Runs `body` and the alarm reconciliation atomically; re-arms the early timer after commit. */
   readonly write: <A, E>(body: Effect.Effect<A, E>) => Effect.Effect<A, E | StorageError>
-  /** Starts the record now if a permit is free right now; never waits. Returns whether it started. */
-  readonly tryStart: (key: string) => Effect.Effect<boolean>
+  /**
+   * Starts the record now if a permit is free right now; never waits. Returns
+   * whether it started. With `dueBy`, a record whose next attempt was moved
+   * past that time meanwhile (another pass ran it and scheduled a retry) is left
+   * to its schedule.
+   */
+  readonly tryStart: (key: string, options?: { readonly dueBy?: number | undefined }) => Effect.Effect<boolean>
   /** Runs the record (or attaches to its running execution) until the outcome is persisted. */
   readonly execute: (key: string) => Effect.Effect<void, StorageError>
   /** Aborts running executions whose key matches, best effort (purge). */
@@ -286,7 +291,13 @@ export const make = (
     // platform knows the alarm was consumed (no I/O, so TestClock sees every step).
     const pass = (info: AlarmInvocationInfo | undefined, physical: boolean): Effect.Effect<void, unknown> =>
       Effect.gen(function*() {
-        if (physical) yield* alarms.physicalFired
+        if (physical) {
+          // The platform consumed the alarm. Re-arm it before any work runs, so a crash in
+          // this pass is recovered by our own alarm, not only by the platform's few retries.
+          // (Not the early timer: this pass is about to run what is due.)
+          yield* alarms.physicalFired
+          yield* storage.transaction(reconcile)
+        }
         const startedAt = yield* Clock.currentTimeMillis
         const work = yield* Fork.detached(runPass(startedAt, info), scope)
         const remaining = Math.max(0, config.alarmHandoffMs - ((yield* Clock.currentTimeMillis) - startedAt))

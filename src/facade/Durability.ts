@@ -9,6 +9,7 @@ import type { LifecycleHook } from "../Lifecycle.js"
 import * as Operations from "../Operations.js"
 import type { RetriesOptions } from "../internal/policy.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
+import { RESERVED_NAMES } from "../internal/capability.js"
 import { attach, fromPromise, migrateWith, type MigrationResult, type SchedulerAttachment } from "./attachment.js"
 import type { DurabilityScheduler } from "./DurabilityScheduler.js"
 
@@ -75,8 +76,6 @@ export interface DurabilityConstructor {
   migrate(context: DurabilityContext, target?: string | null): Promise<MigrationResult>
 }
 
-const RESERVED = new Set(["constructor", "alarm", "purgeBefore"])
-
 type Service = Operations.Operations<Record<string, Operations.AnyOperationDefinition>>
 
 class DurabilityImpl {
@@ -89,7 +88,7 @@ class DurabilityImpl {
     const handlers = config.handlers as Record<string, unknown>
     if (typeof handlers !== "object" || handlers === null) throw new TypeError("handlers must be an object")
     for (const name of Object.keys(handlers)) {
-      if (RESERVED.has(name)) throw new Error(`"${name}" is reserved by Durability`)
+      if (RESERVED_NAMES.has(name)) throw new Error(`"${name}" is reserved by Durability`)
       if (typeof handlers[name] !== "function") throw new TypeError(`handlers.${name} must be a function`)
     }
     const { scheduler, runtime } = attach(config)

@@ -6,6 +6,7 @@
 import type { LifecycleHook } from "../Lifecycle.js"
 import * as NamedAlarms from "../NamedAlarms.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
+import { RESERVED_NAMES } from "../internal/capability.js"
 import { attach, fromPromise, migrateWith, type MigrationResult, type SchedulerAttachment } from "./attachment.js"
 import { type DurabilityMethodOptions, pickExecution } from "./Durability.js"
 import type { DurabilityScheduler } from "./DurabilityScheduler.js"
@@ -47,8 +48,6 @@ export interface DurabilityAlarmsConstructor {
   migrate(context: DurabilityContext, target?: string | null): Promise<MigrationResult>
 }
 
-const RESERVED = new Set(["constructor", "alarm", "purgeBefore"])
-
 type Service = NamedAlarms.NamedAlarms<Record<string, NamedAlarms.AnyAlarmDefinition>>
 
 class DurabilityAlarmsImpl {
@@ -61,7 +60,7 @@ class DurabilityAlarmsImpl {
     const handlers = config.handlers as Record<string, unknown>
     if (typeof handlers !== "object" || handlers === null) throw new TypeError("handlers must be an object")
     for (const name of Object.keys(handlers)) {
-      if (RESERVED.has(name)) throw new Error(`"${name}" is reserved by DurabilityAlarms`)
+      if (RESERVED_NAMES.has(name)) throw new Error(`"${name}" is reserved by DurabilityAlarms`)
       if (typeof handlers[name] !== "function") throw new TypeError(`handlers.${name} must be a function`)
     }
     const { scheduler, runtime } = attach(config)

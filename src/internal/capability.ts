@@ -4,10 +4,11 @@
  * @internal
  */
 import { Effect } from "effect"
+import { InvalidOptionError } from "../Errors.js"
 import type * as Lifecycle from "../Lifecycle.js"
 import type * as Scheduler from "../Scheduler.js"
 import type { StorageService } from "../StorageService.js"
-import type * as Policy from "./policy.js"
+import * as Policy from "./policy.js"
 import type { Watchers } from "./watchers.js"
 
 export const attemptPolicy = (
@@ -69,4 +70,53 @@ export const purge = (options: {
       count: deleted.length
     }))
     return deleted.length
+  })
+
+/**
+ * Handler names that would shadow a member of the helper (or make it a
+ * thenable, which `await` would try to unwrap).
+ */
+export const RESERVED_NAMES: ReadonlySet<string> = new Set([
+  "constructor",
+  "alarm",
+  "purgeBefore",
+  "__proto__",
+  "prototype",
+  "then"
+])
+
+/** Checks handler names and handlers, then resolves each one's attempt policy over the capability's options. */
+export const resolveDefinitions = (options: {
+  readonly owner: string
+  readonly definitions: Readonly<Record<string, Policy.ExecutionOptions & { readonly handler?: unknown }>>
+  readonly execution: Policy.ExecutionOptions
+  readonly timeoutError: (name: string) => (timeoutMs: number) => unknown
+  readonly isTerminal?: ((name: string) => ((error: unknown) => boolean) | undefined) | undefined
+}) =>
+  Effect.gen(function*() {
+    const policies = new Map<string, Scheduler.AttemptPolicy>()
+    for (const [name, definition] of Object.entries(options.definitions)) {
+      if (RESERVED_NAMES.has(name)) {
+        return yield* new InvalidOptionError({
+          field: `handlers.${name}`,
+          kind: "type",
+          message: `"${name}" is reserved by ${options.owner}`
+        })
+      }
+      if (typeof definition?.handler !== "function") {
+        return yield* new InvalidOptionError({
+          field: `handlers.${name}`,
+          kind: "type",
+          message: `handlers.${name} must be a function`
+        })
+      }
+    }
+    const base = yield* Policy.resolve("", options.execution, Policy.defaults)
+    for (const [name, definition] of Object.entries(options.definitions)) {
+      const resolved = yield* Policy.resolve(`methods.${name}.`, definition, base)
+      policies.set(name, attemptPolicy(resolved, options.timeoutError(name), options.isTerminal?.(name)))
+    }
+    /** The policy of a stored row whose name has no definition any more (it fails as non-retryable). */
+    const fallback = (name: string) => attemptPolicy(base, options.timeoutError(name), options.isTerminal?.(name))
+    return { policies, fallback }
   })

@@ -333,12 +333,11 @@ export const runDue = (
 
 export const handle = (engine: Engine, participant: Participant): TableHandle => ({
   write: engine.write,
-  tryStart: (key) =>
+  tryStart: (key, options) =>
     Effect.gen(function*() {
       const permit = yield* engine.permits.tryAcquire
       if (Option.isNone(permit)) return false
-      // If a timer pass ran the first attempt meanwhile and scheduled a retry, the retry waits its turn.
-      const dueBy = yield* Clock.currentTimeMillis
+      const dueBy = options?.dueBy
       const fiber = yield* Fork.detached(
         Effect.catchAllCause(execute(engine, participant, key, { permit: permit.value, dueBy }), (cause) =>
           engine.background.report("durability.background_execution.failed", {

@@ -2,5 +2,7 @@ declare module "cloudflare:test" {
   interface ProvidedEnv {
     readonly STORAGE_OBJECT: DurableObjectNamespace<import("./worker.js").StorageObject>
     readonly ENGINE_OBJECT: DurableObjectNamespace<import("./worker.js").EngineObject>
+    readonly LAB_OBJECT: DurableObjectNamespace<import("./objects/LabObject.js").LabObject>
+    readonly EFFECT_LEDGER: DurableObjectNamespace<import("./objects/EffectLedger.js").EffectLedger>
   }
 }

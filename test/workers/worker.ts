@@ -11,6 +11,9 @@ import type * as Scheduler from "../../src/Scheduler.js"
 import { StorageService } from "../../src/StorageService.js"
 import * as TaskTable from "../shared/TaskTable.js"
 
+export { EffectLedger } from "./objects/EffectLedger.js"
+export { LabObject } from "./objects/LabObject.js"
+
 /** A bare SQLite-backed object: tests reach its storage through `runInDurableObject`. */
 export class StorageObject extends DurableObject {}
 

@@ -1,0 +1,290 @@
+/**
+ * Fault scenarios for durable operations inside workerd: real SQLite storage,
+ * real alarms, real timers. `LabObject` (objects/LabObject.ts) uses the public
+ * promise API; its handlers misbehave as their payload says and report their
+ * external effects to an `EffectLedger` object. Every scenario asserts the
+ * persisted invariants: `durability_calls`, the platform alarm, the lab's own
+ * record of handler calls, and the ledger.
+ */
+import { describe, expect, it } from "vitest"
+import { LAB } from "./objects/LabObject.js"
+import { allEnded, callsOf, expectIdle, freshLab, reset, rowOf, settledRow, sleep, waitFor } from "./support/lab.js"
+
+const resultOf = (row: { readonly result: string | null }) => JSON.parse(row.result ?? "null") as unknown
+
+describe("operations: retries and effects", () => {
+  it("happy path: one completed call, one effect", async () => {
+    const lab = freshLab()
+    await lab.stub.submit("effect", "happy", { mode: "ok" })
+    const outcome = await lab.stub.wait("effect", "happy", 3_000)
+    expect(outcome).toMatchObject({ status: "completed", result: { source: "happy", attempt: 1 } })
+
+    const rows = await lab.stub.operationRows()
+    expect(rows).toHaveLength(1)
+    expect(rows[0]).toMatchObject({
+      id: "happy",
+      operation: "effect",
+      status: "completed",
+      attempt: 1,
+      last_error: null,
+      last_error_name: null
+    })
+    expect(rows[0]!.completed_at).not.toBeNull()
+    const effects = await lab.ledger.effects()
+    expect(effects).toMatchObject([{ source: "happy", key: "happy", attempt: 1 }])
+    expect(resultOf(rows[0]!)).toEqual({ kind: "value", value: { source: "happy", attempt: 1, effect: effects[0]!.seq } })
+    expect(await lab.stub.calls()).toMatchObject([{ source: "happy", attempt: 1, outcome: "completed" }])
+    await expectIdle(lab)
+  })
+
+  it("transient failure before the effect: attempt 3 completes with one effect", async () => {
+    const lab = freshLab()
+    await lab.stub.submit("effect", "transient", { mode: "transient-before-effect", failTimes: 2 })
+    const row = await settledRow(lab, "transient")
+    expect(row).toMatchObject({ status: "completed", attempt: 3, last_error: null, last_error_name: null })
+
+    const calls = await lab.stub.calls()
+    expect(calls.map((call) => [call.attempt, call.outcome])).toEqual([[1, "failed"], [2, "failed"], [3, "completed"]])
+    // Each retry waited for its persisted retry time.
+    for (const [previous, next] of [[calls[0]!, calls[1]!], [calls[1]!, calls[2]!]] as const) {
+      expect(next.started_at).toBeGreaterThanOrEqual(previous.ended_at! + LAB.retryDelayMs)
+    }
+    expect(await lab.ledger.effects()).toMatchObject([{ source: "transient", key: "transient", attempt: 3 }])
+    expect(await lab.ledger.deliveries()).toMatchObject([{ attempt: 3, outcome: "applied" }])
+    await expectIdle(lab)
+  })
+
+  it("downstream unavailable: rejected deliveries leave no phantom effect; the retry after the outage applies once", async () => {
+    const lab = freshLab()
+    await lab.ledger.setOutage(3)
+    await lab.stub.submit("effect", "downstream", { mode: "downstream" })
+
+    // While the ledger rejects, the call stays pending with the downstream's error and nothing is applied.
+    const during = await waitFor(
+      () => rowOf(lab, "downstream"),
+      (row) => row !== undefined && row.attempt >= 1 && row.last_error !== null
+    )
+    expect(during).toMatchObject({ status: "pending" })
+    expect(during!.last_error).toContain("downstream unavailable")
+
+    const row = await settledRow(lab, "downstream")
+    expect(row).toMatchObject({ status: "completed", attempt: 4, last_error: null })
+    expect((await lab.ledger.deliveries()).map((delivery) => [delivery.attempt, delivery.outcome])).toEqual([
+      [1, "rejected"],
+      [2, "rejected"],
+      [3, "rejected"],
+      [4, "applied"]
+    ])
+    expect(await lab.ledger.effects()).toMatchObject([{ source: "downstream", key: "downstream", attempt: 4 }])
+    expect((await lab.stub.calls()).map((call) => call.outcome)).toEqual(["failed", "failed", "failed", "completed"])
+    await expectIdle(lab)
+  })
+
+  it("failure after an idempotent effect: several deliveries, one effect (the call id is the dedup key)", async () => {
+    const lab = freshLab()
+    await lab.stub.submit("effect", "lost-ack", { mode: "after-effect-idempotent", failTimes: 2 })
+    const row = await settledRow(lab, "lost-ack")
+    expect(row).toMatchObject({ status: "completed", attempt: 3 })
+
+    const deliveries = await lab.ledger.deliveries()
+    expect(deliveries.map((delivery) => [delivery.key, delivery.attempt, delivery.outcome])).toEqual([
+      ["lost-ack", 1, "applied"],
+      ["lost-ack", 2, "deduplicated"],
+      ["lost-ack", 3, "deduplicated"]
+    ])
+    const effects = await lab.ledger.effects()
+    expect(effects).toMatchObject([{ source: "lost-ack", key: "lost-ack", attempt: 1 }])
+    // The stored result names the one effect.
+    expect(resultOf(row)).toEqual({ kind: "value", value: { source: "lost-ack", attempt: 3, effect: effects[0]!.seq } })
+    await expectIdle(lab)
+  })
+
+  it("failure after an unprotected effect: the deliberate duplicates are visible in the ledger", async () => {
+    const lab = freshLab()
+    await lab.stub.submit("effect", "no-key", { mode: "after-effect-unprotected", failTimes: 2 })
+    const row = await settledRow(lab, "no-key")
+    expect(row).toMatchObject({ status: "completed", attempt: 3 })
+    const effects = await lab.ledger.effects()
+    expect(effects.map((effect) => [effect.source, effect.key, effect.attempt])).toEqual([
+      ["no-key", null, 1],
+      ["no-key", null, 2],
+      ["no-key", null, 3]
+    ])
+    expect(await lab.stub.calls()).toHaveLength(3)
+    await expectIdle(lab)
+  })
+})
+
+describe("operations: timeouts", () => {
+  it("timeout then success: the handler honors abort, attempt 2 completes", async () => {
+    const lab = freshLab()
+    await lab.stub.submit("timed", "honors", { mode: "honor-abort" })
+    const outcome = await lab.stub.wait("timed", "honors", 3_000)
+    expect(outcome).toMatchObject({ status: "completed", result: { source: "honors", attempt: 2 } })
+    expect(await rowOf(lab, "honors")).toMatchObject({ status: "completed", attempt: 2, last_error: null })
+
+    const [first, second, ...rest] = await lab.stub.calls()
+    expect(rest).toEqual([])
+    // Attempt 1 saw its signal aborted by the timeout and stopped.
+    expect(first).toMatchObject({ attempt: 1, aborted_at_start: 0, aborted: 1, outcome: "failed" })
+    expect(first!.ended_at! - first!.started_at).toBeGreaterThanOrEqual(LAB.timedTimeoutMs - 5)
+    expect(second).toMatchObject({ attempt: 2, aborted_at_start: 0, aborted: 0, outcome: "completed" })
+    expect(second!.started_at).toBeGreaterThanOrEqual(first!.ended_at!)
+    expect(await lab.ledger.effects()).toMatchObject([{ source: "honors", attempt: 2 }])
+    await expectIdle(lab)
+  })
+
+  it("timeout where the handler ignores abort: attempt 2 starts only after attempt 1 really ended", async () => {
+    const lab = freshLab()
+    const holdMs = 500
+    await lab.stub.submit("timed", "ignores", { mode: "ignore-abort", holdMs })
+
+    // The timeout is persisted as a retry while attempt 1 still runs.
+    const retrying = await waitFor(
+      () => rowOf(lab, "ignores"),
+      (row) => row?.last_error_name === "DurableAttemptTimeoutError"
+    )
+    expect(retrying).toMatchObject({ status: "pending", attempt: 1 })
+    expect((await lab.stub.calls()).map((call) => call.outcome)).toEqual(["running"])
+
+    const row = await settledRow(lab, "ignores")
+    expect(row).toMatchObject({ status: "completed", attempt: 2 })
+    const [first, second, ...rest] = await allEnded(lab)
+    expect(rest).toEqual([])
+    expect(first).toMatchObject({ attempt: 1, aborted: 1, outcome: "completed" })
+    expect(first!.ended_at! - first!.started_at).toBeGreaterThanOrEqual(holdMs - 5)
+    expect(second).toMatchObject({ attempt: 2, instance: first!.instance, aborted_at_start: 0 })
+    // No overlap in one isolate: the retry was due after the timeout, but waited for the handler.
+    expect(second!.started_at).toBeGreaterThanOrEqual(first!.ended_at!)
+    expect(second!.concurrent).toBe(1)
+    // The late effect of attempt 1 and the retry's share the call id: one effect.
+    expect((await lab.ledger.deliveries()).map((delivery) => [delivery.attempt, delivery.outcome])).toEqual([
+      [1, "applied"],
+      [2, "deduplicated"]
+    ])
+    expect(await lab.ledger.effects()).toHaveLength(1)
+    await expectIdle(lab)
+  })
+})
+
+describe("operations: terminal failures", () => {
+  it("non-retryable error: one attempt, failed with NonRetryableError", async () => {
+    const lab = freshLab()
+    await lab.stub.submit("effect", "fatal", { mode: "non-retryable" })
+    const outcome = await lab.stub.wait("effect", "fatal", 3_000)
+    expect(outcome).toEqual({
+      status: "failed",
+      attempt: 1,
+      error: { name: "NonRetryableError", message: "fatal cannot succeed" }
+    })
+    expect(await rowOf(lab, "fatal")).toMatchObject({
+      status: "failed",
+      attempt: 1,
+      last_error_name: "NonRetryableError",
+      result: null
+    })
+    await sleep(LAB.retryDelayMs * 5)
+    expect(await lab.stub.calls()).toHaveLength(1)
+    expect(await lab.ledger.deliveries()).toEqual([])
+    await expectIdle(lab)
+  })
+
+  it("retry exhaustion: 5 attempts, then failed with the last error", async () => {
+    const lab = freshLab()
+    await lab.stub.submit("effect", "doomed", { mode: "always-fail" })
+    const row = await settledRow(lab, "doomed")
+    expect(row).toMatchObject({
+      status: "failed",
+      attempt: LAB.defaultMaxAttempts,
+      last_error_name: "TransientError",
+      last_error: `doomed: always fails on attempt ${LAB.defaultMaxAttempts}`
+    })
+    await sleep(LAB.retryDelayMs * 5)
+    expect((await lab.stub.calls()).map((call) => call.attempt)).toEqual([1, 2, 3, 4, 5])
+    expect(await lab.stub.result("effect", "doomed")).toMatchObject({
+      status: "failed",
+      attempt: LAB.defaultMaxAttempts,
+      error: { name: "TransientError" }
+    })
+    expect(await lab.ledger.deliveries()).toEqual([])
+    await expectIdle(lab)
+  })
+})
+
+describe("operations: identity", () => {
+  it("20 concurrent submissions of one id: one row, one handler call, one effect", async () => {
+    const lab = freshLab()
+    await Promise.all(
+      Array.from({ length: 20 }, (_, index) =>
+        // Payloads differ on purpose: a repeated id is a no-op whatever its payload.
+        lab.stub.submit("effect", "same", { mode: "after-effect-unprotected", failTimes: 0, holdMs: index }))
+    )
+    const row = await settledRow(lab, "same")
+    expect(row).toMatchObject({ status: "completed", attempt: 1 })
+    expect(JSON.parse(row.payload)).toEqual({ kind: "value", value: expect.objectContaining({ mode: "after-effect-unprotected" }) })
+    expect(await lab.stub.operationRows()).toHaveLength(1)
+    await sleep(50)
+    expect(await lab.stub.calls()).toMatchObject([{ source: "same", attempt: 1 }])
+    // Even without a dedup key there is only one effect: only one execution ever happened.
+    expect(await lab.ledger.effects()).toMatchObject([{ source: "same", key: null }])
+    await expectIdle(lab)
+  })
+
+  it("id collision across operations: DuplicateDurableCallError, nothing written", async () => {
+    const lab = freshLab()
+    await lab.stub.submit("effect", "shared-id", { mode: "ok" })
+    const first = await settledRow(lab, "shared-id")
+    expect(first).toMatchObject({ operation: "effect", status: "completed" })
+
+    await expect(lab.stub.submit("timed", "shared-id", { mode: "ok" })).rejects.toThrow(
+      /Durable call "shared-id" already belongs to operation "effect", not "timed"/
+    )
+    await expect(lab.stub.result("timed", "shared-id")).rejects.toThrow(/already belongs to operation "effect"/)
+    // The original record is untouched, nothing else was written and nothing ran.
+    expect(await lab.stub.operationRows()).toEqual([first])
+    await sleep(50)
+    expect(await lab.stub.calls()).toHaveLength(1)
+    expect(await lab.ledger.effects()).toHaveLength(1)
+
+    // Also while the first one is still pending.
+    await lab.stub.submit("guarded", "busy-id", { mode: "hang-before-effect" })
+    await callsOf(lab, "busy-id", 1)
+    const pending = await rowOf(lab, "busy-id")
+    const alarm = await lab.stub.alarmAt()
+    await expect(lab.stub.submit("effect", "busy-id", { mode: "ok" })).rejects.toThrow(/already belongs to operation "guarded"/)
+    expect(await rowOf(lab, "busy-id")).toEqual(pending)
+    expect(await lab.stub.alarmAt()).toBe(alarm)
+    await reset(lab)
+  })
+
+  it("12 failing calls due together: at most alarmConcurrency handlers at once, each completes exactly once", async () => {
+    const lab = freshLab()
+    const ids = Array.from({ length: 12 }, (_, index) => `burst-${String(index).padStart(2, "0")}`)
+    await Promise.all(ids.map((id) => lab.stub.submit("effect", id, { mode: "burst", holdMs: 40 })))
+
+    const rows = await waitFor(
+      () => lab.stub.operationRows(),
+      (all) => all.length === ids.length && all.every((row) => row.status !== "pending"),
+      6_000
+    )
+    expect(rows.map((row) => [row.id, row.status, row.attempt]).sort()).toEqual(
+      ids.map((id) => [id, "completed", 2])
+    )
+    const calls = await allEnded(lab)
+    expect(calls).toHaveLength(ids.length * 2)
+    const peak = Math.max(...calls.map((call) => call.concurrent))
+    expect(peak).toBeLessThanOrEqual(LAB.alarmConcurrency)
+    // The burst did run in parallel, up to the bound.
+    expect(peak).toBe(LAB.alarmConcurrency)
+    for (const id of ids) {
+      const mine = calls.filter((call) => call.source === id)
+      expect(mine.map((call) => [call.attempt, call.outcome])).toEqual([[1, "failed"], [2, "completed"]])
+      expect(mine[1]!.started_at).toBeGreaterThanOrEqual(mine[0]!.ended_at!)
+    }
+    // Unprotected effects: exactly one per call proves that no call ran its successful attempt twice.
+    const effects = await lab.ledger.effects()
+    expect(effects.map((effect) => effect.source).sort()).toEqual(ids)
+    expect(effects.every((effect) => effect.attempt === 2)).toBe(true)
+    await expectIdle(lab)
+  })
+})

@@ -1,0 +1,100 @@
+/**
+ * Helpers for the fault scenarios: a fresh `LabObject` with its `EffectLedger`,
+ * forced resets, and bounded polling of persisted state.
+ */
+import { env, runInDurableObject } from "cloudflare:test"
+import { expect } from "vitest"
+import type { EffectLedger } from "../objects/EffectLedger.js"
+import type { LabCall, LabObject, OperationRow } from "../objects/LabObject.js"
+
+export type LabStub = DurableObjectStub<LabObject>
+export type LedgerStub = DurableObjectStub<EffectLedger>
+
+export interface Lab {
+  readonly id: DurableObjectId
+  /** The current stub; replaced by `reset`. */
+  stub: LabStub
+  readonly ledger: LedgerStub
+}
+
+/** A new lab object and the ledger it reports its effects to. */
+export const freshLab = (): Lab => {
+  const id = env.LAB_OBJECT.newUniqueId()
+  return {
+    id,
+    stub: env.LAB_OBJECT.get(id),
+    ledger: env.EFFECT_LEDGER.get(env.EFFECT_LEDGER.idFromName(id.toString()))
+  }
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+/**
+ * Forces a reset of the lab object: its in-memory state, timers and running
+ * handlers are gone; storage and the alarm stay. The lab gets a new stub.
+ */
+export const reset = async (lab: Lab): Promise<void> => {
+  await expect(runInDurableObject(lab.stub, (_instance, state) => state.abort("reset by the scenario"))).rejects
+    .toThrow()
+  lab.stub = env.LAB_OBJECT.get(lab.id)
+}
+
+/** Polls `probe` until `done` holds; fails after `timeoutMs` (bounded in time and in iterations). */
+export const waitFor = async <A>(
+  probe: () => Promise<A>,
+  done: (value: A) => boolean,
+  timeoutMs = 4_000,
+  intervalMs = 20
+): Promise<A> => {
+  const deadline = Date.now() + timeoutMs
+  const maxPolls = Math.ceil(timeoutMs / intervalMs) + 1
+  let last: A = await probe()
+  for (let poll = 0; !done(last); poll++) {
+    if (Date.now() > deadline || poll >= maxPolls) {
+      throw new Error(`Condition not met within ${timeoutMs} ms; last value: ${JSON.stringify(last)}`)
+    }
+    await sleep(intervalMs)
+    last = await probe()
+  }
+  return last
+}
+
+export const rowOf = async (lab: Lab, id: string): Promise<OperationRow | undefined> =>
+  (await lab.stub.operationRows()).find((row) => row.id === id)
+
+/** Waits until the call `id` is no longer pending, and returns its row. */
+export const settledRow = async (lab: Lab, id: string, timeoutMs?: number): Promise<OperationRow> =>
+  (await waitFor(() => rowOf(lab, id), (row) => row !== undefined && row.status !== "pending", timeoutMs))!
+
+/** Waits until the lab recorded `count` handler calls for `source`. */
+export const callsOf = async (lab: Lab, source: string, count: number, timeoutMs?: number) =>
+  waitFor(
+    async () => (await lab.stub.calls()).filter((call) => call.source === source),
+    (calls) => calls.length >= count,
+    timeoutMs
+  )
+
+/**
+ * Waits until every handler call of the current instance has really ended
+ * (calls of instances lost to a reset never end), and returns all calls.
+ */
+export const allEnded = async (lab: Lab, timeoutMs?: number): Promise<ReadonlyArray<LabCall>> => {
+  const current = await lab.stub.whoami()
+  return waitFor(
+    () => lab.stub.calls(),
+    (calls) => calls.every((call) => call.instance !== current || call.ended_at !== null),
+    timeoutMs
+  )
+}
+
+/**
+ * Nothing is left to run: every handler ended, no pending operation or named
+ * alarm, no platform alarm. Ending a test this way also keeps the pool's
+ * isolated storage poppable (it fails when an object is still busy).
+ */
+export const expectIdle = async (lab: Lab): Promise<void> => {
+  await allEnded(lab)
+  expect((await lab.stub.operationRows()).filter((row) => row.status === "pending")).toEqual([])
+  expect((await lab.stub.alarmRows()).filter((row) => row.status === "pending")).toEqual([])
+  expect(await lab.stub.alarmAt()).toBeNull()
+}
