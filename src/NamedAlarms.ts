@@ -20,6 +20,7 @@ import {
   type StorageError
 } from "./Errors.js"
 import * as Capability from "./internal/capability.js"
+import * as MigrationSql from "./internal/migrationSql.js"
 import type { AlarmInvocationInfo } from "./internal/platform.js"
 import * as Policy from "./internal/policy.js"
 import * as Validate from "./internal/validate.js"
@@ -108,23 +109,17 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
   },
   {
     name: "durability_0004_alarms_generation_and_created_at",
-    up: `ALTER TABLE durability_alarms RENAME TO durability_alarms_0004;
-      ${
-      createAlarms(
+    ...MigrationSql.addGenerationAndCreatedAt({
+      table: "durability_alarms",
+      keyColumn: "name",
+      columns: COLUMNS,
+      createBefore: createAlarms(),
+      createAfter: createAlarms(
         "\n    generation_id TEXT NOT NULL DEFAULT 'legacy',",
-        ",\n    created_at INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000 AS INTEGER))"
-      )
-    };
-      INSERT INTO durability_alarms (${COLUMNS}, generation_id, created_at)
-        SELECT ${COLUMNS}, 'legacy:' || name, CAST(unixepoch('subsec') * 1000 AS INTEGER) FROM durability_alarms_0004;
-      DROP TABLE durability_alarms_0004;
-      ${PENDING_INDEX};
-      CREATE INDEX durability_alarms_created_idx ON durability_alarms (created_at)`,
-    down: `ALTER TABLE durability_alarms RENAME TO durability_alarms_0004;
-      ${createAlarms()};
-      INSERT INTO durability_alarms (${COLUMNS}) SELECT ${COLUMNS} FROM durability_alarms_0004;
-      DROP TABLE durability_alarms_0004;
-      ${PENDING_INDEX}`
+        `,\n    created_at INTEGER NOT NULL DEFAULT (${MigrationSql.NOW_MS})`
+      ),
+      pendingIndex: PENDING_INDEX
+    })
   }
 ]
 

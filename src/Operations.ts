@@ -29,6 +29,7 @@ import {
 import * as Capability from "./internal/capability.js"
 import * as Codec from "./internal/codec.js"
 import * as Json from "./internal/json.js"
+import * as MigrationSql from "./internal/migrationSql.js"
 import * as Policy from "./internal/policy.js"
 import * as Validate from "./internal/validate.js"
 import * as Watchers from "./internal/watchers.js"
@@ -150,25 +151,17 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
   { name: "durability_0001_create_calls", up: createCalls(), down: "DROP TABLE durability_calls" },
   { name: "durability_0002_pending_index", up: PENDING_INDEX, down: "DROP INDEX durability_calls_pending_idx" },
   {
-    // Rebuilt rather than altered so the columns get their real defaults; old rows get a
-    // per-row legacy generation so a stale execution can never match a new registration.
     name: "durability_0004_calls_generation_and_created_at",
-    up: `ALTER TABLE durability_calls RENAME TO durability_calls_0004;
-      ${
-      createCalls(`,
-        generation_id TEXT NOT NULL DEFAULT 'legacy',
-        created_at INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000 AS INTEGER))`)
-    };
-      INSERT INTO durability_calls (${COLUMNS}, generation_id, created_at)
-        SELECT ${COLUMNS}, 'legacy:' || id, CAST(unixepoch('subsec') * 1000 AS INTEGER) FROM durability_calls_0004;
-      DROP TABLE durability_calls_0004;
-      ${PENDING_INDEX};
-      CREATE INDEX durability_calls_created_idx ON durability_calls (created_at)`,
-    down: `ALTER TABLE durability_calls RENAME TO durability_calls_0004;
-      ${createCalls()};
-      INSERT INTO durability_calls (${COLUMNS}) SELECT ${COLUMNS} FROM durability_calls_0004;
-      DROP TABLE durability_calls_0004;
-      ${PENDING_INDEX}`
+    ...MigrationSql.addGenerationAndCreatedAt({
+      table: "durability_calls",
+      keyColumn: "id",
+      columns: COLUMNS,
+      createBefore: createCalls(),
+      createAfter: createCalls(`,
+    generation_id TEXT NOT NULL DEFAULT 'legacy',
+    created_at INTEGER NOT NULL DEFAULT (${MigrationSql.NOW_MS})`),
+      pendingIndex: PENDING_INDEX
+    })
   }
 ]
 
