@@ -323,7 +323,7 @@ export const make = (
         )
       )
 
-    const alarm = (info?: AlarmInvocationInfo) => pass(info, true)
+    const alarm = (info?: AlarmInvocationInfo) => Effect.withSpan(pass(info, true), "Scheduler.alarm")
 
     yield* alarms.setTimerHandler(
       Effect.catchAllCause(
