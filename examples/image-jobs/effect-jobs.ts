@@ -7,7 +7,7 @@
  * layer (see `effect-worker.ts`), and a test provides on `TestDurability`.
  */
 import { Clock, Context, Deferred, Effect, Layer, Option, Schedule, Schema } from "effect"
-import { Errors, NamedAlarms, Operations } from "../../src/effect.js" // from "durability/effect" in your project
+import { Errors, NamedAlarms, Operations } from "durability/effect"
 
 // ---------------------------------------------------------------------------------------------
 // A user service: the bucket's images and renditions, in the object's own tables

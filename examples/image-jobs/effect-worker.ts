@@ -12,7 +12,7 @@
  */
 import { DurableObject } from "cloudflare:workers"
 import { Effect, Either, Layer, ManagedRuntime } from "effect"
-import { type Errors, type Operations, Scheduler, StorageService } from "../../src/effect.js" // "durability/effect"
+import { type Errors, type Operations, Scheduler, StorageService } from "durability/effect"
 import { ImageStore, type Jobs, makeCapabilities, type Maintenance, type Rendition, upload } from "./effect-jobs.js"
 import { parseUpload, routeParts, type UploadInput } from "./worker.js"
 

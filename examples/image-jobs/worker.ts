@@ -26,7 +26,7 @@ import {
   type DurableCall,
   type DurableOperationResult,
   NonRetryableError
-} from "../../src/index.js" // from "durability" in your project
+} from "durability"
 
 export interface Env {
   readonly IMAGE_JOBS: DurableObjectNamespace<ImageJobs>

@@ -13,7 +13,7 @@
  */
 import { DurableObject } from "cloudflare:workers"
 import { Clock, Effect, Either, ManagedRuntime, ParseResult, Schema } from "effect"
-import { Errors, Migrations, RetryPolicy, Scheduler, StorageService } from "../../src/effect.js"
+import { Errors, Migrations, RetryPolicy, Scheduler, StorageService } from "durability/effect"
 
 export interface Env {
   readonly REMINDERS: DurableObjectNamespace<Reminders>

@@ -28,7 +28,7 @@ import {
   type DurableAlarmInfo,
   type DurableCall,
   type DurableOperationResult
-} from "../../src/index.js" // from "durability" in your project
+} from "durability"
 
 export interface Env {
   readonly SUBSCRIPTIONS: DurableObjectNamespace<Subscription>
