@@ -62,7 +62,7 @@ export const make: Effect.Effect<
       // Detach first: the pass re-arms the timer, which must not interrupt the pass itself.
       if (timer === self()) timer = undefined
       const pass = yield* Fork.detached(handler, scope)
-      yield* background.waitUntil(Effect.runPromise(Fiber.await(pass)))
+      yield* background.waitUntil(Fork.settled(pass))
     })
 
   // Callers race (settles, passes, writes); re-arming must be one step at a time.

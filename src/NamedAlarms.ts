@@ -143,15 +143,6 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
     const storage = yield* StorageService
     const scheduler = yield* Scheduler.Scheduler
     const context = yield* Effect.context<RequirementsOf<Defs>>()
-    for (const [name, definition] of Object.entries(definitions)) {
-      if (definition?.retryTimeouts !== undefined && typeof definition.retryTimeouts !== "boolean") {
-        return yield* new InvalidOptionError({
-          field: `methods.${name}.retryTimeouts`,
-          kind: "type",
-          message: `methods.${name}.retryTimeouts must be a boolean`
-        })
-      }
-    }
     const definitionOf = (name: string) =>
       Object.prototype.hasOwnProperty.call(definitions, name) ? definitions[name] : undefined
     const timeoutError = (name: string) => (timeoutMs: number) =>
@@ -164,6 +155,15 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
       timeoutError,
       isTerminal: (name) => definitionOf(name)?.retryTimeouts === true ? undefined : isAlarmTimeout
     })
+    for (const [name, definition] of Object.entries(definitions)) {
+      if (definition.retryTimeouts !== undefined && typeof definition.retryTimeouts !== "boolean") {
+        return yield* new InvalidOptionError({
+          field: `methods.${name}.retryTimeouts`,
+          kind: "type",
+          message: `methods.${name}.retryTimeouts must be a boolean`
+        })
+      }
+    }
     if (!(yield* Migrations.isCurrent(CAPABILITY, migrations))) yield* migrate()
     const watchers = Watchers.make()
 

@@ -242,7 +242,18 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
         const checked = Json.check(encoded)
         if (!checked.ok) {
           return yield* new DurableResultSerializationError({
-            message: `The result of operation "${operation}" is not JSON-serializable: ${checked.reason}`
+            message: `The result of operation "${operation}" is not JSON-serializable: ${
+              checked.reason.replace(/^value/, "result")
+            }`
+          })
+        }
+        // Over the row limit the completing write would fail, and the attempt (with its side effect)
+        // would run again; `complete` also maps the storage's own refusal of payload + result.
+        const bytes = Json.byteLength(Json.encode(encoded))
+        if (bytes > Json.MAX_ROW_BYTES) {
+          return yield* new DurableResultSerializationError({
+            message: `The result of operation "${operation}" is ${bytes} bytes as JSON; ` +
+              `a stored row is limited to ${Json.MAX_ROW_BYTES} bytes`
           })
         }
         return encoded
@@ -261,6 +272,16 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
              last_error = NULL, last_error_name = NULL
            WHERE id = ? AND generation_id = ? AND status = 'pending' AND attempt = ? RETURNING id`,
           [Json.encode(value), now, execution.key, execution.generation, execution.attempt]
+        ).pipe(
+          // Payload and result together over the row limit: retrying cannot help (terminal, not re-run).
+          Effect.catchIf((error) => error.message.includes("SQLITE_TOOBIG"), (error) =>
+            Effect.fail(
+              new DurableResultSerializationError({
+                message: `The result of operation "${String(execution.row.operation)}" does not fit in a stored row ` +
+                  `with its payload: ${error.message}`,
+                cause: error
+              })
+            ))
         )
         return updated.length > 0
       })

@@ -74,6 +74,9 @@ const positiveInteger = (field: string, value: unknown, fallback: number) =>
 
 /** Checks options and fills defaults; messages name the field. */
 export const resolveConfig = Effect.fn("Scheduler.resolveConfig")(function*(options: SchedulerOptions) {
+  if (typeof options !== "object" || options === null) {
+    return yield* new InvalidOptionError({ field: "options", kind: "type", message: "options must be an object" })
+  }
   const alarmConcurrency = yield* positiveInteger(
     "alarmConcurrency",
     options.alarmConcurrency,
@@ -97,6 +100,9 @@ export const resolveConfig = Effect.fn("Scheduler.resolveConfig")(function*(opti
       kind: "type",
       message: "onAlarmRetry must be a function"
     })
+  }
+  if (options.objectId !== undefined && typeof options.objectId !== "string") {
+    return yield* new InvalidOptionError({ field: "objectId", kind: "type", message: "objectId must be a string" })
   }
   return {
     alarmConcurrency,
@@ -205,13 +211,25 @@ export const make = (
     const background = yield* Background.Background
     const scope = yield* Effect.scope
     const participants = new Map<string, Engine.Participant>()
+    // One statement over every participant's table for each upkeep read; rebuilt when one attaches.
+    let upkeep: { readonly list: ReadonlyArray<Engine.Participant>; readonly earliest: string; readonly pending: string } | undefined
+    const upkeepSql = () => {
+      if (upkeep === undefined) {
+        const list = [...participants.values()]
+        upkeep = {
+          list,
+          earliest: TableSql.earliestPendingOf(list.map((p) => p.table.table)),
+          pending: TableSql.pendingByTimeOf(list.map((p) => ({ table: p.table.table, key: p.table.keyColumn })))
+        }
+      }
+      return upkeep
+    }
 
     const reconcile: Effect.Effect<void, StorageError> = Effect.gen(function*() {
       let earliest: number | null = null
-      for (const participant of participants.values()) {
-        const [row] = yield* storage.exec(participant.sql.earliestPending)
-        const at = row?.at
-        if (typeof at === "number" && (earliest === null || at < earliest)) earliest = at
+      if (participants.size > 0) {
+        const [row] = yield* storage.exec(upkeepSql().earliest)
+        if (typeof row?.at === "number") earliest = row.at
       }
       const current = yield* alarms.physical
       if (earliest === null) {
@@ -225,10 +243,19 @@ export const make = (
     })
 
     const refreshTimer: Effect.Effect<void, StorageError> = Effect.gen(function*() {
+      // The earliest pending time among keys not executing or queued in a pass here (so a due
+      // running row cannot spin the timer); each table reads just past its busy keys.
       let next: number | null = null
-      for (const participant of participants.values()) {
-        const at = yield* Engine.nextIdleDue(storage, participant)
-        if (at !== null && (next === null || at < next)) next = at
+      if (participants.size > 0) {
+        const { list, pending } = upkeepSql()
+        const rows = yield* storage.exec(pending, list.map((p) => p.active.size + p.queued.size + 1))
+        for (const row of rows) {
+          const participant = list[Number(row.p)]
+          const key = String(row.key)
+          if (participant === undefined || typeof row.at !== "number") continue
+          if (participant.active.has(key) || participant.queued.has(key)) continue
+          if (next === null || row.at < next) next = row.at
+        }
       }
       const now = yield* Clock.currentTimeMillis
       const wanted = next !== null && (config.liveTimers || next - now < config.alarmMinDelayMs)
@@ -239,8 +266,11 @@ export const make = (
       background.report("durability.scheduler.refresh_failed", { error: Background.serializeError(cause) })
     )
 
+    const settleWrite = <A, E>(body: Effect.Effect<A, E>): Effect.Effect<A, E | StorageError> =>
+      storage.transaction(Effect.zipLeft(body, reconcile))
+
     const write = <A, E>(body: Effect.Effect<A, E>): Effect.Effect<A, E | StorageError> =>
-      Effect.tap(storage.transaction(Effect.zipLeft(body, reconcile)), () => reportRefreshFailure(refreshTimer))
+      Effect.tap(settleWrite(body), () => reportRefreshFailure(refreshTimer))
 
     const engine: Engine.Engine = {
       config,
@@ -249,6 +279,7 @@ export const make = (
       background,
       scope,
       write,
+      settleWrite,
       afterRelease: reportRefreshFailure(refreshTimer)
     }
 
@@ -348,6 +379,7 @@ export const make = (
       }
       const participant = Engine.makeParticipant(table)
       participants.set(table.kind, participant)
+      upkeep = undefined
       return Engine.handle(engine, participant)
     })
 
@@ -383,7 +415,9 @@ export const layerWith = (
   background: Layer.Layer<Background.Background>,
   options: SchedulerOptions = {}
 ): Layer.Layer<Services, InvalidOptionError> => {
-  const permits = PermitSemaphore.layer(options.alarmConcurrency ?? defaults.alarmConcurrency)
+  // Checked by the scheduler layer, which fails to build on a bad value.
+  const given = typeof options === "object" && options !== null ? options.alarmConcurrency : undefined
+  const permits = PermitSemaphore.layer(given ?? defaults.alarmConcurrency)
   const base = Layer.mergeAll(storage, background, permits)
   return Layer.provideMerge(layer(options), Layer.provideMerge(AlarmService.layer, base))
 }

@@ -139,8 +139,19 @@ export const make = (storage: DurableObjectStorageLike): Effect.Effect<StorageSe
         }
         knownAlarm = next
         if (depth > 0) {
-          // The transaction commits or rolls the alarm back with the SQL writes.
-          pending.catch(() => undefined)
+          // The transaction commits or rolls the alarm back with the SQL writes. A write the
+          // platform rejects is only reported later, after the commit: the alarm is then not what
+          // we think. Write it again now (later writes still come after this one); if that fails
+          // too, forget it, so the next reconciliation writes it instead of keeping a phantom.
+          pending.catch(() => {
+            if (knownAlarm !== next) return
+            knownAlarm = undefined
+            try {
+              write().then(() => (knownAlarm ??= next), () => undefined)
+            } catch {
+              // Forgotten: the next reconciliation sets it.
+            }
+          })
           return Effect.void
         }
         return Effect.tryPromise({

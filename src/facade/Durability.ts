@@ -86,11 +86,14 @@ class DurabilityImpl {
   constructor(config: DurabilityConfig<HandlerMap>) {
     if (typeof config !== "object" || config === null) throw new TypeError("Durability needs a config object")
     const handlers = config.handlers as Record<string, unknown>
-    if (typeof handlers !== "object" || handlers === null) throw new TypeError("handlers must be an object")
+    if (typeof handlers !== "object" || handlers === null || Array.isArray(handlers)) {
+      throw new TypeError("handlers must be an object")
+    }
     for (const name of Object.keys(handlers)) {
       if (RESERVED_NAMES.has(name)) throw new Error(`"${name}" is reserved by Durability`)
       if (typeof handlers[name] !== "function") throw new TypeError(`handlers.${name} must be a function`)
     }
+    checkMethods(handlers, config.methods)
     const { scheduler, runtime } = attach(config)
     this.#scheduler = scheduler
     this.#run = (effect) => runtime.run(effect)
@@ -142,6 +145,22 @@ class DurabilityImpl {
 
   static migrate(context: DurabilityContext, target?: string | null): Promise<MigrationResult> {
     return migrateWith(context, Operations.migrate, target)
+  }
+}
+
+/** `methods` must be an object of objects, keyed by handler names (a typo would silently drop its options). */
+export const checkMethods = (handlers: Record<string, unknown>, methods: unknown): void => {
+  if (methods === undefined) return
+  if (typeof methods !== "object" || methods === null || Array.isArray(methods)) {
+    throw new TypeError("methods must be an object")
+  }
+  for (const [name, options] of Object.entries(methods)) {
+    if (!Object.prototype.hasOwnProperty.call(handlers, name)) {
+      throw new TypeError(`methods.${name} does not name a handler`)
+    }
+    if (options !== undefined && (typeof options !== "object" || options === null)) {
+      throw new TypeError(`methods.${name} must be an object`)
+    }
   }
 }
 

@@ -8,7 +8,7 @@ import type { ObjectRuntime } from "../internal/objectRuntime.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
 import * as StorageService from "../StorageService.js"
 import type * as Migrations from "../Migrations.js"
-import { DurabilityScheduler, type DurabilitySchedulerOptions, internals } from "./DurabilityScheduler.js"
+import { checkContext, DurabilityScheduler, type DurabilitySchedulerOptions, internals } from "./DurabilityScheduler.js"
 import { fromCause } from "./errors.js"
 
 export type SchedulerAttachment =
@@ -25,7 +25,14 @@ export interface Attached {
 export const attach = (config: SchedulerAttachment): Attached => {
   if (typeof config !== "object" || config === null) throw new TypeError("a config object is required")
   if (config.scheduler !== undefined) {
-    return { scheduler: config.scheduler, runtime: internals(config.scheduler).runtime }
+    const found = internals(config.scheduler)
+    // They belong to the shared scheduler; here they would be silently ignored.
+    for (const key of SCHEDULER_OPTIONS) {
+      if ((config as Record<string, unknown>)[key] !== undefined) {
+        throw new TypeError(`${key} cannot be given with a shared scheduler: set it on the DurabilityScheduler`)
+      }
+    }
+    return { scheduler: config.scheduler, runtime: found.runtime }
   }
   const options: Record<string, unknown> = {}
   for (const key of SCHEDULER_OPTIONS) {
@@ -46,6 +53,7 @@ export const migrateWith = async (
   migrate: (target?: string | null) => Effect.Effect<Migrations.MigrationResult, unknown, StorageService.StorageService>,
   target?: string | null
 ): Promise<MigrationResult> => {
+  checkContext(context)
   const exit = await Effect.runPromiseExit(
     Effect.provide(migrate(target), StorageService.layerDurableObject(context))
   )

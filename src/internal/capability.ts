@@ -9,6 +9,7 @@ import type * as Lifecycle from "../Lifecycle.js"
 import type * as Scheduler from "../Scheduler.js"
 import type { StorageService } from "../StorageService.js"
 import * as Policy from "./policy.js"
+import * as Validate from "./validate.js"
 import type { Watchers } from "./watchers.js"
 
 export const attemptPolicy = (
@@ -95,7 +96,23 @@ export const resolveDefinitions = (options: {
 }) =>
   Effect.gen(function*() {
     const policies = new Map<string, Scheduler.AttemptPolicy>()
+    const definitions: unknown = options.definitions
+    if (typeof definitions !== "object" || definitions === null || Array.isArray(definitions)) {
+      return yield* new InvalidOptionError({
+        field: "handlers",
+        kind: "type",
+        message: "handlers must be an object of handler definitions"
+      })
+    }
     for (const [name, definition] of Object.entries(options.definitions)) {
+      const badName = Validate.keyProblem("name", name)
+      if (badName !== undefined) {
+        return yield* new InvalidOptionError({
+          field: "handlers",
+          kind: "type",
+          message: `The handler name ${JSON.stringify(name.slice(0, 40))} is invalid: ${badName}`
+        })
+      }
       if (RESERVED_NAMES.has(name)) {
         return yield* new InvalidOptionError({
           field: `handlers.${name}`,
@@ -112,6 +129,14 @@ export const resolveDefinitions = (options: {
       }
     }
     const base = yield* Policy.resolve("", options.execution, Policy.defaults)
+    const hook = (options.execution as { readonly onLifecycleEvent?: unknown } | undefined)?.onLifecycleEvent
+    if (hook !== undefined && typeof hook !== "function") {
+      return yield* new InvalidOptionError({
+        field: "onLifecycleEvent",
+        kind: "type",
+        message: "onLifecycleEvent must be a function"
+      })
+    }
     for (const [name, definition] of Object.entries(options.definitions)) {
       const resolved = yield* Policy.resolve(`methods.${name}.`, definition, base)
       policies.set(name, attemptPolicy(resolved, options.timeoutError(name), options.isTerminal?.(name)))

@@ -6,7 +6,7 @@
 import { Cause, Clock, Deferred, Duration, Effect, Exit, Fiber, FiberId, Option, type Scope } from "effect"
 import * as Fork from "./fork.js"
 import * as Background from "../Background.js"
-import { DurableAttemptsExhaustedError, type StorageError } from "../Errors.js"
+import { DurableAttemptsExhaustedError, type SerializedError, type StorageError } from "../Errors.js"
 import * as Lifecycle from "../Lifecycle.js"
 import type * as PermitSemaphore from "../PermitSemaphore.js"
 import * as RetryPolicy from "../RetryPolicy.js"
@@ -28,6 +28,11 @@ export interface Engine {
   readonly background: Background.Background
   readonly scope: Scope.Scope
   readonly write: <A, E>(body: Effect.Effect<A, E>) => Effect.Effect<A, E | StorageError>
+  /**
+   * `write` without re-arming the early timer, for settling an attempt: the key is still
+   * executing (so the timer would skip it), and `afterRelease` re-arms once it is released.
+   */
+  readonly settleWrite: <A, E>(body: Effect.Effect<A, E>) => Effect.Effect<A, E | StorageError>
   /** Runs after an execution released its key and permit (re-arms the early timer). */
   readonly afterRelease: Effect.Effect<void>
 }
@@ -142,7 +147,10 @@ export const execute = (
           return Deferred.done(entry.persisted, Exit.asVoid(exit))
         })
       ),
-      Effect.ensuring(engine.afterRelease)
+      // After an infrastructure failure the early timer is not re-armed: the row is still due, so it
+      // would fire at once and fail again in a hot loop. The fallback alarm (or the registration's
+      // alarm) retries it after the minimum delay.
+      Effect.onExit((exit) => Exit.isSuccess(exit) ? engine.afterRelease : Effect.void)
     )
     return Effect.zipRight(Fork.detached(owner, engine.scope), Deferred.await(entry.persisted))
   })
@@ -209,7 +217,7 @@ const settle = (
 ): Effect.Effect<void, StorageError> =>
   Effect.gen(function*() {
     if (Exit.isSuccess(outcome)) {
-      const completed = yield* Effect.either(engine.write(participant.table.complete(execution, outcome.value)))
+      const completed = yield* Effect.either(engine.settleWrite(participant.table.complete(execution, outcome.value)))
       if (completed._tag === "Right") {
         if (completed.right) {
           yield* emit(engine, participant, execution.row, (entity, timestamp) => ({
@@ -242,9 +250,9 @@ const settleFailure = (
 ) =>
   Effect.gen(function*() {
     const decision = yield* RetryPolicy.decide(policy, execution.attempt, error, { terminal })
-    const recorded = Background.serializeError(decision._tag === "Fail" ? decision.error : error)
+    const recorded = storableError(Background.serializeError(decision._tag === "Fail" ? decision.error : error))
     const nextAttemptAt = decision._tag === "Retry" ? decision.at : Number(execution.row.next_attempt_at)
-    const matched = yield* engine.write(
+    const matched = yield* engine.settleWrite(
       engine.storage.exec(participant.sql.settleFailure, [
         decision._tag === "Retry" ? "pending" : "failed",
         nextAttemptAt,
@@ -279,13 +287,29 @@ const settleFailure = (
         })
   })
 
+/** The longest error message stored with a record (a row over the storage limit could never be written). */
+export const MAX_ERROR_MESSAGE_CHARS = 8_192
+
+const clip = (text: string, max: number): string => {
+  if (text.length <= max) return text
+  // Never cut a surrogate pair in half.
+  const end = /[\uD800-\uDBFF]/.test(text.charAt(max - 1)) ? max - 1 : max
+  return `${text.slice(0, end)}… (${text.length - end} more characters)`
+}
+
+/** The error as stored and reported: bounded, so settling a failure cannot fail on its size. */
+const storableError = (error: SerializedError): SerializedError => ({
+  name: clip(error.name, 256),
+  message: clip(error.message, MAX_ERROR_MESSAGE_CHARS)
+})
+
 const exhaust = (engine: Engine, participant: Participant, key: string, row: Row, policy: AttemptPolicy) =>
   Effect.gen(function*() {
     const error = new DurableAttemptsExhaustedError({
       message: `Durable ${participant.table.describe(row)} exhausted its ${policy.maxAttempts} attempts`,
       attempts: policy.maxAttempts
     })
-    const exhausted = yield* engine.write(
+    const exhausted = yield* engine.settleWrite(
       engine.storage.exec(participant.sql.exhaust, [
         error.message,
         error._tag,
@@ -347,7 +371,7 @@ export const handle = (engine: Engine, participant: Participant): TableHandle =>
           })),
         engine.scope
       )
-      yield* engine.background.waitUntil(Effect.runPromise(Fiber.await(fiber)))
+      yield* engine.background.waitUntil(Fork.settled(fiber))
       return true
     }),
   execute: (key) => execute(engine, participant, key, {}),

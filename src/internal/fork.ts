@@ -11,3 +11,11 @@ export const detached = <A, E>(
   effect: Effect.Effect<A, E>,
   scope: Scope.Scope
 ): Effect.Effect<Fiber.RuntimeFiber<A, E>> => Effect.forkIn(Effect.interruptible(effect), scope)
+
+/**
+ * A promise that resolves (never rejects) once `fiber` has ended, for
+ * `waitUntil`. Same as `Effect.runPromise(Fiber.await(fiber))` without running
+ * a fiber of its own.
+ */
+export const settled = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Promise<void> =>
+  new Promise((resolve) => fiber.addObserver(() => resolve()))

@@ -41,6 +41,8 @@ export const check = (value: unknown): JsonCheck => {
       return undefined
     }
     if (proto !== Object.prototype && proto !== null) return `${path} is ${describe(v)}`
+    // JSON.stringify drops symbol-keyed members silently.
+    if (Object.getOwnPropertySymbols(v).length > 0) return `${path} has a symbol key`
     seen.add(v)
     for (const [key, member] of Object.entries(v)) {
       const failed = visit(member, `${path}.${key}`)

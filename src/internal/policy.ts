@@ -3,7 +3,7 @@
  * `retries`), checked once at construction with messages that name the field.
  * @internal
  */
-import { Effect } from "effect"
+import { Effect, Schedule } from "effect"
 import { InvalidOptionError } from "../Errors.js"
 import * as RetryPolicy from "../RetryPolicy.js"
 
@@ -63,6 +63,9 @@ export const resolve = (
     }
     if (retries?.delay !== undefined && typeof retries.delay !== "function") {
       return Effect.fail(invalid(`${prefix}retries.delay`, "type", "must be a function"))
+    }
+    if (retries?.schedule !== undefined && !Schedule.isSchedule(retries.schedule)) {
+      return Effect.fail(invalid(`${prefix}retries.schedule`, "type", "must be an Effect Schedule"))
     }
     if (retries?.delay !== undefined && retries.schedule !== undefined) {
       return Effect.fail(invalid(`${prefix}retries`, "type", "takes either delay or schedule, not both"))

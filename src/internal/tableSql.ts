@@ -39,3 +39,25 @@ export const make = (table: string, key: string): TableSql => {
       `UPDATE ${table} SET status = ?, next_attempt_at = ?, last_error = ?, last_error_name = ? WHERE ${current} AND attempt = ? RETURNING attempt`
   }
 }
+
+/**
+ * The earliest pending time over every participating table, as one statement
+ * (each side is an indexed MIN; NULL when nothing is pending anywhere).
+ */
+export const earliestPendingOf = (tables: ReadonlyArray<string>): string =>
+  tables.length === 1
+    ? `SELECT MIN(next_attempt_at) AS at FROM ${tables[0]} WHERE status = 'pending'`
+    : `SELECT MIN(at) AS at FROM (${
+      tables.map((table) => `SELECT MIN(next_attempt_at) AS at FROM ${table} WHERE status = 'pending'`).join(
+        " UNION ALL "
+      )
+    })`
+
+/**
+ * Each table's first pending rows by time as one statement: `p` is the table's
+ * position in `tables`, and each side takes its own LIMIT binding, in order.
+ */
+export const pendingByTimeOf = (tables: ReadonlyArray<{ readonly table: string; readonly key: string }>): string =>
+  tables.map(({ key, table }, p) =>
+    `SELECT * FROM (SELECT ${p} AS p, ${key} AS key, next_attempt_at AS at FROM ${table} WHERE status = 'pending' ORDER BY next_attempt_at LIMIT ?)`
+  ).join(" UNION ALL ")

@@ -9,16 +9,23 @@ import * as Json from "./json.js"
 
 export const MAX_KEY_LENGTH = 512
 
-export const key = (field: string, value: unknown): Effect.Effect<string, InvalidInputError> =>
-  typeof value === "string" && value.length > 0 && value.length <= MAX_KEY_LENGTH
-    ? Effect.succeed(value)
-    : Effect.fail(
-      new InvalidInputError({
-        field,
-        kind: "type",
-        message: `${field} must be a non-empty string of at most ${MAX_KEY_LENGTH} characters`
-      })
-    )
+/** A lone surrogate: SQLite stores it, but reads it back as U+FFFD, so the record could never be found again. */
+const LONE_SURROGATE = /\p{Surrogate}/u
+
+/** Why `value` cannot be a key (an id or a name), or undefined. */
+export const keyProblem = (field: string, value: unknown): string | undefined =>
+  typeof value !== "string" || value.length === 0 || value.length > MAX_KEY_LENGTH
+    ? `${field} must be a non-empty string of at most ${MAX_KEY_LENGTH} characters`
+    : LONE_SURROGATE.test(value)
+    ? `${field} must be well-formed Unicode (it contains a lone surrogate, which storage would not read back as written)`
+    : undefined
+
+export const key = (field: string, value: unknown): Effect.Effect<string, InvalidInputError> => {
+  const problem = keyProblem(field, value)
+  return problem === undefined
+    ? Effect.succeed(value as string)
+    : Effect.fail(new InvalidInputError({ field, kind: "type", message: problem }))
+}
 
 export const timestamp = (field: string, value: unknown): Effect.Effect<number, InvalidInputError> =>
   typeof value === "number" && Number.isSafeInteger(value) && value >= 0

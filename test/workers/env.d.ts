@@ -4,5 +4,6 @@ declare module "cloudflare:test" {
     readonly ENGINE_OBJECT: DurableObjectNamespace<import("./worker.js").EngineObject>
     readonly LAB_OBJECT: DurableObjectNamespace<import("./objects/LabObject.js").LabObject>
     readonly EFFECT_LEDGER: DurableObjectNamespace<import("./objects/EffectLedger.js").EffectLedger>
+    readonly CHAOS_OBJECT: DurableObjectNamespace<import("./objects/ChaosObject.js").ChaosObject>
   }
 }

@@ -11,6 +11,7 @@ import type * as Scheduler from "../../src/Scheduler.js"
 import { StorageService } from "../../src/StorageService.js"
 import * as TaskTable from "../shared/TaskTable.js"
 
+export { ChaosObject } from "./objects/ChaosObject.js"
 export { EffectLedger } from "./objects/EffectLedger.js"
 export { LabObject } from "./objects/LabObject.js"
 

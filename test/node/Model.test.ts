@@ -1,0 +1,523 @@
+/**
+ * Property-based model test (issue 5, part 3).
+ *
+ * fast-check draws random histories of what can happen to one object:
+ * register an operation (ids from a small set, so duplicates and re-use after a
+ * purge happen), schedule or replace a named alarm, purge, advance the clock,
+ * fire the physical alarm, evict the object (`restart`), fail the next SQL
+ * statement or alarm write (`FaultyStorage`), under a drawn engine config
+ * (alarmConcurrency 1/2/10, liveTimers, a short alarmHandoffMs). Each history
+ * runs on a fresh object over memory layers on `TestClock`, against a reference
+ * model that knows which records exist, with which generation, and how each
+ * handler ends (succeed, fail once, fail fatally, run slowly, hang past its
+ * attempt timeout).
+ *
+ * The physical alarm's `alarm()` runs in the background like in workerd: the
+ * next steps (a registration, an eviction that kills it) interleave with it. When
+ * it throws (only when the pass and its fallback alarm both failed: two faults),
+ * the model does what the platform does and retries it.
+ *
+ * Checked after every step: rows consistent (nothing half-written, attempt ≤
+ * maxAttempts), lost wake-up (any pending row ⇒ the physical alarm or the early
+ * timer at or before max(its due time, now + alarmMinDelayMs)), the stored
+ * records are exactly the model's (same ids, operations and generations: a
+ * rejected call changed nothing, a stale generation never replaced or deleted a
+ * newer one), at most one active handler per key, a completed result never
+ * changes and was produced by its own generation, a named alarm never runs
+ * before its time. At the end, after the object's own wake-ups: nothing pending,
+ * every operation completed or failed as its handler dictates, every scheduled
+ * name ran its latest occurrence (or failed, for the fatal one).
+ *
+ * The seed is random per run and printed; set DURABILITY_MODEL_SEED to replay
+ * one. A failure prints the seed, the shrunk history and its violations.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Clock, Effect, Exit, FastCheck as fc, Fiber, ManagedRuntime, TestContext } from "effect"
+import { NonRetryableError } from "../../src/Errors.js"
+import * as NamedAlarms from "../../src/NamedAlarms.js"
+import * as Operations from "../../src/Operations.js"
+import * as Scheduler from "../../src/Scheduler.js"
+import * as FaultyStorage from "../../src/testing/FaultyStorage.js"
+import * as MemoryStorage from "../../src/testing/MemoryStorage.js"
+import * as TestDurability from "../../src/testing/TestDurability.js"
+import * as Sim from "./support/sim.js"
+
+const MIN_DELAY = 15_000
+const MAX_ATTEMPTS = 8
+const NUM_RUNS = Number(process.env.DURABILITY_MODEL_RUNS ?? 1_000)
+
+type OpKind = "ok" | "flaky" | "doomed" | "slow" | "hang"
+type AlarmName = "x" | "y" | "z"
+
+type Action =
+  | { readonly _tag: "register"; readonly id: string; readonly op: OpKind }
+  | { readonly _tag: "schedule"; readonly name: AlarmName; readonly delay: number }
+  | { readonly _tag: "purge"; readonly target: "operations" | "alarms"; readonly back: number }
+  | { readonly _tag: "advance"; readonly ms: number }
+  | { readonly _tag: "fire" }
+  | { readonly _tag: "evict" }
+  | { readonly _tag: "fault"; readonly kind: FaultyStorage.FaultKind }
+
+const action: fc.Arbitrary<Action> = fc.oneof(
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      _tag: fc.constant("register" as const),
+      id: fc.constantFrom("a", "b", "c"),
+      op: fc.constantFrom<OpKind>("ok", "flaky", "doomed", "slow", "hang")
+    })
+  },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      _tag: fc.constant("schedule" as const),
+      name: fc.constantFrom<AlarmName>("x", "y", "z"),
+      delay: fc.constantFrom(0, 500, 3_000, 20_000)
+    })
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      _tag: fc.constant("purge" as const),
+      target: fc.constantFrom("operations" as const, "alarms" as const),
+      back: fc.constantFrom(0, 2_000)
+    })
+  },
+  { weight: 3, arbitrary: fc.record({ _tag: fc.constant("advance" as const), ms: fc.constantFrom(100, 1_000, 2_500, 16_000) }) },
+  { weight: 3, arbitrary: fc.record({ _tag: fc.constant("fire" as const) }) },
+  { weight: 1, arbitrary: fc.record({ _tag: fc.constant("evict" as const) }) },
+  { weight: 1, arbitrary: fc.record({ _tag: fc.constant("fault" as const), kind: fc.constantFrom<FaultyStorage.FaultKind>("sql", "alarm") }) }
+)
+
+const count = (history: ReadonlyArray<Action>, tag: Action["_tag"]) => history.filter((a) => a._tag === tag).length
+
+interface Config {
+  /** alarmConcurrency: 1 makes eager starts find no permit. */
+  readonly concurrency: number
+  readonly liveTimers: boolean
+  /** alarmHandoffMs: 2 500 hands slow handlers (3 s) off to the next pass. */
+  readonly handoffMs: number
+}
+
+const config: fc.Arbitrary<Config> = fc.record({
+  concurrency: fc.constantFrom(1, 2, 10),
+  liveTimers: fc.boolean(),
+  handoffMs: fc.constantFrom(2_500, 840_000)
+})
+
+/** Few faults and evictions per history, so they cannot exhaust MAX_ATTEMPTS on their own. */
+const histories = fc.tuple(
+  config,
+  fc.array(action, { minLength: 1, maxLength: 7 }).filter((history) =>
+    count(history, "fault") <= 2 && count(history, "evict") <= 2 && count(history, "purge") <= 2
+  )
+)
+
+interface Figures {
+  histories: number
+  steps: number
+  resets: number
+  passes: number
+  platformRetries: number
+  faultsArmed: number
+  faultsInjected: number
+  rejectedCalls: number
+  handlerRuns: number
+  violations: number
+}
+
+interface LogEntry {
+  readonly key: string
+  readonly generation: string
+  readonly attempt: number
+  readonly at: number
+  readonly outcome: "ok" | "fail"
+  readonly token: number
+}
+
+interface OpModel {
+  readonly op: OpKind
+  readonly generation: string
+  readonly createdAt: number
+}
+
+interface AlarmModel {
+  readonly generation: string
+  readonly scheduledAt: number
+  readonly createdAt: number
+}
+
+const expectedStatus = (op: OpKind) => (op === "doomed" ? "failed" : "completed")
+
+/** Runs one history; returns its violations (empty: the property holds). */
+const runHistory = (
+  inner: MemoryStorage.MemoryStorage,
+  config: Config,
+  history: ReadonlyArray<Action>,
+  figures: Figures
+): Effect.Effect<ReadonlyArray<string>, unknown> => {
+  /** The instance alive now: evicted however the history ends, so nothing leaks into the next one. */
+  let live: TestDurability.TestObject | undefined
+  return Effect.gen(function*() {
+    // A clean slate on the shared (already migrated) storage.
+    inner.sql.exec("DELETE FROM durability_calls")
+    inner.sql.exec("DELETE FROM durability_alarms")
+    inner.takeAlarm()
+    const storage = FaultyStorage.make(inner)
+    const violations: Array<string> = []
+    const log: Array<LogEntry> = []
+    const active = new Map<string, number>()
+    let token = 0
+    const fingerprint: Sim.Fingerprint = () => `${inner.statements.length}:${inner.alarmAt}:${log.length}:${token}`
+
+    /** Handler bookkeeping: at most one active handler per key, every run logged. */
+    const tracked = <A>(key: string, generation: string, attempt: number, body: (token: number) => Effect.Effect<A, unknown>) =>
+      Effect.gen(function*() {
+        const mine = ++token
+        const running = (active.get(key) ?? 0) + 1
+        active.set(key, running)
+        if (running > 1) violations.push(`${running} handlers of "${key}" active at once`)
+        if (attempt > MAX_ATTEMPTS) violations.push(`"${key}" ran attempt ${attempt} > ${MAX_ATTEMPTS}`)
+        const at = yield* Clock.currentTimeMillis
+        const exit = yield* Effect.exit(body(mine))
+        log.push({ key, generation, attempt, at, outcome: Exit.isSuccess(exit) ? "ok" : "fail", token: mine })
+        return yield* exit
+      }).pipe(Effect.ensuring(Effect.sync(() => active.set(key, (active.get(key) ?? 1) - 1))))
+
+    const opHandler = (op: OpKind) => (call: Operations.DurableCall<unknown>) => {
+      const [row] = inner.sql.exec("SELECT generation_id FROM durability_calls WHERE id = ?", call.id).toArray()
+      return tracked(call.id, String(row?.generation_id), call.attempt, (mine) =>
+        Effect.gen(function*() {
+          if (op === "slow") yield* Effect.sleep("3 seconds")
+          // Past its attempt timeout: aborted and retried.
+          if (op === "hang" && call.attempt === 1) yield* Effect.never
+          if (op === "doomed") return yield* new NonRetryableError({ message: "doomed" })
+          if ((op === "flaky" || op === "slow") && call.attempt === 1) return yield* Effect.fail(new Error("transient"))
+          return { id: call.id, token: mine }
+        }))
+    }
+    const retries = (delay: number) => ({ maxAttempts: MAX_ATTEMPTS, delay: () => delay })
+    const definitions = {
+      ok: Operations.operation({ retries: retries(1_000), handler: opHandler("ok") }),
+      flaky: Operations.operation({ retries: retries(1_000), handler: opHandler("flaky") }),
+      doomed: Operations.operation({ retries: retries(1_000), handler: opHandler("doomed") }),
+      slow: Operations.operation({ retries: retries(20_000), handler: opHandler("slow") }),
+      hang: Operations.operation({ attemptTimeoutMs: 4_000, retries: retries(1_000), handler: opHandler("hang") })
+    }
+    const alarmHandler = (name: AlarmName) => (info: NamedAlarms.DurableAlarmInfo) =>
+      tracked(info.name, info.idempotencyKey.slice(NamedAlarms.IDEMPOTENCY_PREFIX.length), info.attempt, () =>
+        Effect.gen(function*() {
+          const now = yield* Clock.currentTimeMillis
+          if (now < info.scheduledTime) violations.push(`"${name}" ran at ${now}, before ${info.scheduledTime}`)
+          if (name === "x" && info.attempt === 1) return yield* Effect.fail(new Error("transient"))
+          if (name === "y") yield* Effect.sleep("2 seconds")
+          if (name === "z") return yield* new NonRetryableError({ message: "fatal" })
+        }))
+    const alarmDefinitions = {
+      x: NamedAlarms.alarm({ retries: retries(1_000), handler: alarmHandler("x") }),
+      y: NamedAlarms.alarm({ retries: retries(20_000), handler: alarmHandler("y") }),
+      z: NamedAlarms.alarm({ retries: retries(1_000), handler: alarmHandler("z") })
+    }
+
+    let object = yield* TestDurability.make({
+      storage,
+      scheduler: {
+        alarmMinDelayMs: MIN_DELAY,
+        alarmConcurrency: config.concurrency,
+        liveTimers: config.liveTimers,
+        alarmHandoffMs: config.handoffMs
+      }
+    })
+    live = object
+    /** Makes a capability, again if an injected fault rejected it (it left storage unchanged). */
+    const attach = <A>(make: Effect.Effect<A, unknown>) =>
+      Effect.gen(function*() {
+        for (let tries = 1;; tries++) {
+          const before = storage.armed() > 0 ? Sim.image(inner) : undefined
+          const faults = storage.injected.length
+          const exit = yield* Effect.exit(make)
+          if (Exit.isSuccess(exit)) return exit.value
+          if (storage.injected.length === faults || tries === 3) return yield* Effect.failCause(exit.cause)
+          if (before !== undefined && Sim.image(inner) !== before) {
+            violations.push("a rejected capability make changed storage")
+          }
+        }
+      })
+    const makeCapabilities = (target: TestDurability.TestObject) =>
+      Effect.all([
+        attach(target.run(Operations.make(definitions))),
+        attach(target.run(NamedAlarms.make(alarmDefinitions)))
+      ])
+    let [ops, alarms] = yield* makeCapabilities(object)
+
+    /** The platform's alarm() in flight: it runs alongside the next steps, as in workerd. */
+    let pass: Fiber.RuntimeFiber<unknown, unknown> | undefined
+    let faultsBeforePass = 0
+    let platformRetries = 0
+    const settlePass = (where: string) =>
+      Effect.gen(function*() {
+        const exit = pass?.unsafePoll()
+        if (exit === undefined || exit === null) return
+        pass = undefined
+        if (Exit.isSuccess(exit)) return void (platformRetries = 0)
+        // alarm() throws only when the pass failed and its fallback alarm could not be armed
+        // either: two faults. The platform then retries alarm() itself (workerd: after 2 s, then
+        // backing off), which is the last resort the engine relies on.
+        if (storage.injected.length - faultsBeforePass < 2) {
+          violations.push(`${where}: alarm() threw to the platform after one fault: ${String(exit.cause)}`)
+        }
+        platformRetries++
+        figures.platformRetries++
+        const now = yield* Clock.currentTimeMillis
+        if (inner.alarmAt === null) yield* Effect.promise(() => inner.setAlarm(now + 2_000 * 2 ** (platformRetries - 1)))
+      })
+
+    // The reference model.
+    const opModel = new Map<string, OpModel>()
+    const alarmModel = new Map<AlarmName, AlarmModel>()
+    const succeeded = new Set<string>()
+    const results = new Map<string, string>()
+
+    const limits: Sim.Limits = { minDelayMs: MIN_DELAY, maxAttempts: () => MAX_ATTEMPTS }
+    const check = (where: string) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const calls = Sim.rows(inner, "durability_calls", "id")
+        const stored = Sim.rows(inner, "durability_alarms", "name")
+        const found: Array<string> = [
+          ...Sim.checkRows(inner, limits, calls, stored),
+          ...Sim.checkWakeup(inner, now, yield* Sim.timerAt(object), MIN_DELAY, { calls, alarms: stored })
+        ]
+        for (const entry of log) if (entry.outcome === "ok") succeeded.add(entry.generation)
+        for (const row of calls) {
+          const id = String(row.id)
+          const model = opModel.get(id)
+          if (model === undefined) {
+            found.push(`operation "${id}" stored but not in the model`)
+            continue
+          }
+          if (row.operation !== model.op || row.generation_id !== model.generation) {
+            found.push(`operation "${id}" is ${String(row.operation)}/${String(row.generation_id)}, model ${model.op}/${model.generation}`)
+          }
+          if (row.status !== "completed") continue
+          const generation = String(row.generation_id)
+          const result = String(row.result)
+          const seen = results.get(generation)
+          if (seen !== undefined && seen !== result) found.push(`result of "${id}" changed from ${seen} to ${result}`)
+          results.set(generation, result)
+          const producer = (JSON.parse(result) as { readonly value?: { readonly token?: number } }).value?.token
+          const run = log.find((entry) => entry.token === producer)
+          if (run === undefined || run.generation !== generation || run.outcome !== "ok") {
+            found.push(`result of "${id}" (${result}) was not produced by a successful run of its generation`)
+          }
+        }
+        for (const id of opModel.keys()) {
+          if (!calls.some((row) => row.id === id)) found.push(`operation "${id}" lost (the model has it)`)
+        }
+        for (const row of stored) {
+          const model = alarmModel.get(String(row.name) as AlarmName)
+          if (model === undefined || model.generation !== row.generation_id) {
+            found.push(`named alarm "${String(row.name)}" stored as ${String(row.generation_id)}, model ${model?.generation}`)
+          } else if (row.scheduled_at !== model.scheduledAt) {
+            found.push(`named alarm "${String(row.name)}" scheduled at ${String(row.scheduled_at)}, model ${model.scheduledAt}`)
+          }
+        }
+        for (const [name, model] of alarmModel) {
+          if (stored.some((row) => row.name === name)) continue
+          // Gone: only its own successful run may have deleted it.
+          if (!succeeded.has(model.generation)) found.push(`named alarm "${name}" deleted without its occurrence succeeding`)
+          alarmModel.delete(name)
+        }
+        for (const violation of found) violations.push(`after ${where}: ${violation}`)
+      })
+
+    /** A call of the application. Rejected only by an injected fault (or as the model predicts), leaving storage as it was. */
+    const call = <A>(
+      where: string,
+      effect: Effect.Effect<A, unknown>,
+      expectedError?: string
+    ): Effect.Effect<Exit.Exit<A, unknown>> =>
+      Effect.gen(function*() {
+        const before = storage.armed() > 0 || expectedError !== undefined ? Sim.image(inner) : undefined
+        const faults = storage.injected.length
+        const exit = yield* Effect.exit(effect)
+        if (Exit.isFailure(exit)) {
+          figures.rejectedCalls++
+          const error = exit.cause._tag === "Fail" ? (exit.cause.error as { readonly _tag?: string })._tag : undefined
+          const explained = storage.injected.length > faults || (expectedError !== undefined && error === expectedError)
+          if (!explained) violations.push(`${where} rejected: ${String(exit.cause)}`)
+          if (before !== undefined && Sim.image(inner) !== before) violations.push(`rejected ${where} changed storage`)
+        } else if (expectedError !== undefined) {
+          violations.push(`${where} succeeded, the model expected ${expectedError}`)
+        }
+        return exit
+      })
+
+    for (const [index, step] of history.entries()) {
+      figures.steps++
+      const where = `step ${index + 1} ${JSON.stringify(step)}`
+      const now = yield* Clock.currentTimeMillis
+      switch (step._tag) {
+        case "register": {
+          const existing = opModel.get(step.id)
+          const duplicate = existing !== undefined && existing.op !== step.op ? "DuplicateDurableCallError" : undefined
+          const exit = yield* call(where, object.run(ops.register(step.op, { id: step.id, payload: null })), duplicate)
+          if (Exit.isSuccess(exit) && existing === undefined) {
+            const [row] = inner.sql.exec("SELECT generation_id FROM durability_calls WHERE id = ?", step.id).toArray()
+            opModel.set(step.id, { op: step.op, generation: String(row?.generation_id), createdAt: now })
+          }
+          break
+        }
+        case "schedule": {
+          const exit = yield* call(where, object.run(alarms.schedule(step.name, now + step.delay)))
+          if (Exit.isSuccess(exit)) {
+            const [row] = inner.sql.exec("SELECT generation_id FROM durability_alarms WHERE name = ?", step.name).toArray()
+            alarmModel.set(step.name, { generation: String(row?.generation_id), scheduledAt: now + step.delay, createdAt: now })
+          }
+          break
+        }
+        case "purge": {
+          const before = Math.max(0, now - step.back + 1)
+          const purge = step.target === "operations" ? ops.purgeBefore(before) : alarms.purgeBefore(before)
+          const exit = yield* call(where, object.run(purge))
+          if (Exit.isSuccess(exit)) {
+            const model: Map<string, { readonly createdAt: number }> = step.target === "operations" ? opModel : alarmModel
+            let doomed = 0
+            for (const [key, record] of model) {
+              if (record.createdAt < before) {
+                model.delete(key)
+                doomed++
+              }
+            }
+            if (exit.value !== doomed) {
+              violations.push(`${where}: purged ${exit.value}, the model expected ${doomed}`)
+            }
+          }
+          break
+        }
+        case "advance":
+          yield* Sim.advanceTo(now + step.ms, fingerprint)
+          break
+        case "fire": {
+          // The platform runs one alarm() at a time, and only once the alarm is due.
+          // Timers on the way to the alarm may move or clear it: look again once there.
+          for (let tries = 0; tries < 5; tries++) {
+            yield* settlePass(where)
+            const at = inner.alarmAt
+            if (pass !== undefined || at === null || at <= (yield* Clock.currentTimeMillis)) break
+            yield* Sim.advanceTo(at, fingerprint)
+          }
+          const at = inner.alarmAt
+          if (pass !== undefined || at === null || at > (yield* Clock.currentTimeMillis)) break
+          inner.takeAlarm()
+          faultsBeforePass = storage.injected.length
+          const info = { isRetry: platformRetries > 0, retryCount: platformRetries }
+          pass = yield* Effect.fork(object.run(Effect.flatMap(Scheduler.Scheduler, (engine) => engine.alarm(info))))
+          figures.passes++
+          break
+        }
+        case "evict": {
+          figures.resets++
+          // The isolate dies with whatever it was running, alarm() included.
+          if (pass !== undefined) yield* Fiber.interrupt(pass)
+          pass = undefined
+          object = yield* object.restart
+          live = object
+          ;[ops, alarms] = yield* makeCapabilities(object)
+          break
+        }
+        case "fault":
+          figures.faultsArmed++
+          storage.failNext(step.kind)
+          break
+      }
+      yield* Sim.pump(fingerprint)
+      yield* settlePass(where)
+      yield* check(where)
+    }
+
+    // The object's own wake-ups until nothing is pending: the alarm() in flight first.
+    storage.clear()
+    for (let steps = 0; pass !== undefined && pass.unsafePoll() === null; steps++) {
+      const next = yield* Sim.nextSleep
+      if (next === null || steps === 200) {
+        violations.push("at the end: alarm() never returned")
+        break
+      }
+      yield* Sim.advanceTo(next, fingerprint)
+    }
+    yield* settlePass("the end")
+    let wakeup = 0
+    const drained = yield* Sim.drain(object, inner, fingerprint, Effect.suspend(() => check(`wake-up ${++wakeup}`)))
+    if (drained.stuck !== undefined) violations.push(`at the end: ${drained.stuck}`)
+    yield* check("the end")
+    for (const [id, model] of opModel) {
+      const [row] = inner.sql.exec("SELECT status FROM durability_calls WHERE id = ?", id).toArray()
+      if (row?.status !== expectedStatus(model.op)) {
+        violations.push(`operation "${id}" (${model.op}) ended ${String(row?.status)}, want ${expectedStatus(model.op)}`)
+      }
+    }
+    for (const [name, model] of alarmModel) {
+      const [row] = inner.sql.exec("SELECT status, generation_id FROM durability_alarms WHERE name = ?", name).toArray()
+      const ended = name === "z" && row?.status === "failed" && row.generation_id === model.generation
+      if (!ended) violations.push(`named alarm "${name}" did not end: ${JSON.stringify(row)}`)
+    }
+    figures.faultsInjected += storage.injected.length
+    figures.handlerRuns += log.length
+    return violations
+  }).pipe(Effect.ensuring(Effect.suspend(() => live?.evict ?? Effect.void)))
+}
+
+describe("model", () => {
+  it("random histories agree with the reference model and keep every invariant", async () => {
+    const seed = Number(process.env.DURABILITY_MODEL_SEED ?? Math.floor(Math.random() * 2 ** 31))
+    // One TestClock for every history (building test services per history costs more than the history).
+    const runtime = ManagedRuntime.make(TestContext.TestContext)
+    const inner = await runtime.runPromise(MemoryStorage.make)
+    // Migrate once; every history then starts from empty tables on this storage.
+    await runtime.runPromise(Effect.gen(function*() {
+      const object = yield* TestDurability.make({ storage: inner })
+      yield* object.run(Operations.migrate())
+      yield* object.run(NamedAlarms.migrate())
+      yield* object.evict
+    }))
+    const figures: Figures = {
+      histories: 0,
+      steps: 0,
+      resets: 0,
+      passes: 0,
+      platformRetries: 0,
+      faultsArmed: 0,
+      faultsInjected: 0,
+      rejectedCalls: 0,
+      handlerRuns: 0,
+      violations: 0
+    }
+    let lastFailure: { readonly violations: ReadonlyArray<string> } | undefined
+    const property = fc.asyncProperty(histories, async ([config, history]) => {
+      figures.histories++
+      const violations = await runtime.runPromise(Sim.counted(runHistory(inner, config, history, figures)))
+      figures.violations += violations.length
+      // While shrinking, the last failing history is the final counterexample.
+      if (violations.length > 0) lastFailure = { violations }
+      return violations.length === 0
+    })
+    const started = performance.now()
+    const cpu = process.cpuUsage()
+    const details = await fc.check(property, { numRuns: NUM_RUNS, seed })
+    const seconds = ((performance.now() - started) / 1_000).toFixed(1)
+    const cpuSeconds = (process.cpuUsage(cpu).user / 1e6).toFixed(1)
+    await runtime.dispose()
+    console.log(`model: seed ${seed}, ${JSON.stringify(figures)}, ${seconds}s (${cpuSeconds}s CPU)`)
+    if (details.failed) {
+      console.log(
+        `model: FAILED with seed ${seed} (path ${details.counterexamplePath}), shrunk ${details.numShrinks} times.\n` +
+          `config and history: ${JSON.stringify(details.counterexample?.[0])}\n` +
+          `violations:\n  ${(lastFailure?.violations ?? [String(details.errorInstance)]).join("\n  ")}\n` +
+          `replay: DURABILITY_MODEL_SEED=${seed} npx vitest run --project node test/node/Model.test.ts`
+      )
+    }
+    expect(details.failed, `seed ${seed}: ${JSON.stringify(details.counterexample)}`).toBe(false)
+    expect(details.numRuns).toBeGreaterThanOrEqual(NUM_RUNS)
+  }, 120_000)
+})
