@@ -55,8 +55,11 @@ const RESETS = 40
 const MIN_RESETS = 15
 /** Named alarms are due within this long after the start. */
 const ALARM_SPREAD_MS = 8_000
-/** Workers time for the whole scenario, draining included; every wait below is bounded by it. */
-const BUDGET_MS = 28_000
+/**
+ * Workers time for the whole scenario, draining included; every wait below is bounded by it.
+ * A run takes 10–20 s (more when the machine is loaded); this is the cap, not the expectation.
+ */
+const BUDGET_MS = 40_000
 const IDEMPOTENCY_PREFIX = "durability-alarm:v1:"
 
 /** mulberry32: small, fast, good enough to pick moments. */
@@ -98,7 +101,7 @@ const failsOnAttempt = (behaviour: ChaosBehaviour, attempt: number, failTimes: n
 const canSucceed = (behaviour: ChaosBehaviour) => behaviour !== "permanent" && behaviour !== "exhaust"
 
 it("eviction chaos: hundreds of operations and named alarms survive random resets, none lost, none doubled", {
-  timeout: 60_000
+  timeout: 75_000
 }, async () => {
   const seed = CHAOS_SEED ?? (Date.now() ^ Math.floor(Math.random() * 0x7fffffff)) >>> 0
   const random = prng(seed)
