@@ -429,6 +429,9 @@ try {
         p99Ms: percentile(error, 99),
         maxMs: Math.max(...error),
         early: lateness.filter((ms) => ms < 0).length,
+        scheduledLate: run.scheduledLate,
+        leadMs: run.leadMs,
+        scheduleRoundMs: run.scheduleMs,
         backgroundOps: run.loaded
       }
       log(`B3 ${label}: p50 ${b3[label].p50Ms} ms, p99 ${b3[label].p99Ms} ms, ${b3[label].early} early`)
