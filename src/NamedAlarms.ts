@@ -144,7 +144,7 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
     const scheduler = yield* Scheduler.Scheduler
     const context = yield* Effect.context<RequirementsOf<Defs>>()
     const definitionOf = (name: string) =>
-      Object.prototype.hasOwnProperty.call(definitions, name) ? definitions[name] : undefined
+      Capability.ownDefinition(definitions, name)
     const timeoutError = (name: string) => (timeoutMs: number) =>
       new DurableAlarmTimeoutError({ message: `Durable alarm "${name}" timed out after ${timeoutMs}ms`, timeoutMs })
     // A timeout's outcome is unknown, so it is final unless the alarm opted into retrying it.

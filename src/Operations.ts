@@ -205,7 +205,7 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
 
     const watchers = Watchers.make()
     const definitionOf = (operation: string) =>
-      Object.prototype.hasOwnProperty.call(definitions, operation) ? definitions[operation] : undefined
+      Capability.ownDefinition(definitions, operation)
 
     const run = (execution: Scheduler.Execution): Effect.Effect<unknown, unknown> =>
       Effect.gen(function*() {

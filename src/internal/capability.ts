@@ -145,3 +145,7 @@ export const resolveDefinitions = (options: {
     const fallback = (name: string) => attemptPolicy(base, options.timeoutError(name), options.isTerminal?.(name))
     return { policies, fallback }
   })
+
+/** The definition registered under `name`, never one inherited from `Object.prototype`. */
+export const ownDefinition = <D>(definitions: Readonly<Record<string, D>>, name: string): D | undefined =>
+  Object.prototype.hasOwnProperty.call(definitions, name) ? definitions[name] : undefined
