@@ -31,6 +31,8 @@ export interface AlarmService {
    * A delay over 2^31−1 ms is not armed.
    */
   readonly armTimer: (at: number | null) => Effect.Effect<void>
+  /** Makes sure the early timer fires at or before `at`: arms it unless it already does. */
+  readonly coverTimer: (at: number) => Effect.Effect<void>
   /** When the early timer will fire, if armed. */
   readonly timerAt: Effect.Effect<number | null>
   /** What the early timer runs when it fires (the engine's alarm pass). */
@@ -68,8 +70,13 @@ export const make: Effect.Effect<
   // Callers race (settles, passes, writes); re-arming must be one step at a time.
   const lock = yield* Effect.makeSemaphore(1)
 
-  const armTimer = (at: number | null): Effect.Effect<void> =>
-    lock.withPermits(1)(Effect.gen(function*() {
+  const armTimer = (at: number | null): Effect.Effect<void> => lock.withPermits(1)(arm(at))
+
+  const coverTimer = (at: number): Effect.Effect<void> =>
+    lock.withPermits(1)(Effect.suspend(() => timer !== undefined && timer.at <= at ? Effect.void : arm(at)))
+
+  const arm = (at: number | null): Effect.Effect<void> =>
+    Effect.gen(function*() {
       if (timer !== undefined && at !== null && timer.at === at) return
       const previous = timer
       timer = undefined
@@ -84,7 +91,7 @@ export const make: Effect.Effect<
       )
       armed = { at, fiber }
       timer = armed
-    }))
+    })
 
   return AlarmService.of({
     physical: storage.alarm,
@@ -93,6 +100,7 @@ export const make: Effect.Effect<
     readPhysical: storage.readAlarm,
     physicalFired: storage.alarmFired,
     armTimer,
+    coverTimer,
     timerAt: Effect.sync(() => timer?.at ?? null),
     setTimerHandler: (run) => Effect.sync(() => (handler = run))
   })

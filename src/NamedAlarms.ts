@@ -195,6 +195,7 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
       table: TABLE,
       keyColumn: "name",
       policy: (row) => policies.get(String(row.name)) ?? fallback(String(row.name)),
+      attemptLimits: Capability.attemptLimits("name", policies, fallback),
       run,
       // Success deletes only the occurrence that ran, never its replacement.
       complete: (execution) =>
@@ -223,7 +224,7 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
       const at = yield* Validate.timestamp("scheduledTime", scheduledTime)
       const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
       const generation = crypto.randomUUID()
-      yield* handle.write(storage.exec(
+      yield* handle.writePending(storage.exec(
         `INSERT INTO durability_alarms
            (name, generation_id, status, scheduled_at, next_attempt_at, attempt, last_error, last_error_name, created_at)
          VALUES (?, ?, 'pending', ?, ?, 0, NULL, NULL, ?)
@@ -231,7 +232,7 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
            scheduled_at = excluded.scheduled_at, next_attempt_at = excluded.next_attempt_at, attempt = 0,
            last_error = NULL, last_error_name = NULL, created_at = excluded.created_at`,
         [name, generation, at, at, now]
-      ))
+      ), () => ({ key: name, at }))
       yield* handle.emit((timestamp) => ({
         type: "scheduled",
         entityKind: "named_alarm",

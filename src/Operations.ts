@@ -291,6 +291,7 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
       table: TABLE,
       keyColumn: "id",
       policy: (row) => policies.get(String(row.operation)) ?? fallback(String(row.operation)),
+      attemptLimits: Capability.attemptLimits("operation", policies, fallback),
       run,
       complete,
       entity: (row) => ({
@@ -372,7 +373,7 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
       const payload = yield* Validate.json("payload", encoded)
       const now = yield* Clock.currentTimeMillis
       const generation = crypto.randomUUID()
-      const inserted = yield* handle.write(Effect.gen(function*() {
+      const inserted = yield* handle.writePending(Effect.gen(function*() {
         const rows = yield* storage.exec(
           `INSERT INTO durability_calls (id, operation, payload, status, attempt, next_attempt_at, generation_id, created_at)
            VALUES (?, ?, ?, 'pending', 0, ?, ?, ?) ON CONFLICT (id) DO NOTHING RETURNING id`,
@@ -384,7 +385,7 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
           return yield* duplicate(id, String(winner.operation), operation)
         }
         return false
-      }))
+      }), (inserted) => inserted ? { key: id, at: now, start: true } : undefined)
       if (!inserted) return
       yield* handle.emit((timestamp) => ({
         type: "registered",
@@ -395,8 +396,6 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
         timestamp,
         attempt: 0
       }))
-      // If a timer pass already ran attempt 1 and scheduled a retry, the retry keeps its time.
-      yield* handle.tryStart(id, { dueBy: now })
     })
 
     const wait = (operation: string, id: string, timeoutMs: number) =>

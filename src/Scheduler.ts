@@ -136,6 +136,15 @@ export interface AttemptPolicy extends RetryPolicy.RetryPolicy {
   readonly isTerminal?: ((error: unknown) => boolean) | undefined
 }
 
+/** Each record's `maxAttempts` by one of its columns (see `DurableTable.attemptLimits`). */
+export interface AttemptLimits {
+  /** The column the policy depends on (e.g. the operation name). */
+  readonly column: string
+  readonly byValue: ReadonlyMap<string, number>
+  /** For values not in `byValue`. */
+  readonly otherwise: number
+}
+
 /** A capability's participation: its table (with the standard attempt columns) and how to run a record. */
 export interface DurableTable {
   /** Unique per scheduler, e.g. "operations". */
@@ -145,6 +154,11 @@ export interface DurableTable {
   /** Rows started per alarm pass; the rest re-arm the alarm. Default 100. */
   readonly dueBatchSize?: number | undefined
   readonly policy: (row: Row) => AttemptPolicy
+  /**
+   * Every record's `maxAttempts` as a function of one column (what `policy` decides by), so the
+   * engine can claim a record in one statement instead of reading it first. Optional.
+   */
+  readonly attemptLimits?: AttemptLimits | undefined
   /** The handler. Its failures are decided by the policy; its success goes to `complete`. */
   readonly run: (execution: Execution) => Effect.Effect<unknown, unknown>
   /**
@@ -160,10 +174,28 @@ export interface DurableTable {
   readonly onEvent?: Lifecycle.LifecycleHook | undefined
 }
 
+/** A record a write made pending. */
+export interface PendingRecord {
+  readonly key: string
+  readonly at: number
+  /** Start it now (eagerly) if a permit is free. */
+  readonly start?: boolean | undefined
+}
+
 /** What an attached capability can do with the engine. */
 export interface TableHandle {
   /** Runs `body` and the alarm reconciliation atomically; re-arms the early timer after commit. */
   readonly write: <A, E>(body: Effect.Effect<A, E>) => Effect.Effect<A, E | StorageError>
+  /**
+   * For a write whose only effect on pending work is making one record pending at `at` (an
+   * insert, or a reschedule), as `pending` reads it from the body's result: the alarm and the early
+   * timer are made to cover `at` from memory when they can (no reconciliation read), and with
+   * `start` the record starts at once if a permit is free.
+   */
+  readonly writePending: <A, E>(
+    body: Effect.Effect<A, E>,
+    pending: (result: A) => PendingRecord | undefined
+  ) => Effect.Effect<A, E | StorageError>
   /**
    * Starts the record now if a permit is free right now; never waits. Returns
    * whether it started. With `dueBy`, a record whose next attempt was moved
@@ -225,7 +257,19 @@ export const make = (
       return upkeep
     }
 
+    // Settles that only removed pending work owe a reconciliation; it runs once the engine is idle.
+    let upkeepOwed = false
+    let passesRunning = 0
+    const idle = () => {
+      if (passesRunning > 0) return false
+      for (const participant of participants.values()) {
+        if (participant.active.size > 0 || participant.queued.size > 0) return false
+      }
+      return true
+    }
+
     const reconcile: Effect.Effect<void, StorageError> = Effect.gen(function*() {
+      upkeepOwed = false
       let earliest: number | null = null
       if (participants.size > 0) {
         const [row] = yield* storage.exec(upkeepSql().earliest)
@@ -242,9 +286,31 @@ export const make = (
       if (!keep) yield* alarms.setPhysical(target)
     })
 
-    const refreshTimer: Effect.Effect<void, StorageError> = Effect.gen(function*() {
-      // The earliest pending time among keys not executing or queued in a pass here (so a due
-      // running row cannot spin the timer); each table reads just past its busy keys.
+    // A new record due at `at` can only make the earliest pending time earlier. A known alarm in
+    // [at, max(at, now + minDelay)] is then exactly what reconciling would keep (it is not before
+    // the new earliest, and not after its target), so no read is needed.
+    const coverAlarm = (at: number): Effect.Effect<void, StorageError> =>
+      Effect.gen(function*() {
+        const current = yield* alarms.physical
+        const now = yield* Clock.currentTimeMillis
+        if (typeof current === "number" && current >= at && current <= Math.max(at, now + config.alarmMinDelayMs)) {
+          return
+        }
+        yield* reconcile
+      })
+
+    const coverTimer = (at: number): Effect.Effect<void> =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        if (config.liveTimers || at - now < config.alarmMinDelayMs) yield* alarms.coverTimer(at)
+      })
+
+    /**
+     * Arms the early timer for the earliest pending time among keys not executing or queued in a
+     * pass here (so a due running row cannot spin it); each table reads just past its busy keys.
+     * With `after`, a time not after it leaves the timer alone.
+     */
+    const refreshTimer = (after?: number): Effect.Effect<void, StorageError> => Effect.gen(function*() {
       let next: number | null = null
       if (participants.size > 0) {
         const { list, pending } = upkeepSql()
@@ -257,6 +323,7 @@ export const make = (
           if (next === null || row.at < next) next = row.at
         }
       }
+      if (after !== undefined && next !== null && next <= after) return
       const now = yield* Clock.currentTimeMillis
       const wanted = next !== null && (config.liveTimers || next - now < config.alarmMinDelayMs)
       yield* alarms.armTimer(wanted ? next : null)
@@ -266,11 +333,21 @@ export const make = (
       background.report("durability.scheduler.refresh_failed", { error: Background.serializeError(cause) })
     )
 
-    const settleWrite = <A, E>(body: Effect.Effect<A, E>): Effect.Effect<A, E | StorageError> =>
-      storage.transaction(Effect.zipLeft(body, reconcile))
-
     const write = <A, E>(body: Effect.Effect<A, E>): Effect.Effect<A, E | StorageError> =>
-      Effect.tap(settleWrite(body), () => reportRefreshFailure(refreshTimer))
+      Effect.tap(storage.transaction(Effect.zipLeft(body, reconcile)), () => reportRefreshFailure(refreshTimer()))
+
+    // A retry moves the record's due time later, which can move the earliest later: reconcile.
+    const settleWrite = <A, E>(body: Effect.Effect<A, E>, retryAt: number | undefined) =>
+      storage.transaction(
+        Effect.zipLeft(body, retryAt === undefined ? Effect.sync(() => (upkeepOwed = true)) : reconcile)
+      )
+
+    const afterRelease = (revisit: Engine.Revisit): Effect.Effect<void> =>
+      reportRefreshFailure(Effect.gen(function*() {
+        if (revisit === "refresh") yield* refreshTimer()
+        else if (revisit !== undefined) yield* coverTimer(revisit)
+        if (upkeepOwed && idle()) yield* write(Effect.void)
+      }))
 
     const engine: Engine.Engine = {
       config,
@@ -280,15 +357,34 @@ export const make = (
       scope,
       write,
       settleWrite,
-      afterRelease: reportRefreshFailure(refreshTimer)
+      coverAlarm,
+      coverTimer,
+      afterRelease
     }
 
+    // While a pass runs, its own end reconciles; releases inside it owe nothing.
     const runPass = (startedAt: number, info: AlarmInvocationInfo | undefined) =>
-      Effect.forEach(
-        [...participants.values()],
-        (participant) => Engine.runDue(engine, participant, startedAt, info),
-        { concurrency: "unbounded", discard: true }
-      )
+      Effect.suspend(() => {
+        passesRunning++
+        const batches: Array<Engine.DueBatch> = []
+        return Effect.gen(function*() {
+          for (const participant of participants.values()) {
+            batches.push(yield* Engine.takeDue(engine, participant, startedAt))
+          }
+          // The pass can take long (a handler attached to, a full pool): arm the timer now for
+          // later work it did not take. Work already due waits for this pass to end.
+          yield* reportRefreshFailure(refreshTimer(startedAt))
+          yield* Effect.forEach(batches, (batch) => Engine.runBatch(engine, batch, startedAt, info), {
+            concurrency: "unbounded",
+            discard: true
+          })
+        }).pipe(
+          Effect.ensuring(Effect.sync(() => {
+            passesRunning--
+            batches.forEach(Engine.releaseBatch)
+          }))
+        )
+      })
 
     const armFallback = (cause: unknown, info: AlarmInvocationInfo | undefined) =>
       Effect.gen(function*() {

@@ -146,6 +146,21 @@ export const resolveDefinitions = (options: {
     return { policies, fallback }
   })
 
+/**
+ * The engine's one-statement claim limits: each policy's `maxAttempts` by the column that names
+ * it, and the fallback's for names without a definition.
+ */
+export const attemptLimits = (
+  column: string,
+  policies: ReadonlyMap<string, Scheduler.AttemptPolicy>,
+  fallback: (name: string) => Scheduler.AttemptPolicy
+): Scheduler.AttemptLimits => ({
+  column,
+  byValue: new Map([...policies].map(([name, policy]) => [name, policy.maxAttempts])),
+  // The fallback's limit does not depend on the name it is asked for.
+  otherwise: fallback("").maxAttempts
+})
+
 /** The definition registered under `name`, never one inherited from `Object.prototype`. */
 export const ownDefinition = <D>(definitions: Readonly<Record<string, D>>, name: string): D | undefined =>
   Object.prototype.hasOwnProperty.call(definitions, name) ? definitions[name] : undefined

@@ -17,7 +17,7 @@ import type {
   SchedulerConfig,
   TableHandle
 } from "../Scheduler.js"
-import type { Row, StorageService } from "../StorageService.js"
+import type { Row, SqlValue, StorageService } from "../StorageService.js"
 import type { AlarmInvocationInfo } from "./platform.js"
 import * as TableSql from "./tableSql.js"
 
@@ -27,20 +27,34 @@ export interface Engine {
   readonly permits: PermitSemaphore.PermitSemaphore
   readonly background: Background.Background
   readonly scope: Scope.Scope
+  /** Runs `body` with a full reconciliation of the alarm (same transaction) and of the early timer (after). */
   readonly write: <A, E>(body: Effect.Effect<A, E>) => Effect.Effect<A, E | StorageError>
   /**
-   * `write` without re-arming the early timer, for settling an attempt: the key is still
-   * executing (so the timer would skip it), and `afterRelease` re-arms once it is released.
+   * Settles an attempt atomically. A retry moves the record to `retryAt`, so the alarm is
+   * reconciled in the same transaction; any other outcome only removes pending work, which leaves
+   * the alarm at or before everything still pending, so reconciling it (and deleting it once idle)
+   * waits for the next idle moment instead of costing a read per attempt.
    */
-  readonly settleWrite: <A, E>(body: Effect.Effect<A, E>) => Effect.Effect<A, E | StorageError>
-  /** Runs after an execution released its key and permit (re-arms the early timer). */
-  readonly afterRelease: Effect.Effect<void>
+  readonly settleWrite: <A, E>(body: Effect.Effect<A, E>, retryAt: number | undefined) => Effect.Effect<A, E | StorageError>
+  /** Inside a transaction, after a record became pending at `at`: reconciles the alarm, from memory when it can. */
+  readonly coverAlarm: (at: number) => Effect.Effect<void, StorageError>
+  /** After a commit: makes the early timer fire at or before `at` when `at` is its business. */
+  readonly coverTimer: (at: number) => Effect.Effect<void>
+  /** Runs after an execution released its key and permit: the key's timer follow-up, then owed upkeep once idle. */
+  readonly afterRelease: (revisit: Revisit) => Effect.Effect<void>
 }
+
+/**
+ * What the early timer owes a key once its execution releases it (the timer skips executing
+ * keys): a retry's time, a full recomputation (the key was written while it ran), or nothing.
+ */
+export type Revisit = number | "refresh" | undefined
 
 interface ActiveExecution {
   /** Done once the outcome is durable (or the execution failed); passes attach here instead of re-running. */
   readonly persisted: Deferred.Deferred<void, StorageError>
   abort: (reason: unknown) => void
+  revisit: Revisit
 }
 
 export interface Participant {
@@ -50,14 +64,37 @@ export interface Participant {
   readonly active: Map<string, ActiveExecution>
   /** Keys a running pass took from its due scan and has not started yet: other passes and the timer leave them. */
   readonly queued: Set<string>
+  /** Claims a due record in one statement (bindings: key, due-by time, then `bindings`), when the limits fit in SQL. */
+  readonly claimDue: { readonly sql: string; readonly bindings: ReadonlyArray<SqlValue> } | undefined
 }
 
-export const makeParticipant = (table: DurableTable): Participant => ({
-  table,
-  sql: TableSql.make(table.table, table.keyColumn),
-  active: new Map(),
-  queued: new Set()
-})
+/** Bound parameters a claim may spend on per-value limits (SQLite caps a statement's bindings). */
+const MAX_LIMIT_BINDINGS = 64
+
+export const makeParticipant = (table: DurableTable): Participant => {
+  const sql = TableSql.make(table.table, table.keyColumn)
+  let claimDue: Participant["claimDue"]
+  const limits = table.attemptLimits
+  if (limits !== undefined && TableSql.isIdentifier(limits.column)) {
+    const groups = new Map<number, Array<string>>()
+    for (const [value, max] of limits.byValue) {
+      if (max !== limits.otherwise) groups.set(max, [...(groups.get(max) ?? []), value])
+    }
+    const bindings: Array<SqlValue> = []
+    let limit = "?"
+    if (groups.size > 0) {
+      limit = "CASE"
+      for (const [max, values] of groups) {
+        limit += ` WHEN ${limits.column} IN (${values.map(() => "?").join(", ")}) THEN ?`
+        bindings.push(...values, max)
+      }
+      limit += " ELSE ? END"
+    }
+    bindings.push(limits.otherwise)
+    if (bindings.length <= MAX_LIMIT_BINDINGS) claimDue = { sql: sql.claimDue(limit), bindings }
+  }
+  return { table, sql, active: new Map(), queued: new Set(), claimDue }
+}
 
 /** The error a failed, died or interrupted effect stands for. */
 export const causeError = (cause: Cause.Cause<unknown>): unknown =>
@@ -132,14 +169,15 @@ export const execute = (
       return Effect.zipRight(released, Deferred.await(running.persisted))
     }
     // Registered synchronously, before any storage read, so two starters cannot both miss it.
-    const entry: ActiveExecution = { persisted: Deferred.unsafeMake(FiberId.none), abort: () => undefined }
+    const entry: ActiveExecution = {
+      persisted: Deferred.unsafeMake(FiberId.none),
+      abort: () => undefined,
+      revisit: undefined
+    }
     participant.active.set(key, entry)
-    const run = Effect.gen(function*() {
-      const [row] = yield* engine.storage.exec(participant.sql.read, [key])
-      if (row === undefined || row.status !== "pending") return
-      if (start.dueBy !== undefined && Number(row.next_attempt_at) > start.dueBy) return
-      yield* withPermit(engine, start.permit, attempt(engine, participant, key, row, entry, start.platform))
-    })
+    const run = participant.claimDue === undefined
+      ? readThenClaim(engine, participant, key, entry, start)
+      : claimDirectly(engine, participant, participant.claimDue, key, entry, start)
     const owner = (start.permit === undefined ? run : Effect.ensuring(run, start.permit.release)).pipe(
       Effect.onExit((exit) =>
         Effect.suspend(() => {
@@ -150,26 +188,72 @@ export const execute = (
       // After an infrastructure failure the early timer is not re-armed: the row is still due, so it
       // would fire at once and fail again in a hot loop. The fallback alarm (or the registration's
       // alarm) retries it after the minimum delay.
-      Effect.onExit((exit) => Exit.isSuccess(exit) ? engine.afterRelease : Effect.void)
+      Effect.onExit((exit) => Exit.isSuccess(exit) ? engine.afterRelease(entry.revisit) : Effect.void)
     )
     return Effect.zipRight(Fork.detached(owner, engine.scope), Deferred.await(entry.persisted))
   })
+
+/** Reads the record, then claims it once a permit is free (limits that depend on more than one column). */
+const readThenClaim = (engine: Engine, participant: Participant, key: string, entry: ActiveExecution, start: Start) =>
+  Effect.gen(function*() {
+    const [row] = yield* engine.storage.exec(participant.sql.read, [key])
+    if (row === undefined || row.status !== "pending") return
+    if (start.dueBy !== undefined && Number(row.next_attempt_at) > start.dueBy) return
+    yield* withPermit(
+      engine,
+      start.permit,
+      Effect.gen(function*() {
+        const policy = participant.table.policy(row)
+        const [claimed] = yield* engine.storage.exec(participant.sql.claim, [
+          key,
+          String(row.generation_id),
+          policy.maxAttempts
+        ])
+        if (claimed === undefined) return yield* exhaust(engine, participant, key, row, policy)
+        yield* attempt(engine, participant, key, row, Number(claimed.attempt), entry, start.platform)
+      })
+    )
+  })
+
+/**
+ * Claims the record in one statement once a permit is free (the attempt is counted only when it
+ * can run). Only when nothing was claimed is the record read, to tell "not due" from "out of attempts".
+ */
+const claimDirectly = (
+  engine: Engine,
+  participant: Participant,
+  claimDue: NonNullable<Participant["claimDue"]>,
+  key: string,
+  entry: ActiveExecution,
+  start: Start
+) =>
+  withPermit(
+    engine,
+    start.permit,
+    Effect.gen(function*() {
+      const dueBy = start.dueBy ?? Number.MAX_SAFE_INTEGER
+      const [claimed] = yield* engine.storage.exec(claimDue.sql, [key, dueBy, ...claimDue.bindings])
+      if (claimed !== undefined) {
+        return yield* attempt(engine, participant, key, claimed, Number(claimed.attempt), entry, start.platform)
+      }
+      const [row] = yield* engine.storage.exec(participant.sql.read, [key])
+      if (row === undefined || row.status !== "pending" || Number(row.next_attempt_at) > dueBy) return
+      yield* exhaust(engine, participant, key, row, participant.table.policy(row))
+    })
+  )
 
 const attempt = (
   engine: Engine,
   participant: Participant,
   key: string,
   row: Row,
+  attemptNumber: number,
   entry: ActiveExecution,
   platform: AlarmInvocationInfo | undefined
 ) =>
   Effect.gen(function*() {
-    const { storage } = engine
     const policy = participant.table.policy(row)
     const generation = String(row.generation_id)
-    const [claimed] = yield* storage.exec(participant.sql.claim, [key, generation, policy.maxAttempts])
-    if (claimed === undefined) return yield* exhaust(engine, participant, key, row, policy)
-    const attemptNumber = Number(claimed.attempt)
     yield* emit(engine, participant, row, (entity, timestamp) => ({
       ...entity,
       type: "attempt_started",
@@ -198,7 +282,7 @@ const attempt = (
       outcome = Exit.fail(timeout)
     }
     const durationMs = (yield* Clock.currentTimeMillis) - startedAt
-    yield* settle(engine, participant, execution, policy, outcome, durationMs)
+    yield* settle(engine, participant, execution, entry, policy, outcome, durationMs)
     yield* Deferred.succeed(entry.persisted, undefined)
     // An abort-ignoring handler keeps the key and the permit until it really ends.
     yield* Fiber.await(handler)
@@ -211,13 +295,16 @@ const settle = (
   engine: Engine,
   participant: Participant,
   execution: Execution,
+  entry: ActiveExecution,
   policy: AttemptPolicy,
   outcome: Exit.Exit<unknown, unknown>,
   durationMs: number
 ): Effect.Effect<void, StorageError> =>
   Effect.gen(function*() {
     if (Exit.isSuccess(outcome)) {
-      const completed = yield* Effect.either(engine.settleWrite(participant.table.complete(execution, outcome.value)))
+      const completed = yield* Effect.either(
+        engine.settleWrite(participant.table.complete(execution, outcome.value), undefined)
+      )
       if (completed._tag === "Right") {
         if (completed.right) {
           yield* emit(engine, participant, execution.row, (entity, timestamp) => ({
@@ -232,17 +319,18 @@ const settle = (
         return
       }
       if (isStorageError(completed.left)) return yield* completed.left
-      return yield* settleFailure(engine, participant, execution, policy, completed.left, durationMs, true)
+      return yield* settleFailure(engine, participant, execution, entry, policy, completed.left, durationMs, true)
     }
     const error = causeError(outcome.cause)
     const terminal = policy.isTerminal?.(error) ?? false
-    yield* settleFailure(engine, participant, execution, policy, error, durationMs, terminal)
+    yield* settleFailure(engine, participant, execution, entry, policy, error, durationMs, terminal)
   })
 
 const settleFailure = (
   engine: Engine,
   participant: Participant,
   execution: Execution,
+  entry: ActiveExecution,
   policy: AttemptPolicy,
   error: unknown,
   durationMs: number,
@@ -251,7 +339,8 @@ const settleFailure = (
   Effect.gen(function*() {
     const decision = yield* RetryPolicy.decide(policy, execution.attempt, error, { terminal })
     const recorded = storableError(Background.serializeError(decision._tag === "Fail" ? decision.error : error))
-    const nextAttemptAt = decision._tag === "Retry" ? decision.at : Number(execution.row.next_attempt_at)
+    const retryAt = decision._tag === "Retry" ? decision.at : undefined
+    const nextAttemptAt = retryAt ?? Number(execution.row.next_attempt_at)
     const matched = yield* engine.settleWrite(
       engine.storage.exec(participant.sql.settleFailure, [
         decision._tag === "Retry" ? "pending" : "failed",
@@ -261,9 +350,11 @@ const settleFailure = (
         execution.key,
         execution.generation,
         execution.attempt
-      ])
+      ]),
+      retryAt
     )
     if (matched.length === 0) return
+    if (retryAt !== undefined && entry.revisit !== "refresh") entry.revisit = retryAt
     yield* emit(engine, participant, execution.row, (entity, timestamp) =>
       decision._tag === "Retry"
         ? {
@@ -316,7 +407,8 @@ const exhaust = (engine: Engine, participant: Participant, key: string, row: Row
         key,
         String(row.generation_id),
         policy.maxAttempts
-      ])
+      ]),
+      undefined
     )
     const [first] = exhausted
     if (first === undefined) return
@@ -330,34 +422,52 @@ const exhaust = (engine: Engine, participant: Participant, key: string, row: Row
     }))
   })
 
-/** One participant's share of an alarm pass: up to a batch of due rows, bounded by the pool. */
-export const runDue = (
-  engine: Engine,
-  participant: Participant,
-  now: number,
-  platform: AlarmInvocationInfo | undefined
-): Effect.Effect<void, StorageError> =>
+/** The due rows one participant's share of a pass took (queued, so other passes and the timer leave them). */
+export interface DueBatch {
+  readonly participant: Participant
+  /** Taken keys not started yet. */
+  readonly waiting: Set<string>
+  readonly keys: ReadonlyArray<string>
+}
+
+/** Takes up to a batch of this participant's due rows for a pass. Pair with `releaseBatch`. */
+export const takeDue = (engine: Engine, participant: Participant, now: number): Effect.Effect<DueBatch, StorageError> =>
   Effect.gen(function*() {
     const batch = participant.table.dueBatchSize ?? 100
     // Rows another pass already took are left to it (and do not count against this batch).
     const scanned = yield* engine.storage.exec(participant.sql.due, [now, batch + participant.queued.size])
-    const due = scanned.map((row) => String(row.key)).filter((key) => !participant.queued.has(key)).slice(0, batch)
-    const waiting = new Set(due)
-    for (const key of due) participant.queued.add(key)
+    const keys = scanned.map((row) => String(row.key)).filter((key) => !participant.queued.has(key)).slice(0, batch)
+    for (const key of keys) participant.queued.add(key)
+    return { participant, waiting: new Set(keys), keys }
+  })
+
+/** Gives back the keys of a batch that never started (the pass failed or was interrupted). */
+export const releaseBatch = (batch: DueBatch): void => {
+  for (const key of batch.waiting) batch.participant.queued.delete(key)
+  batch.waiting.clear()
+}
+
+/** Runs a taken batch, bounded by the pool; every row gets its chance, then the first infrastructure failure fails the pass. */
+export const runBatch = (
+  engine: Engine,
+  batch: DueBatch,
+  now: number,
+  platform: AlarmInvocationInfo | undefined
+): Effect.Effect<void, StorageError> =>
+  Effect.gen(function*() {
+    const { participant, waiting } = batch
     const take = (key: string) => Effect.sync(() => waiting.delete(key) && participant.queued.delete(key))
     const exits = yield* Effect.forEach(
-      due,
+      batch.keys,
       (key) => Effect.zipRight(take(key), Effect.exit(execute(engine, participant, key, { platform, dueBy: now }))),
       { concurrency: engine.config.alarmConcurrency }
-    ).pipe(Effect.ensuring(Effect.sync(() => waiting.forEach((key) => participant.queued.delete(key)))))
-    // Every row got its chance; the first infrastructure failure fails the pass (fallback alarm).
+    )
     const failed = exits.find(Exit.isFailure)
     if (failed !== undefined) return yield* failed
   })
 
-export const handle = (engine: Engine, participant: Participant): TableHandle => ({
-  write: engine.write,
-  tryStart: (key, options) =>
+export const handle = (engine: Engine, participant: Participant): TableHandle => {
+  const tryStart: TableHandle["tryStart"] = (key, options) =>
     Effect.gen(function*() {
       const permit = yield* engine.permits.tryAcquire
       if (Option.isNone(permit)) return false
@@ -373,19 +483,46 @@ export const handle = (engine: Engine, participant: Participant): TableHandle =>
       )
       yield* engine.background.waitUntil(Fork.settled(fiber))
       return true
-    }),
-  execute: (key) => execute(engine, participant, key, {}),
-  abort: (matches, reason) =>
-    Effect.sync(() => {
-      let aborted = 0
-      for (const [key, entry] of participant.active) {
-        if (!matches(key)) continue
-        entry.abort(reason)
-        aborted++
+    })
+
+  const writePending: TableHandle["writePending"] = (body, pending) =>
+    Effect.gen(function*() {
+      const result = yield* engine.storage.transaction(
+        Effect.tap(body, (value) => {
+          const made = pending(value)
+          return made === undefined ? Effect.void : engine.coverAlarm(made.at)
+        })
+      )
+      const made = pending(result)
+      if (made === undefined) return result
+      const running = participant.active.get(made.key)
+      if (running !== undefined) {
+        // The timer skips a running key; its release looks again.
+        running.revisit = "refresh"
+        return result
       }
-      return aborted
-    }),
-  isActive: (key) => Effect.sync(() => participant.active.has(key)),
-  emit: (build) =>
-    Effect.provideService(Lifecycle.emit(participant.table.onEvent, build), Background.Background, engine.background)
-})
+      if (made.start === true && (yield* tryStart(made.key, { dueBy: made.at }))) return result
+      yield* engine.coverTimer(made.at)
+      return result
+    })
+
+  return {
+    write: engine.write,
+    writePending,
+    tryStart,
+    execute: (key) => execute(engine, participant, key, {}),
+    abort: (matches, reason) =>
+      Effect.sync(() => {
+        let aborted = 0
+        for (const [key, entry] of participant.active) {
+          if (!matches(key)) continue
+          entry.abort(reason)
+          aborted++
+        }
+        return aborted
+      }),
+    isActive: (key) => Effect.sync(() => participant.active.has(key)),
+    emit: (build) =>
+      Effect.provideService(Lifecycle.emit(participant.table.onEvent, build), Background.Background, engine.background)
+  }
+}

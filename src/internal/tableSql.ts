@@ -18,6 +18,8 @@ export interface TableSql {
   readonly due: string
   readonly read: string
   readonly claim: string
+  /** A due record's claim in one statement, given its attempt limit as SQL (bindings: key, due-by time, then the limit's). */
+  readonly claimDue: (limit: string) => string
   readonly exhaust: string
   readonly settleFailure: string
 }
@@ -33,6 +35,9 @@ export const make = (table: string, key: string): TableSql => {
       `SELECT ${key} AS key FROM ${table} WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?`,
     read: `SELECT * FROM ${table} WHERE ${key} = ?`,
     claim: `UPDATE ${table} SET attempt = attempt + 1 WHERE ${current} AND attempt < ? RETURNING attempt`,
+    claimDue: (limit) =>
+      `UPDATE ${table} SET attempt = attempt + 1 WHERE ${key} = ? AND status = 'pending' AND next_attempt_at <= ? ` +
+      `AND attempt < ${limit} RETURNING *`,
     exhaust:
       `UPDATE ${table} SET status = 'failed', last_error = ?, last_error_name = ? WHERE ${current} AND attempt >= ? RETURNING attempt`,
     settleFailure:

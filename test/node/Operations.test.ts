@@ -931,7 +931,9 @@ describe("eviction and alarm passes", () => {
       yield* TestClock.setTime(20_100)
       expect(retried).toEqual([])
 
-      const dueScans = () => object.storage.statements.filter((query) => query.includes("next_attempt_at <= ?")).length
+      const dueScans = () =>
+        object.storage.statements.filter((query) => query.startsWith("SELECT") && query.includes("next_attempt_at <= ?"))
+          .length
       const scansBefore = dueScans()
       expect(yield* object.fireAlarm()).toBe(true)
       // The pass returned once its batch (the 100 earliest) was done.
