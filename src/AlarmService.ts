@@ -8,7 +8,13 @@
  * physical alarm is always armed at or before the work's due time plus the
  * minimum delay.
  */
-import { Clock, Context, Duration, Effect, Fiber, Layer, Scope } from "effect"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Scope from "effect/Scope"
 import * as Fork from "./internal/fork.js"
 import * as Background from "./Background.js"
 import type { StorageError } from "./Errors.js"

@@ -4,7 +4,9 @@
  * `console.error` line per failure (`{"event":"durability.alarm.failed",…}`),
  * which Workers Logs indexes by field.
  */
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import type { SerializedError } from "./Errors.js"
 
 export interface Report {

@@ -4,7 +4,8 @@
  * repeated across evictions, and a hook can never change state: a hook that
  * throws or rejects is reported as `durability.lifecycle_hook.failed`.
  */
-import { Clock, Effect } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
 import * as Background from "./Background.js"
 import type { SerializedError } from "./Errors.js"
 
@@ -74,9 +75,16 @@ export const emit = (
   hook: LifecycleHook | undefined,
   build: (timestamp: number) => LifecycleEvent
 ): Effect.Effect<void, never, Background.Background> =>
-  hook === undefined ? Effect.void : Effect.gen(function*() {
-    const background = yield* Background.Background
-    const event = build(yield* Clock.currentTimeMillis)
+  hook === undefined ? Effect.void : Effect.flatMap(Background.Background, (background) => emitTo(background, hook, build))
+
+/** `emit` with the background given (the engine's hot path: no context lookup or provision per event). */
+export const emitTo = (
+  background: Background.Background,
+  hook: LifecycleHook | undefined,
+  build: (timestamp: number) => LifecycleEvent
+): Effect.Effect<void> =>
+  hook === undefined ? Effect.void : Effect.flatMap(Clock.currentTimeMillis, (timestamp) => {
+    const event = build(timestamp)
     const failed = (error: unknown) =>
       background.report("durability.lifecycle_hook.failed", {
         entityKind: event.entityKind,
@@ -88,13 +96,8 @@ export const emit = (
     try {
       returned = hook(event)
     } catch (error) {
-      return yield* failed(error)
+      return failed(error)
     }
-    if (returned !== undefined && typeof returned.then === "function") {
-      const promise = Promise.resolve(returned).then(
-        () => undefined,
-        (error) => Effect.runSync(failed(error))
-      )
-      yield* background.waitUntil(promise)
-    }
+    if (returned === undefined || typeof returned.then !== "function") return Effect.void
+    return background.waitUntil(Promise.resolve(returned).then(() => undefined, (error) => Effect.runSync(failed(error))))
   })

@@ -12,7 +12,8 @@
  * database byte-for-byte unchanged. Any failing script rolls back the whole
  * batch, history included.
  */
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import { MigrationError, StorageError } from "./Errors.js"
 import { StorageService } from "./StorageService.js"
 

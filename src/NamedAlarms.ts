@@ -8,7 +8,7 @@
  * terminal unless `retryTimeouts` (the outcome of a timed-out side effect is
  * unknown).
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type * as Background from "./Background.js"
 import {
   DurableAlarmTimeoutError,

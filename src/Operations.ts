@@ -12,7 +12,13 @@
  * `make` runs in: provide them once per Durable Object, in the layer of the
  * object's runtime, and every attempt runs with them.
  */
-import { Clock, Context, Deferred, Duration, Effect, Layer, Option } from "effect"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Background from "./Background.js"
 import {
   DuplicateDurableCallError,
@@ -37,8 +43,7 @@ import type * as Lifecycle from "./Lifecycle.js"
 import * as Migrations from "./Migrations.js"
 import * as Scheduler from "./Scheduler.js"
 import { type Row, StorageService } from "./StorageService.js"
-import type { Schema } from "effect"
-
+import type * as Schema from "effect/Schema"
 export type { ExecutionOptions, RetriesOptions } from "./internal/policy.js"
 
 /** What a handler is called with for one attempt. */
@@ -249,8 +254,8 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
         }
         // Over the row limit the completing write would fail, and the attempt (with its side effect)
         // would run again; `complete` also maps the storage's own refusal of payload + result.
-        const bytes = Json.byteLength(Json.encode(encoded))
-        if (bytes > Json.MAX_ROW_BYTES) {
+        const bytes = Json.oversizedBytes(Json.encode(encoded))
+        if (bytes !== undefined) {
           return yield* new DurableResultSerializationError({
             message: `The result of operation "${operation}" is ${bytes} bytes as JSON; ` +
               `a stored row is limited to ${Json.MAX_ROW_BYTES} bytes`

@@ -12,8 +12,13 @@
  * The state lives in memory, so it dies with the isolate; it bounds work in
  * flight, it does not survive eviction.
  */
-import { Context, Deferred, Effect, Exit, FiberId, Layer, Option } from "effect"
-
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberId from "effect/FiberId"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 export interface Permit {
   /** Returns the permit; idempotent: a second release does nothing. A released permit is handed directly to the oldest waiter, otherwise returned to the pool. */
   readonly release: Effect.Effect<void>

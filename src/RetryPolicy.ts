@@ -9,7 +9,16 @@
  * any schedule works, including ones whose state is not serializable;
  * combinators that look at elapsed time see zero elapsed on each replay.
  */
-import { Cause, Clock, Effect, Exit, Option, Random, Schedule, ScheduleDecision, ScheduleInterval, ScheduleIntervals } from "effect"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Random from "effect/Random"
+import * as Schedule from "effect/Schedule"
+import * as ScheduleDecision from "effect/ScheduleDecision"
+import * as ScheduleInterval from "effect/ScheduleInterval"
+import * as ScheduleIntervals from "effect/ScheduleIntervals"
 import { DurableRetryPolicyError } from "./Errors.js"
 import * as Utils from "./utils.js"
 

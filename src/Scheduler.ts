@@ -8,7 +8,15 @@
  * (durable claim, handler under a timeout with an AbortSignal, conditional
  * settle, retry time persisted from a `Schedule`).
  */
-import { Clock, Context, Effect, Fiber, Layer, Option, type Scope } from "effect"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import * as Deadlines from "./internal/deadlines.js"
 import * as Fork from "./internal/fork.js"
 import * as AlarmService from "./AlarmService.js"
 import * as Background from "./Background.js"
@@ -56,6 +64,9 @@ export interface SchedulerConfig {
   readonly onAlarmRetry: ((info: AlarmRetryInfo) => void | PromiseLike<void>) | undefined
   readonly objectId: string | undefined
 }
+
+/** How long the engine must stay idle before owed upkeep (reconciling after settles) runs. */
+export const UPKEEP_DELAY = Duration.millis(100)
 
 export const defaults = {
   alarmConcurrency: 10,
@@ -342,12 +353,29 @@ export const make = (
         Effect.zipLeft(body, retryAt === undefined ? Effect.sync(() => (upkeepOwed = true)) : reconcile)
       )
 
+    // Owed upkeep waits until the engine has been idle for a moment, so a stream of short
+    // executions (each going idle before the next registration) pays one reconciliation, not one each.
+    let upkeepScheduled = false
+    const scheduleUpkeep = Effect.suspend(() => {
+      if (upkeepScheduled) return Effect.void
+      upkeepScheduled = true
+      const later = Effect.zipRight(
+        Effect.sleep(UPKEEP_DELAY),
+        Effect.suspend(() => {
+          upkeepScheduled = false
+          return upkeepOwed && idle() ? reportRefreshFailure(write(Effect.void)) : Effect.void
+        })
+      )
+      return Effect.asVoid(Fork.detached(later, scope))
+    })
+
     const afterRelease = (revisit: Engine.Revisit): Effect.Effect<void> =>
-      reportRefreshFailure(Effect.gen(function*() {
-        if (revisit === "refresh") yield* refreshTimer()
-        else if (revisit !== undefined) yield* coverTimer(revisit)
-        if (upkeepOwed && idle()) yield* write(Effect.void)
-      }))
+      Effect.zipRight(
+        reportRefreshFailure(
+          revisit === "refresh" ? refreshTimer() : revisit === undefined ? Effect.void : coverTimer(revisit)
+        ),
+        Effect.suspend(() => upkeepOwed && idle() ? scheduleUpkeep : Effect.void)
+      )
 
     const engine: Engine.Engine = {
       config,
@@ -355,6 +383,7 @@ export const make = (
       permits,
       background,
       scope,
+      deadlines: Deadlines.make(scope),
       write,
       settleWrite,
       coverAlarm,

@@ -15,7 +15,15 @@
  * fired). Building the service does no I/O, so a layer over it builds
  * synchronously inside a Durable Object's constructor.
  */
-import { Cause, Context, Effect, Exit, FiberId, Layer, Option, Runtime, Schema } from "effect"
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberId from "effect/FiberId"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
+import * as Schema from "effect/Schema"
 import { StorageError } from "./Errors.js"
 import type { DurableObjectStorageLike, SqlValue } from "./internal/platform.js"
 

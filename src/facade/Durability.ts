@@ -4,7 +4,7 @@
  * registration committed, `.getResult(id)` reads the outcome, `.job(id)` gives
  * a handle that can wait for it.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { LifecycleHook } from "../Lifecycle.js"
 import * as Operations from "../Operations.js"
 import type { RetriesOptions } from "../internal/policy.js"

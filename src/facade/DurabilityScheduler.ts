@@ -3,7 +3,8 @@
  * code. Create one per object (in the constructor), give it to every helper,
  * and delegate `alarm()` to it.
  */
-import { Effect, Either } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
 import { ObjectRuntime } from "../internal/objectRuntime.js"
 import * as Scheduler from "../Scheduler.js"

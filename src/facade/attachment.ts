@@ -3,7 +3,7 @@
  * (`{ scheduler }`), or a private one built from `{ context, …schedulerOptions }`.
  * @internal
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { ObjectRuntime } from "../internal/objectRuntime.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
 import * as StorageService from "../StorageService.js"
@@ -61,6 +61,16 @@ export const migrateWith = async (
   return exit.value
 }
 
+/** Whether `value` may be a promise; a `then` getter that throws makes it one (the promise rejects). */
+const maybeThenable = (value: unknown): boolean => {
+  if ((typeof value !== "object" && typeof value !== "function") || value === null) return false
+  try {
+    return typeof (value as { then?: unknown }).then === "function"
+  } catch {
+    return true
+  }
+}
+
 /** Turns a promise-returning handler into an Effect that ends only when the promise settles. */
 export const fromPromise = <A>(run: () => A | PromiseLike<A>): Effect.Effect<Awaited<A>, unknown> =>
   Effect.uninterruptible(
@@ -70,6 +80,11 @@ export const fromPromise = <A>(run: () => A | PromiseLike<A>): Effect.Effect<Awa
         returned = run()
       } catch (error) {
         resume(Effect.fail(error))
+        return
+      }
+      // A plain value needs no promise turn.
+      if (!maybeThenable(returned)) {
+        resume(Effect.succeed(returned as Awaited<A>))
         return
       }
       Promise.resolve(returned).then(

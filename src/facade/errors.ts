@@ -3,8 +3,8 @@
  * equal to the Effect API's tag, because Workers RPC carries only `name` and
  * `message` across the wire.
  */
-import { Cause, Option } from "effect"
-
+import * as Cause from "effect/Cause"
+import * as Option from "effect/Option"
 const named = <N extends string>(name: N) =>
   class extends Error {
     override readonly name: N = name

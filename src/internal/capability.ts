@@ -3,7 +3,7 @@
  * and turning handler options into the engine's attempt policy.
  * @internal
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { InvalidOptionError } from "../Errors.js"
 import type * as Lifecycle from "../Lifecycle.js"
 import type * as Scheduler from "../Scheduler.js"

@@ -4,8 +4,9 @@
  * execution), otherwise as the value itself.
  * @internal
  */
-import { Effect, type ParseResult, Schema } from "effect"
-
+import * as Effect from "effect/Effect"
+import type * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 export interface Codec<A> {
   readonly encode: (value: A) => Effect.Effect<unknown, ParseResult.ParseError>
   readonly decode: (stored: unknown) => Effect.Effect<A, ParseResult.ParseError>

@@ -3,7 +3,17 @@
  * state (which keys are executing in this isolate).
  * @internal
  */
-import { Cause, Clock, Deferred, Duration, Effect, Exit, Fiber, FiberId, Option, type Scope } from "effect"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import type * as Deadlines from "./deadlines.js"
 import * as Fork from "./fork.js"
 import * as Background from "../Background.js"
 import { DurableAttemptsExhaustedError, type SerializedError, type StorageError } from "../Errors.js"
@@ -27,6 +37,7 @@ export interface Engine {
   readonly permits: PermitSemaphore.PermitSemaphore
   readonly background: Background.Background
   readonly scope: Scope.Scope
+  readonly deadlines: Deadlines.Deadlines
   /** Runs `body` with a full reconciliation of the alarm (same transaction) and of the early timer (after). */
   readonly write: <A, E>(body: Effect.Effect<A, E>) => Effect.Effect<A, E | StorageError>
   /**
@@ -113,6 +124,24 @@ export const nextIdleDue = (storage: StorageService, participant: Participant) =
     return null
   })
 
+/**
+ * Waits for `fiber` for at most `ms`; `None` means the time ran out first (the fiber keeps
+ * running). An observer and a shared deadline, not a race of two fibers: this runs once per attempt.
+ */
+export const awaitWithin = <A, E>(
+  deadlines: Deadlines.Deadlines,
+  fiber: Fiber.RuntimeFiber<A, E>,
+  ms: number
+): Effect.Effect<Option.Option<Exit.Exit<A, E>>> =>
+  Effect.suspend(() => {
+    const outcome = Deferred.unsafeMake<Option.Option<Exit.Exit<A, E>>>(FiberId.none)
+    fiber.addObserver((exit) => Deferred.unsafeDone(outcome, Exit.succeed(Option.some(exit))))
+    return Effect.flatMap(
+      deadlines.after(ms, () => Deferred.unsafeDone(outcome, Exit.succeed(Option.none()))),
+      (cancel) => Effect.ensuring(Deferred.await(outcome), Effect.sync(cancel))
+    )
+  })
+
 /** Waits for `fiber` for at most `ms`; `None` means the time ran out first (the fiber keeps running). */
 export const awaitOrHandoff = <A, E>(fiber: Fiber.Fiber<A, E>, ms: number) =>
   Effect.raceFirst(
@@ -126,10 +155,10 @@ const emit = (
   row: Row,
   build: (entity: Lifecycle.LifecycleEntity, timestamp: number) => Lifecycle.LifecycleEvent
 ) =>
-  Effect.provideService(
-    Lifecycle.emit(participant.table.onEvent, (timestamp) => build(participant.table.entity(row), timestamp)),
-    Background.Background,
-    engine.background
+  Lifecycle.emitTo(
+    engine.background,
+    participant.table.onEvent,
+    (timestamp) => build(participant.table.entity(row), timestamp)
   )
 
 const withPermit = <A, E, R>(
@@ -168,30 +197,46 @@ export const execute = (
       const released = start.permit === undefined ? Effect.void : start.permit.release
       return Effect.zipRight(released, Deferred.await(running.persisted))
     }
-    // Registered synchronously, before any storage read, so two starters cannot both miss it.
-    const entry: ActiveExecution = {
-      persisted: Deferred.unsafeMake(FiberId.none),
-      abort: () => undefined,
-      revisit: undefined
-    }
-    participant.active.set(key, entry)
-    const run = participant.claimDue === undefined
-      ? readThenClaim(engine, participant, key, entry, start)
-      : claimDirectly(engine, participant, participant.claimDue, key, entry, start)
-    const owner = (start.permit === undefined ? run : Effect.ensuring(run, start.permit.release)).pipe(
-      Effect.onExit((exit) =>
-        Effect.suspend(() => {
-          if (participant.active.get(key) === entry) participant.active.delete(key)
-          return Deferred.done(entry.persisted, Exit.asVoid(exit))
-        })
-      ),
-      // After an infrastructure failure the early timer is not re-armed: the row is still due, so it
-      // would fire at once and fail again in a hot loop. The fallback alarm (or the registration's
-      // alarm) retries it after the minimum delay.
-      Effect.onExit((exit) => Exit.isSuccess(exit) ? engine.afterRelease(entry.revisit) : Effect.void)
-    )
+    const entry = begin(participant, key)
+    const owner = own(engine, participant, key, entry, start)
     return Effect.zipRight(Fork.detached(owner, engine.scope), Deferred.await(entry.persisted))
   })
+
+/** Registers the key's execution synchronously, before any storage read, so two starters cannot both miss it. */
+const begin = (participant: Participant, key: string): ActiveExecution => {
+  const entry: ActiveExecution = {
+    persisted: Deferred.unsafeMake(FiberId.none),
+    abort: () => undefined,
+    revisit: undefined
+  }
+  participant.active.set(key, entry)
+  return entry
+}
+
+/** The execution itself, from claim to release; its outcome also completes `entry.persisted`. */
+const own = (
+  engine: Engine,
+  participant: Participant,
+  key: string,
+  entry: ActiveExecution,
+  start: Start
+): Effect.Effect<void, StorageError> => {
+  const run = participant.claimDue === undefined
+    ? readThenClaim(engine, participant, key, entry, start)
+    : claimDirectly(engine, participant, participant.claimDue, key, entry, start)
+  return (start.permit === undefined ? run : Effect.ensuring(run, start.permit.release)).pipe(
+    Effect.onExit((exit) =>
+      Effect.suspend(() => {
+        if (participant.active.get(key) === entry) participant.active.delete(key)
+        return Deferred.done(entry.persisted, Exit.asVoid(exit))
+      })
+    ),
+    // After an infrastructure failure the early timer is not re-armed: the row is still due, so it
+    // would fire at once and fail again in a hot loop. The fallback alarm (or the registration's
+    // alarm) retries it after the minimum delay.
+    Effect.onExit((exit) => Exit.isSuccess(exit) ? engine.afterRelease(entry.revisit) : Effect.void)
+  )
+}
 
 /** Reads the record, then claims it once a permit is free (limits that depend on more than one column). */
 const readThenClaim = (engine: Engine, participant: Participant, key: string, entry: ActiveExecution, start: Start) =>
@@ -269,7 +314,7 @@ const attempt = (
       controller.abort(reason)
       Effect.runFork(Fiber.interrupt(handler))
     }
-    const finished = yield* awaitOrHandoff(handler, policy.attemptTimeoutMs).pipe(
+    const finished = yield* awaitWithin(engine.deadlines, handler, policy.attemptTimeoutMs).pipe(
       Effect.onInterrupt(() => Effect.sync(() => controller.abort(new Error("The execution was interrupted"))))
     )
     let outcome: Exit.Exit<unknown, unknown>
@@ -467,18 +512,26 @@ export const runBatch = (
   })
 
 export const handle = (engine: Engine, participant: Participant): TableHandle => {
+  // Nobody awaits an eager start: it runs as its own fiber, and its failure is reported.
   const tryStart: TableHandle["tryStart"] = (key, options) =>
     Effect.gen(function*() {
       const permit = yield* engine.permits.tryAcquire
       if (Option.isNone(permit)) return false
-      const dueBy = options?.dueBy
+      if (participant.active.has(key)) {
+        yield* permit.value.release
+        return true
+      }
+      const entry = begin(participant, key)
       const fiber = yield* Fork.detached(
-        Effect.catchAllCause(execute(engine, participant, key, { permit: permit.value, dueBy }), (cause) =>
-          engine.background.report("durability.background_execution.failed", {
-            kind: participant.table.kind,
-            id: key,
-            error: Background.serializeError(causeError(cause))
-          })),
+        Effect.catchAllCause(
+          own(engine, participant, key, entry, { permit: permit.value, dueBy: options?.dueBy }),
+          (cause) =>
+            engine.background.report("durability.background_execution.failed", {
+              kind: participant.table.kind,
+              id: key,
+              error: Background.serializeError(causeError(cause))
+            })
+        ),
         engine.scope
       )
       yield* engine.background.waitUntil(Fork.settled(fiber))
@@ -522,7 +575,6 @@ export const handle = (engine: Engine, participant: Participant): TableHandle =>
         return aborted
       }),
     isActive: (key) => Effect.sync(() => participant.active.has(key)),
-    emit: (build) =>
-      Effect.provideService(Lifecycle.emit(participant.table.onEvent, build), Background.Background, engine.background)
+    emit: (build) => Lifecycle.emitTo(engine.background, participant.table.onEvent, build)
   }
 }

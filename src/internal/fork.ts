@@ -5,8 +5,9 @@
  * make every timeout race wait out its losing sleep and ignore eviction.
  * @internal
  */
-import { Effect, type Fiber, type Scope } from "effect"
-
+import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
+import type * as Scope from "effect/Scope"
 export const detached = <A, E>(
   effect: Effect.Effect<A, E>,
   scope: Scope.Scope

@@ -70,3 +70,10 @@ export const decode = (text: string): unknown => {
 }
 
 export const byteLength = (text: string): number => new TextEncoder().encode(text).byteLength
+
+/** The UTF-8 size of `text` when it is over the row limit; counted only when it could be (≤ 3 bytes per UTF-16 unit). */
+export const oversizedBytes = (text: string): number | undefined => {
+  if (text.length * 3 <= MAX_ROW_BYTES) return undefined
+  const bytes = byteLength(text)
+  return bytes > MAX_ROW_BYTES ? bytes : undefined
+}

@@ -9,7 +9,10 @@
  * so a transient storage error cannot wedge the object.
  * @internal
  */
-import { Effect, Exit, Layer, ManagedRuntime } from "effect"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as ManagedRuntime from "effect/ManagedRuntime"
 import { fromCause } from "../facade/errors.js"
 import * as Scheduler from "../Scheduler.js"
 import type { DurabilityContext } from "./platform.js"

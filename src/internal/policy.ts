@@ -3,7 +3,8 @@
  * `retries`), checked once at construction with messages that name the field.
  * @internal
  */
-import { Effect, Schedule } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
 import { InvalidOptionError } from "../Errors.js"
 import * as RetryPolicy from "../RetryPolicy.js"
 

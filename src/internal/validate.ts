@@ -3,7 +3,7 @@
  * any storage access, so a rejected call leaves storage unchanged.
  * @internal
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { InvalidInputError } from "../Errors.js"
 import * as Json from "./json.js"
 
@@ -46,8 +46,8 @@ export const json = (field: string, value: unknown): Effect.Effect<string, Inval
       )
     }
     const text = Json.encode(value)
-    const bytes = Json.byteLength(text)
-    if (bytes > Json.MAX_ROW_BYTES) {
+    const bytes = Json.oversizedBytes(text)
+    if (bytes !== undefined) {
       return Effect.fail(
         new InvalidInputError({
           field,

@@ -4,8 +4,9 @@
  * the older one. Lost on eviction by design: a waiter re-reads storage.
  * @internal
  */
-import { Deferred, Effect, FiberId } from "effect"
-
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as FiberId from "effect/FiberId"
 export interface Watchers {
   /** The signal for `key` at `generation` (created on first use). */
   readonly signal: (key: string, generation: string) => Effect.Effect<Deferred.Deferred<void>>

@@ -26,7 +26,7 @@
  * The object outlives any runtime built on it, which is how tests simulate
  * eviction: drop the runtime, keep the `MemoryStorage`, build a new runtime.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import initSqlJs from "sql.js"
 import type { Database, SqlJsStatic, Statement } from "sql.js"
 import type { DurableObjectStorageLike, SqlCursorLike, SqlValue } from "../internal/platform.js"

@@ -2,7 +2,8 @@
  * A `Background` that records instead of logging: every report and every
  * promise handed to `waitUntil`, so tests can assert on them.
  */
-import { Effect, Layer } from "effect"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Background from "../Background.js"
 
 export interface TestBackground {

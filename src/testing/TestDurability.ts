@@ -13,7 +13,11 @@
  * }))
  * ```
  */
-import { type Context, Effect, Exit, Layer, Scope } from "effect"
+import type * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Scope from "effect/Scope"
 import type { InvalidOptionError } from "../Errors.js"
 import type { AlarmInvocationInfo } from "../internal/platform.js"
 import type * as Scheduler from "../Scheduler.js"

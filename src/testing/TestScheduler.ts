@@ -6,7 +6,10 @@
  * eviction: close the scope (running handlers are interrupted, timers vanish),
  * keep the `MemoryStorage`, build the layer again.
  */
-import { Clock, Effect, Layer, TestClock } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as TestClock from "effect/TestClock"
 import type * as Background from "../Background.js"
 import type { InvalidOptionError } from "../Errors.js"
 import type { AlarmInvocationInfo } from "../internal/platform.js"

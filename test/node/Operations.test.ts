@@ -95,6 +95,9 @@ describe("registration", () => {
         status: "completed",
         result: { charged: 500 }
       })
+      // The alarm is reconciled once the engine has been idle for Scheduler.UPKEEP_DELAY.
+      expect(object.storage.alarmAt).toBe(15_000)
+      yield* TestClock.adjust(Scheduler.UPKEEP_DELAY)
       expect(object.storage.alarmAt).toBeNull()
       expect(seen).toHaveLength(1)
     }))
@@ -504,6 +507,7 @@ describe("payloads and results", () => {
         last_error_name: "DurableResultSerializationError",
         last_error: expect.stringMatching(/^The result of operation "mismatch" does not match its schema/)
       })
+      yield* TestClock.adjust(Scheduler.UPKEEP_DELAY)
       expect(object.storage.alarmAt).toBeNull()
       yield* TestClock.adjust(600_000)
       expect(calls).toEqual(["a", "b"])
@@ -1218,6 +1222,7 @@ describe("lifecycle events", () => {
       yield* flushMicrotasks
       expect(seen).toEqual(["registered#0", "attempt_started#1", "attempt_settled:completed#1"])
       expect(yield* object.run(ops.getResult("charge", "x"))).toEqual({ status: "completed", result: "charged" })
+      yield* TestClock.adjust(Scheduler.UPKEEP_DELAY)
       expect(object.storage.alarmAt).toBeNull()
       expect(yield* object.background.reports).toEqual([
         {

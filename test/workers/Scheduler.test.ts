@@ -338,7 +338,8 @@ describe("the attempt lifecycle", () => {
     expect(await stub.tryStart("ok-later")).toBe(true)
     await waitForRow(stub, "ok-later", settled)
     expect(await rowOf(stub, "ok-later")).toMatchObject({ status: "completed", attempt: 1 })
-    expect(await stub.alarmAt()).toBeNull()
+    // Reconciled once the engine has been idle for a moment (Scheduler.UPKEEP_DELAY).
+    expect(await waitFor(() => stub.alarmAt(), (at) => at === null)).toBeNull()
     expect((await stub.calls()).map((call) => `${call.id}#${call.attempt}`).sort()).toEqual([
       "fail-2#1",
       "flaky-2#1",

@@ -1,0 +1,24 @@
+/**
+ * The library imports Effect module by module: esbuild (and so wrangler) keeps every export of a
+ * namespace re-exported from the `effect` barrel, which more than doubled a minimal worker's
+ * bundle (bench B6: 232 KiB gz through the barrel, 125 KiB with module imports).
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as fs from "node:fs"
+import * as path from "node:path"
+
+const sourceFiles = (dir: string): Array<string> =>
+  fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const full = path.join(dir, entry.name)
+    return entry.isDirectory() ? sourceFiles(full) : entry.name.endsWith(".ts") ? [full] : []
+  })
+
+describe("imports", () => {
+  it("no module under src/ imports from the effect barrel", () => {
+    const root = path.resolve(__dirname, "../../src")
+    const offenders = sourceFiles(root).filter((file) =>
+      /from\s+["']effect["']/.test(fs.readFileSync(file, "utf8"))
+    ).map((file) => path.relative(root, file))
+    expect(offenders).toEqual([])
+  })
+})
