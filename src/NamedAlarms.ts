@@ -184,7 +184,7 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
           signal: execution.signal,
           platform: execution.platform
         }
-        return Effect.provide(
+        return Capability.provideCaptured(
           definition.handler(info) as Effect.Effect<unknown, unknown, RequirementsOf<Defs>>,
           context
         )
@@ -217,7 +217,8 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
       onEvent: Capability.observe(watchers, options.onLifecycleEvent)
     })
 
-    const schedule = Effect.fn("NamedAlarms.schedule")(function*(name: string, scheduledTime: number) {
+    // Untraced: this is the hot path, and a span (with its captured call site) costs more than the write (bench B1).
+    const schedule = Effect.fnUntraced(function*(name: string, scheduledTime: number) {
       if (definitionOf(name) === undefined) {
         return yield* new InvalidInputError({ field: "name", kind: "type", message: `Unknown named alarm "${name}"` })
       }

@@ -232,7 +232,7 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
           attempt: execution.attempt,
           signal: execution.signal
         }
-        const result = yield* Effect.provide(
+        const result = yield* Capability.provideCaptured(
           definition.handler(call as never) as Effect.Effect<unknown, unknown, RequirementsOf<Defs>>,
           context
         )
@@ -361,7 +361,8 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
         return yield* toResult(operation, yield* readRow(operation, id))
       })
 
-    const register = Effect.fn("Operations.register")(function*(
+    // Untraced: this is the hot path, and a span (with its captured call site) costs more than the write (bench B1).
+    const register = Effect.fnUntraced(function*(
       operation: string,
       call: { readonly id: string; readonly payload: unknown }
     ) {

@@ -3,6 +3,7 @@
  * and turning handler options into the engine's attempt policy.
  * @internal
  */
+import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import { InvalidOptionError } from "../Errors.js"
 import type * as Lifecycle from "../Lifecycle.js"
@@ -23,6 +24,21 @@ export const attemptPolicy = (
   timeoutError,
   isTerminal
 })
+
+/**
+ * Runs a handler with the services its capability was made with. Providing a context costs a
+ * fiber-ref update per attempt; when the fiber already runs with exactly that context (the usual
+ * case: one runtime per object) it is skipped.
+ */
+export const provideCaptured = <A, E, R>(
+  effect: Effect.Effect<A, E, R>,
+  context: Context.Context<R>
+): Effect.Effect<A, E> =>
+  Effect.contextWithEffect((current: Context.Context<never>) =>
+    (current as Context.Context<unknown>) === context
+      ? (effect as Effect.Effect<A, E>)
+      : Effect.provide(effect, context)
+  )
 
 /** Passes every event to the settlement watchers, then to the user's hook. */
 export const observe = (

@@ -5,16 +5,15 @@
  */
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
-import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as FiberId from "effect/FiberId"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import type * as Deadlines from "./deadlines.js"
 import * as Fork from "./fork.js"
+import { Outcome } from "./outcome.js"
 import * as Background from "../Background.js"
 import { DurableAttemptsExhaustedError, type SerializedError, type StorageError } from "../Errors.js"
 import * as Lifecycle from "../Lifecycle.js"
@@ -63,7 +62,7 @@ export type Revisit = number | "refresh" | undefined
 
 interface ActiveExecution {
   /** Done once the outcome is durable (or the execution failed); passes attach here instead of re-running. */
-  readonly persisted: Deferred.Deferred<void, StorageError>
+  readonly persisted: Outcome<void, StorageError>
   abort: (reason: unknown) => void
   revisit: Revisit
 }
@@ -134,11 +133,11 @@ export const awaitWithin = <A, E>(
   ms: number
 ): Effect.Effect<Option.Option<Exit.Exit<A, E>>> =>
   Effect.suspend(() => {
-    const outcome = Deferred.unsafeMake<Option.Option<Exit.Exit<A, E>>>(FiberId.none)
-    fiber.addObserver((exit) => Deferred.unsafeDone(outcome, Exit.succeed(Option.some(exit))))
+    const outcome = new Outcome<Option.Option<Exit.Exit<A, E>>>()
+    fiber.addObserver((exit) => outcome.succeed(Option.some(exit)))
     return Effect.flatMap(
-      deadlines.after(ms, () => Deferred.unsafeDone(outcome, Exit.succeed(Option.none()))),
-      (cancel) => Effect.ensuring(Deferred.await(outcome), Effect.sync(cancel))
+      deadlines.after(ms, () => outcome.succeed(Option.none())),
+      (cancel) => Effect.ensuring(outcome.await, Effect.sync(cancel))
     )
   })
 
@@ -195,17 +194,17 @@ export const execute = (
     const running = participant.active.get(key)
     if (running !== undefined) {
       const released = start.permit === undefined ? Effect.void : start.permit.release
-      return Effect.zipRight(released, Deferred.await(running.persisted))
+      return Effect.zipRight(released, running.persisted.await)
     }
     const entry = begin(participant, key)
     const owner = own(engine, participant, key, entry, start)
-    return Effect.zipRight(Fork.detached(owner, engine.scope), Deferred.await(entry.persisted))
+    return Effect.zipRight(Fork.detached(owner, engine.scope), entry.persisted.await)
   })
 
 /** Registers the key's execution synchronously, before any storage read, so two starters cannot both miss it. */
 const begin = (participant: Participant, key: string): ActiveExecution => {
   const entry: ActiveExecution = {
-    persisted: Deferred.unsafeMake(FiberId.none),
+    persisted: new Outcome(),
     abort: () => undefined,
     revisit: undefined
   }
@@ -228,7 +227,7 @@ const own = (
     Effect.onExit((exit) =>
       Effect.suspend(() => {
         if (participant.active.get(key) === entry) participant.active.delete(key)
-        return Deferred.done(entry.persisted, Exit.asVoid(exit))
+        return Effect.sync(() => entry.persisted.done(Exit.asVoid(exit)))
       })
     ),
     // After an infrastructure failure the early timer is not re-armed: the row is still due, so it
@@ -328,7 +327,7 @@ const attempt = (
     }
     const durationMs = (yield* Clock.currentTimeMillis) - startedAt
     yield* settle(engine, participant, execution, entry, policy, outcome, durationMs)
-    yield* Deferred.succeed(entry.persisted, undefined)
+    entry.persisted.succeed(undefined)
     // An abort-ignoring handler keeps the key and the permit until it really ends.
     yield* Fiber.await(handler)
   })
