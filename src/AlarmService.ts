@@ -23,6 +23,22 @@ import { StorageService } from "./StorageService.js"
 /** `setTimeout` (and so `Effect.sleep`) treats longer delays as zero or forever; the physical alarm covers them. */
 export const MAX_TIMER_DELAY_MS = 2 ** 31 - 1
 
+/**
+ * How early the timer wakes to look at the clock again. In workerd the clock stands still while
+ * code runs (it moves on I/O), so a delay computed inside a long burst of work is too long by the
+ * burst's length; waking a little early and sleeping the rest from a fresh reading corrects it.
+ */
+export const TIMER_RECHECK_MS = 25
+
+/** Sleeps until `at` on `Clock`: most of `delay` first, then what a fresh reading says is left. */
+const sleepUntil = (at: number, delay: number): Effect.Effect<void> =>
+  delay <= TIMER_RECHECK_MS
+    ? Effect.sleep(Duration.millis(delay))
+    : Effect.zipRight(
+      Effect.sleep(Duration.millis(delay - TIMER_RECHECK_MS)),
+      Effect.flatMap(Clock.currentTimeMillis, (now) => at > now ? Effect.sleep(Duration.millis(at - now)) : Effect.void)
+    )
+
 export interface AlarmService {
   /** The physical alarm as last read or written (`undefined`: not read yet). */
   readonly physical: Effect.Effect<number | null | undefined>
@@ -65,12 +81,14 @@ export const make: Effect.Effect<
   let handler: Effect.Effect<void> = Effect.void
   let timer: ArmedTimer | undefined
 
+  // The pass runs in the timer's own fiber (a fork would be one more scheduler turn before due
+  // work starts). Detached from the timer slot first: the pass re-arms the timer, which must not
+  // interrupt the pass itself.
   const fire = (self: () => ArmedTimer | undefined) =>
     Effect.gen(function*() {
-      // Detach first: the pass re-arms the timer, which must not interrupt the pass itself.
       if (timer === self()) timer = undefined
-      const pass = yield* Fork.detached(handler, scope)
-      yield* background.waitUntil(Fork.settled(pass))
+      yield* Effect.withFiberRuntime((fiber) => background.waitUntil(Fork.settled(fiber)))
+      yield* handler
     })
 
   // Callers race (settles, passes, writes); re-arming must be one step at a time.
@@ -91,10 +109,7 @@ export const make: Effect.Effect<
       const delay = Math.max(0, at - (yield* Clock.currentTimeMillis))
       if (delay > MAX_TIMER_DELAY_MS) return
       let armed: ArmedTimer | undefined
-      const fiber = yield* Fork.detached(
-        Effect.zipRight(Effect.sleep(Duration.millis(delay)), Effect.suspend(() => fire(() => armed))),
-        scope
-      )
+      const fiber = yield* Fork.detached(Effect.zipRight(sleepUntil(at, delay), Effect.suspend(() => fire(() => armed))), scope)
       armed = { at, fiber }
       timer = armed
     })

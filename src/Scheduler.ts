@@ -455,6 +455,12 @@ export const make = (
           yield* storage.transaction(reconcile)
         }
         const startedAt = yield* Clock.currentTimeMillis
+        if (!physical) {
+          // The platform's time limit binds alarm invocations only: a timer pass runs to the end.
+          yield* runPass(startedAt, info)
+          yield* write(Effect.void)
+          return
+        }
         const work = yield* Fork.detached(runPass(startedAt, info), scope)
         const remaining = Math.max(0, config.alarmHandoffMs - ((yield* Clock.currentTimeMillis) - startedAt))
         const finished = yield* Engine.awaitOrHandoff(work, remaining)

@@ -501,11 +501,12 @@ export const runBatch = (
   Effect.gen(function*() {
     const { participant, waiting } = batch
     const take = (key: string) => Effect.sync(() => waiting.delete(key) && participant.queued.delete(key))
-    const exits = yield* Effect.forEach(
-      batch.keys,
-      (key) => Effect.zipRight(take(key), Effect.exit(execute(engine, participant, key, { platform, dueBy: now }))),
-      { concurrency: engine.config.alarmConcurrency }
-    )
+    const run = (key: string) =>
+      Effect.zipRight(take(key), Effect.exit(execute(engine, participant, key, { platform, dueBy: now })))
+    // One due row (a timer pass for one alarm, typically) runs in this fiber: no fork to wait for.
+    const exits = batch.keys.length === 1
+      ? [yield* run(batch.keys[0]!)]
+      : yield* Effect.forEach(batch.keys, run, { concurrency: engine.config.alarmConcurrency })
     const failed = exits.find(Exit.isFailure)
     if (failed !== undefined) return yield* failed
   })
