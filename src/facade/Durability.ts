@@ -9,8 +9,7 @@ import type { LifecycleHook } from "../Lifecycle.js"
 import * as Operations from "../Operations.js"
 import type { RetriesOptions } from "../internal/policy.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
-import { RESERVED_NAMES } from "../internal/capability.js"
-import { attach, fromPromise, migrateWith, type MigrationResult, type SchedulerAttachment } from "./attachment.js"
+import { attach, checkHandlers, fromPromise, migrateWith, type MigrationResult, type SchedulerAttachment } from "./attachment.js"
 import type { DurabilityScheduler } from "./DurabilityScheduler.js"
 
 export type DurableCall<P> = Operations.DurableCall<P>
@@ -85,14 +84,7 @@ class DurabilityImpl {
 
   constructor(config: DurabilityConfig<HandlerMap>) {
     if (typeof config !== "object" || config === null) throw new TypeError("Durability needs a config object")
-    const handlers = config.handlers as Record<string, unknown>
-    if (typeof handlers !== "object" || handlers === null || Array.isArray(handlers)) {
-      throw new TypeError("handlers must be an object")
-    }
-    for (const name of Object.keys(handlers)) {
-      if (RESERVED_NAMES.has(name)) throw new Error(`"${name}" is reserved by Durability`)
-      if (typeof handlers[name] !== "function") throw new TypeError(`handlers.${name} must be a function`)
-    }
+    const handlers = checkHandlers(config.handlers, "Durability")
     checkMethods(handlers, config.methods)
     const { scheduler, runtime } = attach(config)
     this.#scheduler = scheduler

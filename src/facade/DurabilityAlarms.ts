@@ -6,8 +6,7 @@
 import type { LifecycleHook } from "../Lifecycle.js"
 import * as NamedAlarms from "../NamedAlarms.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
-import { RESERVED_NAMES } from "../internal/capability.js"
-import { attach, fromPromise, migrateWith, type MigrationResult, type SchedulerAttachment } from "./attachment.js"
+import { attach, checkHandlers, fromPromise, migrateWith, type MigrationResult, type SchedulerAttachment } from "./attachment.js"
 import { checkMethods, type DurabilityMethodOptions, pickExecution } from "./Durability.js"
 import type { DurabilityScheduler } from "./DurabilityScheduler.js"
 
@@ -57,14 +56,7 @@ class DurabilityAlarmsImpl {
 
   constructor(config: DurabilityAlarmsConfig<AlarmHandlerMap>) {
     if (typeof config !== "object" || config === null) throw new TypeError("DurabilityAlarms needs a config object")
-    const handlers = config.handlers as Record<string, unknown>
-    if (typeof handlers !== "object" || handlers === null || Array.isArray(handlers)) {
-      throw new TypeError("handlers must be an object")
-    }
-    for (const name of Object.keys(handlers)) {
-      if (RESERVED_NAMES.has(name)) throw new Error(`"${name}" is reserved by DurabilityAlarms`)
-      if (typeof handlers[name] !== "function") throw new TypeError(`handlers.${name} must be a function`)
-    }
+    const handlers = checkHandlers(config.handlers, "DurabilityAlarms")
     checkMethods(handlers, config.methods)
     const { scheduler, runtime } = attach(config)
     this.#scheduler = scheduler

@@ -4,6 +4,7 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
+import { RESERVED_NAMES } from "../internal/capability.js"
 import type { ObjectRuntime } from "../internal/objectRuntime.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
 import * as StorageService from "../StorageService.js"
@@ -59,6 +60,25 @@ export const migrateWith = async (
   )
   if (exit._tag === "Failure") throw fromCause(exit.cause)
   return exit.value
+}
+
+/**
+ * A facade's handler map, checked: an object of functions under names that do not shadow its
+ * members. Symbol keys are refused rather than skipped (such a handler could never be called).
+ */
+export const checkHandlers = (handlers: unknown, owner: string): Record<string, unknown> => {
+  if (typeof handlers !== "object" || handlers === null || Array.isArray(handlers)) {
+    throw new TypeError("handlers must be an object")
+  }
+  if (Object.getOwnPropertySymbols(handlers).length > 0) {
+    throw new TypeError("handlers must be keyed by strings (a symbol-keyed handler could never be called)")
+  }
+  const map = handlers as Record<string, unknown>
+  for (const name of Object.keys(map)) {
+    if (RESERVED_NAMES.has(name)) throw new Error(`"${name}" is reserved by ${owner}`)
+    if (typeof map[name] !== "function") throw new TypeError(`handlers.${name} must be a function`)
+  }
+  return map
 }
 
 /** Whether `value` may be a promise; a `then` getter that throws makes it one (the promise rejects). */

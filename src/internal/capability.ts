@@ -120,6 +120,13 @@ export const resolveDefinitions = (options: {
         message: "handlers must be an object of handler definitions"
       })
     }
+    if (Object.getOwnPropertySymbols(definitions).length > 0) {
+      return yield* new InvalidOptionError({
+        field: "handlers",
+        kind: "type",
+        message: "handlers must be keyed by strings (a symbol-keyed handler could never be called)"
+      })
+    }
     for (const [name, definition] of Object.entries(options.definitions)) {
       const badName = Validate.keyProblem("name", name)
       if (badName !== undefined) {

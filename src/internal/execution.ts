@@ -113,16 +113,6 @@ export const causeError = (cause: Cause.Cause<unknown>): unknown =>
     () => new Error("The execution was interrupted")
   )
 
-/** The earliest pending time among keys not executing or queued in a pass here (so a due running row cannot spin the timer). */
-export const nextIdleDue = (storage: StorageService, participant: Participant) =>
-  Effect.map(storage.exec(participant.sql.pendingByTime, [participant.active.size + participant.queued.size + 1]), (rows) => {
-    for (const row of rows) {
-      const key = String(row.key)
-      if (!participant.active.has(key) && !participant.queued.has(key) && typeof row.at === "number") return row.at
-    }
-    return null
-  })
-
 /**
  * Waits for `fiber` for at most `ms`; `None` means the time ran out first (the fiber keeps
  * running). An observer and a shared deadline, not a race of two fibers: this runs once per attempt.
@@ -225,9 +215,9 @@ const own = (
     : claimDirectly(engine, participant, participant.claimDue, key, entry, start)
   return (start.permit === undefined ? run : Effect.ensuring(run, start.permit.release)).pipe(
     Effect.onExit((exit) =>
-      Effect.suspend(() => {
+      Effect.sync(() => {
         if (participant.active.get(key) === entry) participant.active.delete(key)
-        return Effect.sync(() => entry.persisted.done(Exit.asVoid(exit)))
+        entry.persisted.done(Exit.asVoid(exit))
       })
     ),
     // After an infrastructure failure the early timer is not re-armed: the row is still due, so it

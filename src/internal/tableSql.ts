@@ -13,8 +13,6 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/
 export const isIdentifier = (name: string): boolean => IDENTIFIER.test(name)
 
 export interface TableSql {
-  readonly earliestPending: string
-  readonly pendingByTime: string
   readonly due: string
   readonly read: string
   readonly claim: string
@@ -28,9 +26,6 @@ export interface TableSql {
 export const make = (table: string, key: string): TableSql => {
   const current = `${key} = ? AND generation_id = ? AND status = 'pending'`
   return {
-    earliestPending: `SELECT MIN(next_attempt_at) AS at FROM ${table} WHERE status = 'pending'`,
-    pendingByTime:
-      `SELECT ${key} AS key, next_attempt_at AS at FROM ${table} WHERE status = 'pending' ORDER BY next_attempt_at LIMIT ?`,
     due:
       `SELECT ${key} AS key FROM ${table} WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?`,
     read: `SELECT * FROM ${table} WHERE ${key} = ?`,

@@ -312,6 +312,13 @@ describe("Effect API: constructor options", () => {
           kind: "type"
         })
       }
+      // A symbol-keyed handler could never be called: refused, not skipped.
+      yield* both("a symbol-keyed definition", (kind) => make(kind, { charge: { handler }, [Symbol("hidden")]: { handler } }), {
+        tag: "InvalidOptionError",
+        field: "handlers",
+        kind: "type",
+        mentions: "keyed by strings"
+      })
       for (const [label, definition] of [["a number", 5], ["null", null], ["no handler", {}], ["a string handler", { handler: "x" }]] as const) {
         yield* both(`definition ${label}`, (kind) => make(kind, { charge: definition }), {
           tag: "InvalidOptionError",
@@ -768,6 +775,12 @@ describe("facade: constructor options", () => {
       for (const [label, handlers] of [["missing", undefined], ["null", null], ["a number", 5], ["an array", [() => 1]]] as const) {
         await expectFacadeRejected(memory, `${kind} handlers ${label}`, build(kind, { handlers }), { is: TypeError, mentions: "handlers" })
       }
+      await expectFacadeRejected(
+        memory,
+        `${kind} symbol-keyed handler`,
+        build(kind, { handlers: { charge: () => 1, [Symbol("hidden")]: () => 1 } }),
+        { is: TypeError, mentions: "keyed by strings" }
+      )
       for (const [label, value] of [["a string", "later"], ["null", null], ["an object", {}]] as const) {
         await expectFacadeRejected(memory, `${kind} handler ${label}`, build(kind, { handlers: { charge: value } }), {
           is: TypeError,

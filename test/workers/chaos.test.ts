@@ -25,6 +25,17 @@
  * before calling `alarm()` and never retries, so when a reset cuts one short
  * the alarm is put back, as the platform keeps a failed alarm for its retry.
  *
+ * A final phase exercises what the draining above never needs (its kicks and the
+ * engine's timers run everything first): the platform itself delivering the
+ * alarm after an eviction. Named alarms are scheduled beyond alarmMinDelayMs (no
+ * early timer covers them) and the object is reset at once, so no timer survives
+ * and nothing calls `runDurableObjectAlarm`: only the platform delivering the
+ * stored alarm can run them, each exactly once with its idempotencyKey. Then a
+ * platform delivery is cut short by a reset while its handler holds after its
+ * effect: the alarm is delivered again by the platform (workerd runs the alarm
+ * the engine re-armed before any work, in place of its own backoff retry), and
+ * the occurrence completes once, on attempt 2, with one effect.
+ *
  * The seed is printed with the figures; a failure message starts with it.
  * Set CHAOS_SEED below to replay one.
  *
@@ -42,7 +53,9 @@ import {
   type ChaosBehaviour,
   type ChaosCall,
   type ChaosObject,
-  type ChaosResult
+  type ChaosProbe,
+  type ChaosResult,
+  PLATFORM_ALARMS
 } from "./objects/ChaosObject.js"
 
 /** Replay a failing run by putting its seed here. */
@@ -61,6 +74,13 @@ const ALARM_SPREAD_MS = 8_000
  */
 const BUDGET_MS = 40_000
 const IDEMPOTENCY_PREFIX = "durability-alarm:v1:"
+/** The platform phase: its alarms are due this long after they are scheduled (beyond alarmMinDelayMs). */
+const PLATFORM_DUE_MS = 1_500
+/** The platform phase: each wait is bounded by this, and the whole phase by PLATFORM_BUDGET_MS. */
+const PLATFORM_WAIT_MS = 10_000
+const PLATFORM_BUDGET_MS = 25_000
+/** How often the platform phase polls the object (to cut a delivery short while its handler holds). */
+const PLATFORM_POLL_MS = 10
 
 /** mulberry32: small, fast, good enough to pick moments. */
 const prng = (seed: number) => {
@@ -126,6 +146,15 @@ it("eviction chaos: hundreds of operations and named alarms survive random reset
     alarmRetriesEmulated: 0,
     auditsDuringAlarmDelivery: 0,
     platformAlarmDeliveries: 0,
+    platformAlarmRetries: 0,
+    platform: {
+      deliveries: 0,
+      alarmsRun: 0,
+      deliveriesCut: 0,
+      slowAlarmsNotCut: 0,
+      redeliveries: [] as Array<{ readonly afterMs: number; readonly info: unknown }>,
+      elapsedMs: 0
+    },
     audits: 0,
     attemptsRun: 0,
     attemptsCutByResets: 0,
@@ -237,6 +266,184 @@ it("eviction chaos: hundreds of operations and named alarms survive random reset
       }
     }
     violations.push(`${label}: could not be submitted before the deadline`)
+  }
+
+  /** Polls the platform phase's alarms until `done` (bounded); records a violation on a timeout. */
+  const probeUntil = async (
+    names: ReadonlyArray<string>,
+    since: number,
+    done: (seen: ChaosProbe) => boolean,
+    label: string,
+    until: number
+  ): Promise<ChaosProbe | undefined> => {
+    const limit = Math.min(Date.now() + PLATFORM_WAIT_MS, until)
+    for (;;) {
+      const seen = await stub.probe(names, since).catch(() => undefined)
+      if (seen !== undefined && done(seen)) return seen
+      if (Date.now() > limit) {
+        violations.push(`platform phase, ${label}: not reached in time: ${JSON.stringify(seen)}`)
+        return undefined
+      }
+      await sleep(PLATFORM_POLL_MS)
+    }
+  }
+
+  /** Every occurrence settled, every handler call of a live instance ended, and no alarm left. */
+  const settled = (seen: ChaosProbe) =>
+    seen.alarms.length === 0 && seen.alarm === null &&
+    seen.calls.every((call) => call.ended_at !== null || killed.has(call.instance))
+
+  const settlesIn = (seen: ChaosProbe, name: string) =>
+    seen.events.filter((event) =>
+      event.id === name && (event.type === "terminal" || event.outcome !== "retry_scheduled")
+    )
+
+  /**
+   * The platform delivering the alarm after an eviction, then a platform delivery cut short by
+   * a reset. Nothing here calls `runDurableObjectAlarm`, and every scheduling is followed by a
+   * reset, so no in-memory timer survives: the platform's delivery is the only way the work runs.
+   */
+  const platformPhase = async () => {
+    const phaseStarted = Date.now()
+    const until = phaseStarted + PLATFORM_BUDGET_MS
+    const phase = figures.platform
+    const deliveredBy = (seen: ChaosProbe, label: string) => {
+      if (seen.deliveries.some((delivery) => delivery.info === "null")) {
+        violations.push(`platform phase, ${label}: runDurableObjectAlarm ran during the phase`)
+      }
+      return seen.deliveries.filter((delivery) => delivery.info !== "null")
+    }
+
+    // 1. Alarms due after an eviction: the platform delivers the stored alarm.
+    {
+      const names = PLATFORM_ALARMS.ok
+      const since = await stub.now()
+      const due = since + PLATFORM_DUE_MS
+      const keys = new Map<string, string>()
+      for (const name of names) keys.set(name, `${IDEMPOTENCY_PREFIX}${await stub.reschedule(name, due)}`)
+      const armed = await stub.alarmAt()
+      if (armed === null || armed < due) violations.push(`platform phase: alarm ${armed} for alarms due at ${due}`)
+      await reset()
+      const seen = await probeUntil(names, since, settled, "alarms due after an eviction", until)
+      if (seen !== undefined) {
+        const delivered = deliveredBy(seen, "alarms due after an eviction")
+        if (delivered.length === 0) violations.push("platform phase: the alarms ran without a platform delivery")
+        phase.deliveries += delivered.length
+        const ledgerDeliveries = await ledger.deliveriesOf([...keys.values()])
+        for (const name of names) {
+          const label = `platform phase, named alarm ${name}`
+          const key = keys.get(name)!
+          const calls = seen.calls.filter((call) => call.source === name)
+          const [call] = calls
+          if (calls.length !== 1 || call === undefined) {
+            violations.push(`${label}: ran ${calls.length} times: ${JSON.stringify(calls)}`)
+            continue
+          }
+          phase.alarmsRun++
+          if (call.attempt !== 1 || call.outcome !== "completed" || call.dedup_key !== key) {
+            violations.push(`${label}: ran ${JSON.stringify(call)}, expected attempt 1 completed with ${key}`)
+          }
+          if (call.from_alarm !== 1 || !delivered.some((delivery) => delivery.instance === call.instance)) {
+            violations.push(`${label}: not run by a platform delivery: ${JSON.stringify({ call, delivered })}`)
+          }
+          if (killed.has(call.instance)) violations.push(`${label}: ran in the instance that was reset`)
+          if (call.started_at < due) violations.push(`${label}: ran at ${call.started_at}, before its due time ${due}`)
+          const settles = settlesIn(seen, name)
+          if (settles.length !== 1 || settles[0]!.outcome !== "completed" || `${IDEMPOTENCY_PREFIX}${settles[0]!.generation}` !== key) {
+            violations.push(`${label}: settled ${JSON.stringify(settles)}`)
+          }
+          const effects = ledgerDeliveries.filter((delivery) => delivery.key === key)
+          if (effects.length !== 1 || effects[0]!.outcome !== "applied" || effects[0]!.attempt !== 1) {
+            violations.push(`${label}: ledger deliveries ${JSON.stringify(effects)}`)
+          }
+        }
+      }
+    }
+
+    // 2. A platform delivery cut short by a reset while the handler holds after its effect: the
+    // alarm is delivered again, and the occurrence completes once, on attempt 2, with one effect.
+    // (Should the handler end before the cut, which takes a stall of slowHoldMs, the next name tries again.)
+    for (const name of PLATFORM_ALARMS.slow) {
+      if (phase.deliveriesCut > 0 || Date.now() > until) break
+      const label = `platform phase, named alarm ${name}`
+      const since = await stub.now()
+      const due = since + PLATFORM_DUE_MS
+      const key = `${IDEMPOTENCY_PREFIX}${await stub.reschedule(name, due)}`
+      await reset()
+      const started = await probeUntil([name], since, (seen) => seen.calls.length > 0, `${name} started`, until)
+      if (started === undefined) break
+      let atCut: ChaosProbe | undefined
+      for (;;) {
+        const [seen, effects] = await Promise.all([
+          stub.probe([name], since),
+          ledger.deliveriesOf([key])
+        ])
+        if (seen.calls.some((call) => call.ended_at !== null)) break
+        if (effects.length > 0) {
+          atCut = seen
+          await reset()
+          break
+        }
+        if (Date.now() > until) break
+        await sleep(PLATFORM_POLL_MS)
+      }
+      const seen = await probeUntil([name], since, settled, `${name} settled`, until)
+      if (seen === undefined) break
+      const delivered = deliveredBy(seen, name)
+      phase.deliveries += delivered.length
+      const calls = seen.calls
+      const effects = await ledger.deliveriesOf([key])
+      const settles = settlesIn(seen, name)
+      const settledOnce = (attempt: number) =>
+        settles.length === 1 && settles[0]!.outcome === "completed" && settles[0]!.attempt === attempt &&
+        `${IDEMPOTENCY_PREFIX}${settles[0]!.generation}` === key
+      if (calls.some((call) => call.dedup_key !== key)) violations.push(`${label}: ran with another key: ${JSON.stringify(calls)}`)
+      if (calls.some((call) => call.from_alarm !== 1)) violations.push(`${label}: not run by a platform delivery: ${JSON.stringify(calls)}`)
+      if (calls.some((call) => call.started_at < due)) violations.push(`${label}: ran before its due time ${due}`)
+      const first = calls[0]
+      if (atCut === undefined || (first !== undefined && first.ended_at !== null)) {
+        // Not cut short (the handler ended first): it ran once.
+        phase.slowAlarmsNotCut++
+        phase.alarmsRun++
+        if (calls.length !== 1 || first?.outcome !== "completed") violations.push(`${label}: ran ${JSON.stringify(calls)}`)
+        if (!settledOnce(1)) violations.push(`${label}: settled ${JSON.stringify(settles)}`)
+        if (effects.map((delivery) => delivery.outcome).join() !== "applied") {
+          violations.push(`${label}: ledger deliveries ${JSON.stringify(effects)}`)
+        }
+        continue
+      }
+      phase.deliveriesCut++
+      phase.alarmsRun++
+      // The delivery that was cut short, and those after it.
+      const cutDelivery = atCut.deliveries.filter((delivery) => delivery.info !== "null").at(-1)
+      const redelivered = delivered.filter((delivery) => delivery.seq > (cutDelivery?.seq ?? Number.POSITIVE_INFINITY))
+      for (const delivery of redelivered) {
+        phase.redeliveries.push({ afterMs: delivery.at - (cutDelivery?.at ?? 0), info: JSON.parse(delivery.info) as unknown })
+      }
+      const [cut, retry] = calls
+      if (calls.length !== 2 || cut === undefined || retry === undefined) {
+        violations.push(`${label}: expected attempt 1 cut short and attempt 2 completed, ran ${JSON.stringify(calls)}`)
+        continue
+      }
+      if (cut.attempt !== 1 || cut.ended_at !== null || !killed.has(cut.instance) || cut.instance !== cutDelivery?.instance) {
+        violations.push(`${label}: attempt 1 was not cut short in the delivery that was reset: ${JSON.stringify({ cut, cutDelivery })}`)
+      }
+      if (retry.attempt !== 2 || retry.outcome !== "completed" || killed.has(retry.instance)) {
+        violations.push(`${label}: after the cut, ran ${JSON.stringify(retry)}`)
+      }
+      if (redelivered.length === 0) {
+        violations.push(`${label}: completed after the cut without another platform delivery`)
+      } else if (!redelivered.some((delivery) => delivery.instance === retry.instance && delivery.at <= retry.started_at)) {
+        violations.push(`${label}: attempt 2 was not run by a platform delivery after the cut: ${JSON.stringify({ retry, redelivered })}`)
+      }
+      if (!settledOnce(2)) violations.push(`${label}: settled ${JSON.stringify(settles)}`)
+      // The effect of attempt 1 is the one: attempt 2's delivery is deduplicated.
+      if (JSON.stringify(effects.map((delivery) => [delivery.attempt, delivery.outcome])) !== JSON.stringify([[1, "applied"], [2, "deduplicated"]])) {
+        violations.push(`${label}: ledger deliveries ${JSON.stringify(effects)}`)
+      }
+    }
+    if (phase.deliveriesCut === 0) violations.push("platform phase: no platform delivery was cut short by a reset")
+    phase.elapsedMs = Date.now() - phaseStarted
   }
 
   try {
@@ -495,6 +702,22 @@ it("eviction chaos: hundreds of operations and named alarms survive random reset
     // Coverage of what the test is meant to exercise.
     if (figures.resets < MIN_RESETS) violations.push(`only ${figures.resets} resets injected (wanted ${MIN_RESETS})`)
     if (figures.attemptsCutByResets === 0) violations.push("no attempt was cut short by a reset")
+
+    // The platform's own delivery, after the checks above (its resets and calls are not theirs).
+    await Promise.all([...kicks])
+    await platformPhase()
+
+    // The figures, over the whole run.
+    const final = await stub.state()
+    const platformDeliveries = final.deliveries.filter((delivery) => delivery.info !== "null")
+    figures.platformAlarmDeliveries = platformDeliveries.length
+    figures.platformAlarmRetries = platformDeliveries.filter((delivery) =>
+      (JSON.parse(delivery.info) as { readonly isRetry?: boolean }).isRetry === true
+    ).length
+    figures.attemptsRun = final.calls.length
+    figures.attemptsCutByResets = final.calls.filter((call) => call.ended_at === null).length
+    figures.ledgerEffects = (await ledger.effects()).length
+    figures.deduplicatedDeliveries = (await ledger.deliveries()).filter((delivery) => delivery.outcome === "deduplicated").length
   } finally {
     figures.elapsedMs = Date.now() - started
     figures.violations = violations.length

@@ -1,8 +1,9 @@
 /**
  * `ChaosObject`: the application of the eviction chaos test. Written against
  * the PUBLIC promise API like `LabObject`: one `DurabilityScheduler` shared by
- * a `Durability` (one method per behaviour) and a `DurabilityAlarms` (60 names,
- * the behaviour fixed by the name), `alarm(info)` delegated to the scheduler.
+ * a `Durability` (one method per behaviour) and a `DurabilityAlarms` (63 chaos
+ * names and 6 of the platform-delivery phase, the behaviour fixed by the name),
+ * `alarm(info)` delegated to the scheduler.
  *
  * Every handler call, every settle event (lifecycle hook) and every platform
  * alarm delivery is recorded in the object's own tables, which survive resets;
@@ -73,6 +74,22 @@ export const CHAOS_ALARM_NAMES: ReadonlyArray<string> = CHAOS_BEHAVIOURS.flatMap
 
 export const behaviourOfAlarm = (name: string): ChaosBehaviour => name.slice(0, name.lastIndexOf("-")) as ChaosBehaviour
 
+/**
+ * The named alarms of the chaos test's platform-delivery phase, apart from the 63 above:
+ * - `ok` names apply their effect and succeed;
+ * - `slow` names apply their effect, then hold `slowHoldMs` before succeeding, every attempt
+ *   (so a reset can cut a platform delivery short after the effect, before the settle).
+ */
+export const PLATFORM_ALARMS = {
+  ok: ["platform-ok-0", "platform-ok-1", "platform-ok-2"],
+  slow: ["platform-slow-0", "platform-slow-1", "platform-slow-2"],
+  slowHoldMs: 600,
+  policy: { maxAttempts: 4, attemptTimeoutMs: 3_000 }
+} as const
+
+/** What a handler call does: a chaos behaviour, or the platform phase's `slow`. */
+export type ChaosCallBehaviour = ChaosBehaviour | "slow"
+
 export interface ChaosPayload {
   /** `transient`: how many attempts fail first. */
   readonly failTimes: number
@@ -87,7 +104,7 @@ export interface ChaosResult {
 export interface ChaosCall {
   readonly seq: number
   readonly kind: "operation" | "alarm"
-  readonly behaviour: ChaosBehaviour
+  readonly behaviour: ChaosCallBehaviour
   /** The call id or the alarm name. */
   readonly source: string
   readonly attempt: number
@@ -170,7 +187,7 @@ const untilAborted = (signal: AbortSignal): Promise<never> =>
 
 interface Invocation {
   readonly kind: ChaosCall["kind"]
-  readonly behaviour: ChaosBehaviour
+  readonly behaviour: ChaosCallBehaviour
   readonly source: string
   readonly attempt: number
   readonly dedupKey: string
@@ -258,6 +275,25 @@ export class ChaosObject extends DurableObject<ChaosEnv> {
       const { attemptTimeoutMs, maxAttempts } = CHAOS.policies[behaviour]
       alarmMethods[name] = { attemptTimeoutMs, retries: { maxAttempts }, retryTimeouts: behaviour === "ignoreAbort" }
     }
+    const platformNames: ReadonlyArray<readonly [string, "ok" | "slow"]> = [
+      ...PLATFORM_ALARMS.ok.map((name) => [name, "ok"] as const),
+      ...PLATFORM_ALARMS.slow.map((name) => [name, "slow"] as const)
+    ]
+    for (const [name, behaviour] of platformNames) {
+      alarmHandlers[name] = (info) =>
+        this.invoke({
+          kind: "alarm",
+          behaviour,
+          source: info.name,
+          attempt: info.attempt,
+          dedupKey: info.idempotencyKey,
+          failTimes: 0,
+          signal: info.signal,
+          fromAlarm: info.platform !== undefined
+        })
+      const { attemptTimeoutMs, maxAttempts } = PLATFORM_ALARMS.policy
+      alarmMethods[name] = { attemptTimeoutMs, retries: { maxAttempts }, retryTimeouts: false }
+    }
     this.alarms = new DurabilityAlarms({
       scheduler: this.scheduler,
       handlers: alarmHandlers,
@@ -336,6 +372,11 @@ export class ChaosObject extends DurableObject<ChaosEnv> {
       case "afterEffect": {
         const result = await apply()
         if (call.attempt === 1) throw fail("failure after the effect")
+        return result
+      }
+      case "slow": {
+        const result = await apply()
+        await sleep(PLATFORM_ALARMS.slowHoldMs)
         return result
       }
     }
@@ -422,6 +463,29 @@ export class ChaosObject extends DurableObject<ChaosEnv> {
     return true
   }
 
+  /**
+   * A light look at some named alarms (cheap enough to poll every few ms): their rows, their
+   * handler calls and settle events, and the `alarm(info)` deliveries that started at or after
+   * `since`, with the platform alarm.
+   */
+  async probe(names: ReadonlyArray<string>, since: number): Promise<ChaosProbe> {
+    const sql = this.ctx.storage.sql
+    const list = JSON.stringify(names)
+    const all = <T>(query: string, ...bindings: Array<string | number>) =>
+      sql.exec(query, ...bindings).toArray() as unknown as ReadonlyArray<T>
+    const inList = "IN (SELECT value FROM json_each(?))"
+    const alarm = await this.ctx.storage.getAlarm()
+    return {
+      instance: this.instance,
+      now: Date.now(),
+      alarm,
+      alarms: all<AlarmRow>(`SELECT * FROM durability_alarms WHERE name ${inList} ORDER BY name`, list),
+      calls: all<ChaosCall>(`SELECT * FROM chaos_calls WHERE kind = 'alarm' AND source ${inList} ORDER BY seq`, list),
+      events: all<ChaosEvent>(`SELECT * FROM chaos_events WHERE kind = 'named_alarm' AND id ${inList} ORDER BY seq`, list),
+      deliveries: all<ChaosDelivery>("SELECT * FROM chaos_deliveries WHERE at >= ? ORDER BY seq", since)
+    }
+  }
+
   /** Handler calls of this instance still running (calls of reset instances never end). */
   running(): number {
     return this.ctx.storage.sql.exec<{ n: number }>(
@@ -454,6 +518,24 @@ export interface OperationRow {
   readonly last_error: string | null
   readonly last_error_name: string | null
   readonly generation_id: string
+}
+
+export interface ChaosDelivery {
+  readonly seq: number
+  readonly at: number
+  readonly instance: string
+  /** JSON of the `AlarmInvocationInfo` (`"null"` for `runDurableObjectAlarm`). */
+  readonly info: string
+}
+
+export interface ChaosProbe {
+  readonly instance: string
+  readonly now: number
+  readonly alarm: number | null
+  readonly alarms: ReadonlyArray<AlarmRow>
+  readonly calls: ReadonlyArray<ChaosCall>
+  readonly events: ReadonlyArray<ChaosEvent>
+  readonly deliveries: ReadonlyArray<ChaosDelivery>
 }
 
 export interface AlarmRow {

@@ -127,6 +127,14 @@ export class EffectLedger extends DurableObject {
     >
   }
 
+  /** The deliveries made with one of `keys` (a light read, cheap enough to poll). */
+  deliveriesOf(keys: ReadonlyArray<string>): ReadonlyArray<LedgerDelivery> {
+    return this.ctx.storage.sql.exec(
+      "SELECT * FROM ledger_deliveries WHERE key IN (SELECT value FROM json_each(?)) ORDER BY seq",
+      JSON.stringify(keys)
+    ).toArray() as unknown as ReadonlyArray<LedgerDelivery>
+  }
+
   deliveries(): ReadonlyArray<LedgerDelivery> {
     return this.ctx.storage.sql.exec("SELECT * FROM ledger_deliveries ORDER BY seq").toArray() as unknown as ReadonlyArray<
       LedgerDelivery
