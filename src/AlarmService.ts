@@ -24,9 +24,10 @@ import { StorageService } from "./StorageService.js"
 export const MAX_TIMER_DELAY_MS = 2 ** 31 - 1
 
 /**
- * How early the timer wakes to look at the clock again. In workerd the clock stands still while
- * code runs (it moves on I/O), so a delay computed inside a long burst of work is too long by the
- * burst's length; waking a little early and sleeping the rest from a fresh reading corrects it.
+ * How early the timer wakes to look at the clock again. In production Workers the clock stands
+ * still while code runs (it moves on I/O), so a delay computed inside a long burst of work is too
+ * long by the burst's length; waking a little early and sleeping the rest from a fresh reading
+ * corrects it. (Local workerd's clock runs on, so there the second sleep is just the margin.)
  */
 export const TIMER_RECHECK_MS = 25
 
@@ -109,7 +110,10 @@ export const make: Effect.Effect<
       const delay = Math.max(0, at - (yield* Clock.currentTimeMillis))
       if (delay > MAX_TIMER_DELAY_MS) return
       let armed: ArmedTimer | undefined
-      const fiber = yield* Fork.detached(Effect.zipRight(sleepUntil(at, delay), Effect.suspend(() => fire(() => armed))), scope)
+      const fiber = yield* Fork.detached(
+        Effect.zipRight(sleepUntil(at, delay), Effect.suspend(() => fire(() => armed))),
+        scope
+      )
       armed = { at, fiber }
       timer = armed
     })
