@@ -254,14 +254,15 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
         }
         // Over the row limit the completing write would fail, and the attempt (with its side effect)
         // would run again; `complete` also maps the storage's own refusal of payload + result.
-        const bytes = Json.oversizedBytes(Json.encode(encoded))
+        const text = Json.encode(encoded)
+        const bytes = Json.oversizedBytes(text)
         if (bytes !== undefined) {
           return yield* new DurableResultSerializationError({
             message: `The result of operation "${operation}" is ${bytes} bytes as JSON; ` +
               `a stored row is limited to ${Json.MAX_ROW_BYTES} bytes`
           })
         }
-        return encoded
+        return new StorableResult(text)
       }).pipe(
         // A result that cannot be stored must not re-run the side effect; the engine only
         // sees results through `complete`, so carry it there as a marked success.
@@ -271,12 +272,13 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
     const complete = (execution: Scheduler.Execution, value: unknown) =>
       Effect.gen(function*() {
         if (value instanceof Unstorable) return yield* Effect.fail(value.error)
+        const result = (value as StorableResult).text
         const now = yield* Clock.currentTimeMillis
         const updated = yield* storage.exec(
           `UPDATE durability_calls SET status = 'completed', result = ?, completed_at = ?,
              last_error = NULL, last_error_name = NULL
            WHERE id = ? AND generation_id = ? AND status = 'pending' AND attempt = ? RETURNING id`,
-          [Json.encode(value), now, execution.key, execution.generation, execution.attempt]
+          [result, now, execution.key, execution.generation, execution.attempt]
         ).pipe(
           // Payload and result together over the row limit: retrying cannot help (terminal, not re-run).
           Effect.catchIf((error) => error.message.includes("SQLITE_TOOBIG"), (error) =>
@@ -440,6 +442,11 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
 
     return { register, getResult, wait, purgeBefore } as unknown as Operations<Defs>
   })
+
+/** Carries a result's stored JSON from `run` (which checked its size) to `complete`: encoded once. */
+class StorableResult {
+  constructor(readonly text: string) {}
+}
 
 /** Carries a result that could not be stored from `run` to `complete`. */
 class Unstorable {

@@ -310,11 +310,11 @@ export const make = (
         yield* reconcile
       })
 
+    // The early timer's business: work due inside the min-delay window (or any work, with liveTimers).
+    const forTimer = (at: number, now: number) => config.liveTimers || at - now < config.alarmMinDelayMs
+
     const coverTimer = (at: number): Effect.Effect<void> =>
-      Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        if (config.liveTimers || at - now < config.alarmMinDelayMs) yield* alarms.coverTimer(at)
-      })
+      Effect.flatMap(Clock.currentTimeMillis, (now) => forTimer(at, now) ? alarms.coverTimer(at) : Effect.void)
 
     /**
      * Arms the early timer for the earliest pending time among keys not executing or queued in a
@@ -336,7 +336,7 @@ export const make = (
       }
       if (after !== undefined && next !== null && next <= after) return
       const now = yield* Clock.currentTimeMillis
-      const wanted = next !== null && (config.liveTimers || next - now < config.alarmMinDelayMs)
+      const wanted = next !== null && forTimer(next, now)
       yield* alarms.armTimer(wanted ? next : null)
     })
 

@@ -69,7 +69,7 @@ export const decode = (text: string): unknown => {
   return wrapped.kind === "undefined" ? undefined : wrapped.value
 }
 
-export const byteLength = (text: string): number => new TextEncoder().encode(text).byteLength
+const byteLength = (text: string): number => new TextEncoder().encode(text).byteLength
 
 /** The UTF-8 size of `text` when it is over the row limit; counted only when it could be (≤ 3 bytes per UTF-16 unit). */
 export const oversizedBytes = (text: string): number | undefined => {

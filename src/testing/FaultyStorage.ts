@@ -18,7 +18,7 @@
  * storage.failNext("alarm")         // so does the next alarm write
  * ```
  */
-import type { MemoryStorage } from "./MemoryStorage.js"
+import { intercept, type MemoryStorage } from "./MemoryStorage.js"
 
 export type FaultKind = "sql" | "alarm"
 
@@ -76,35 +76,27 @@ export const make = (inner: MemoryStorage, options: FaultyStorageOptions = {}): 
     return Promise.reject(fault)
   }
 
-  return {
+  const wrapped = intercept(inner, {
+    exec: (query, bindings) => {
+      const fault = hit("sql", query)
+      if (fault !== undefined) throw fault
+      return inner.sql.exec(query, ...bindings)
+    },
+    setAlarm: (at) =>
+      alarmWrite(`setAlarm(${String(at instanceof Date ? at.getTime() : at)})`, () => inner.setAlarm(at)),
+    deleteAlarm: () => alarmWrite("deleteAlarm()", () => inner.deleteAlarm())
+  })
+  // Assigned onto the wrapper, not spread: `alarmAt` and `statements` must stay live getters.
+  return Object.assign(wrapped, {
     inner,
-    get alarmAt() {
-      return inner.alarmAt
-    },
-    get statements() {
-      return inner.statements
-    },
-    takeAlarm: () => inner.takeAlarm(),
-    snapshot: () => inner.snapshot(),
-    sql: {
-      exec: (query: string, ...bindings: Array<unknown>) => {
-        const fault = hit("sql", query)
-        if (fault !== undefined) throw fault
-        return inner.sql.exec(query, ...bindings)
-      }
-    },
-    transactionSync: (closure) => inner.transactionSync(closure),
-    getAlarm: () => inner.getAlarm(),
-    setAlarm: (at) => alarmWrite(`setAlarm(${String(at instanceof Date ? at.getTime() : at)})`, () => inner.setAlarm(at)),
-    deleteAlarm: () => alarmWrite("deleteAlarm()", () => inner.deleteAlarm()),
-    calls: (kind) => counts[kind],
-    failCall: (kind, call) => void planned[kind].add(call),
-    failNext: (kind) => void planned[kind].add(counts[kind] + 1),
+    calls: (kind: FaultKind) => counts[kind],
+    failCall: (kind: FaultKind, call: number) => void planned[kind].add(call),
+    failNext: (kind: FaultKind) => void planned[kind].add(counts[kind] + 1),
     clear: () => {
       planned.sql.clear()
       planned.alarm.clear()
     },
     armed: () => planned.sql.size + planned.alarm.size,
     injected
-  }
+  } satisfies Omit<FaultyStorage, keyof MemoryStorage>)
 }

@@ -247,3 +247,33 @@ export const make: Effect.Effect<MemoryStorage> = Effect.promise(async () => {
   const loaded = await loadEngine()
   return new MemoryStorageImpl(loaded, new loaded.sql.Database())
 })
+
+/** The calls a wrapper made with `intercept` may replace; the rest go straight to the wrapped storage. */
+export interface Interceptors {
+  readonly exec?: ((query: string, bindings: Array<unknown>) => SqlCursorLike) | undefined
+  readonly setAlarm?: ((at: number | Date) => Promise<void>) | undefined
+  readonly deleteAlarm?: (() => Promise<void>) | undefined
+}
+
+/**
+ * `inner`, with some of its calls replaced (fault injection, a frozen view): everything else,
+ * assertions included (`alarmAt`, `statements`, `snapshot`), reads through to `inner`.
+ */
+export const intercept = (inner: MemoryStorage, by: Interceptors): MemoryStorage => ({
+  get alarmAt() {
+    return inner.alarmAt
+  },
+  get statements() {
+    return inner.statements
+  },
+  takeAlarm: () => inner.takeAlarm(),
+  snapshot: () => inner.snapshot(),
+  sql: {
+    exec: (query: string, ...bindings: Array<unknown>) =>
+      by.exec === undefined ? inner.sql.exec(query, ...bindings) : by.exec(query, bindings)
+  },
+  transactionSync: (closure) => inner.transactionSync(closure),
+  getAlarm: () => inner.getAlarm(),
+  setAlarm: (at) => by.setAlarm === undefined ? inner.setAlarm(at) : by.setAlarm(at),
+  deleteAlarm: () => by.deleteAlarm === undefined ? inner.deleteAlarm() : by.deleteAlarm()
+})

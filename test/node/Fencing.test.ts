@@ -100,26 +100,12 @@ const alarmsOf = (object: TestDurability.TestObject, h: Harness, who: string) =>
  */
 const zombieView = (inner: MemoryStorage.MemoryStorage) => {
   let frozen = false
-  const storage: MemoryStorage.MemoryStorage = {
-    get alarmAt() {
-      return inner.alarmAt
-    },
-    get statements() {
-      return inner.statements
-    },
-    takeAlarm: () => inner.takeAlarm(),
-    snapshot: () => inner.snapshot(),
-    sql: {
-      exec: (query: string, ...bindings: Array<unknown>) => {
-        if (frozen && query.includes("ORDER BY next_attempt_at LIMIT")) return { toArray: () => [] }
-        return inner.sql.exec(query, ...bindings)
-      }
-    },
-    transactionSync: (closure) => inner.transactionSync(closure),
-    getAlarm: () => inner.getAlarm(),
-    setAlarm: (at) => inner.setAlarm(at),
-    deleteAlarm: () => inner.deleteAlarm()
-  }
+  const storage = MemoryStorage.intercept(inner, {
+    exec: (query, bindings) =>
+      frozen && query.includes("ORDER BY next_attempt_at LIMIT")
+        ? { toArray: () => [] }
+        : inner.sql.exec(query, ...bindings)
+  })
   return { storage, freeze: () => void (frozen = true) }
 }
 

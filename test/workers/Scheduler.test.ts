@@ -10,6 +10,7 @@ import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test"
 import { describe, expect, it } from "vitest"
 import { DurabilityScheduler, internals } from "../../src/facade/DurabilityScheduler.js"
 import type { TaskRow } from "../shared/TaskTable.js"
+import { sleep, waitFor } from "./support/lab.js"
 import { type EngineObject, ENGINE_SETTINGS } from "./worker.js"
 
 type Stub = DurableObjectStub<EngineObject>
@@ -21,33 +22,11 @@ const fresh = (): { readonly id: DurableObjectId; readonly stub: Stub } => {
   return { id, stub: env.ENGINE_OBJECT.get(id) }
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
-
-/** Polls `probe` until `done` holds; fails after `timeoutMs` (bounded in time and in iterations). */
-const waitFor = async <A>(
-  probe: () => Promise<A>,
-  done: (value: A) => boolean,
-  timeoutMs = 5_000,
-  intervalMs = 25
-): Promise<A> => {
-  const deadline = Date.now() + timeoutMs
-  const maxPolls = Math.ceil(timeoutMs / intervalMs) + 1
-  let last: A = await probe()
-  for (let poll = 0; !done(last); poll++) {
-    if (Date.now() > deadline || poll >= maxPolls) {
-      throw new Error(`Condition not met within ${timeoutMs} ms; last value: ${JSON.stringify(last)}`)
-    }
-    await sleep(intervalMs)
-    last = await probe()
-  }
-  return last
-}
-
 const rowOf = async (stub: Stub, id: string): Promise<TaskRow | undefined> =>
   (await stub.rows()).find((row) => row.id === id)
 
 const waitForRow = (stub: Stub, id: string, done: (row: TaskRow) => boolean, timeoutMs?: number) =>
-  waitFor(() => rowOf(stub, id), (row) => row !== undefined && done(row), timeoutMs) as Promise<TaskRow>
+  waitFor(() => rowOf(stub, id), (row) => row !== undefined && done(row), timeoutMs ?? 5_000) as Promise<TaskRow>
 
 const settled = (row: TaskRow) => row.status !== "pending"
 
@@ -326,7 +305,7 @@ describe("the attempt lifecycle", () => {
     await stub.register("ok-later", later)
     await stub.register("flaky-2")
     await stub.register("fail-2")
-    await waitFor(() => stub.rows(), (rows) => rows.filter(settled).length === 2)
+    await waitFor(() => stub.rows(), (rows) => rows.filter(settled).length === 2, 5_000)
     expect(await stub.rows()).toMatchObject([
       { id: "fail-2", status: "failed", attempt: 1 },
       { id: "flaky-2", status: "completed", attempt: 2 },

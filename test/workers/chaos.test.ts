@@ -43,6 +43,7 @@
  */
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test"
 import { describe, expect, it } from "vitest"
+import { sleep } from "./support/lab.js"
 import type { EffectLedger, LedgerDelivery, LedgerEffect } from "./objects/EffectLedger.js"
 import {
   behaviourOfAlarm,
@@ -94,8 +95,6 @@ const prng = (seed: number) => {
     return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296
   }
 }
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
 interface OperationSpec {
   readonly behaviour: ChaosBehaviour

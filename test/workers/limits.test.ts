@@ -7,9 +7,8 @@
  */
 import { env, runInDurableObject } from "cloudflare:test"
 import { expect, it } from "vitest"
+import { sleep } from "./support/lab.js"
 import { Durability, type DurableCall, NonRetryableError } from "../../src/index.js"
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
 it("an oversized result or an enormous failure message settles the call after one handler call", { timeout: 15_000 }, async () => {
   const stub = env.STORAGE_OBJECT.get(env.STORAGE_OBJECT.newUniqueId())

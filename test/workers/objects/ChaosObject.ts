@@ -25,6 +25,7 @@ import {
   NonRetryableError
 } from "../../../src/index.js"
 import type { ApplyResult, EffectLedger } from "./EffectLedger.js"
+import type { OperationRow } from "./LabObject.js"
 
 /**
  * What an operation method does on attempt n:
@@ -507,18 +508,8 @@ export class ChaosObject extends DurableObject<ChaosEnv> {
   }
 }
 
-export interface OperationRow {
-  readonly id: string
-  readonly operation: string
-  readonly payload: string
-  readonly status: "pending" | "completed" | "failed"
-  readonly result: string | null
-  readonly attempt: number
-  readonly next_attempt_at: number
-  readonly last_error: string | null
-  readonly last_error_name: string | null
-  readonly generation_id: string
-}
+/** The stored operation row, as the lab object reads it (same table). */
+export type { OperationRow }
 
 export interface ChaosDelivery {
   readonly seq: number
