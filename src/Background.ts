@@ -1,8 +1,8 @@
 /**
  * Where work that outlives a call goes, and where failures nobody awaits are
- * reported. In a Durable Object that is `ctx.waitUntil` and a structured
- * `console.error` line per failure (`{"event":"durability.alarm.failed",…}`),
- * which Workers Logs indexes by field.
+ * reported. In a Durable Object that is `ctx.waitUntil` and one `console.error`
+ * of an object per failure (`{ event: "durability.alarm.failed", … }`), whose
+ * fields Workers Logs indexes.
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -81,8 +81,9 @@ export const make = (sink: Sink): Background => {
   })
 }
 
+// An object, not a JSON string: Workers Logs indexes an object's fields.
 const consoleReport = (report: Report): void => {
-  console.error(JSON.stringify({ event: report.event, ...report.details }))
+  console.error({ event: report.event, ...report.details })
 }
 
 /** `ctx.waitUntil` (when the context has it) and structured `console.error` reports. */

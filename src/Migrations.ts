@@ -20,7 +20,15 @@ import { StorageService } from "./StorageService.js"
 export interface Migration {
   readonly name: string
   readonly up: string
+  /** Reverts `up`. Stored with the history, so it should tolerate a missing object (`IF EXISTS`). */
   readonly down: string
+  /**
+   * A query that returns a row when the schema already holds what `up` makes (a table, a column,
+   * an index). A migration missing from this capability's history whose effect is present is
+   * recorded as applied without running `up`: a history that lost track of a migration (or one
+   * split under another name) never re-runs it over live rows.
+   */
+  readonly presentWhen?: string | undefined
 }
 
 export interface MigrationResult {
@@ -102,6 +110,10 @@ const validate = (
     if (typeof up !== "string" || typeof down !== "string") {
       return invalid(`Durability ${capability} migration "${name}" must have string up and down scripts`)
     }
+    const { presentWhen } = migration as Record<string, unknown>
+    if (presentWhen !== undefined && typeof presentWhen !== "string") {
+      return invalid(`Durability ${capability} migration "${name}" must have a string presentWhen query`)
+    }
     if (seen.has(name)) {
       return invalid(`Durability ${capability} migration name "${name}" is used twice`)
     }
@@ -150,6 +162,8 @@ interface Plan {
   readonly future: ReadonlyArray<NamedRow & { readonly down: string }>
   readonly revert: ReadonlyArray<Migration>
   readonly apply: ReadonlyArray<Migration>
+  /** Missing from the history, but already in the schema: recorded without running `up`. */
+  readonly adopt: ReadonlyArray<Migration>
   readonly refresh: ReadonlyArray<Migration>
 }
 
@@ -159,14 +173,20 @@ const isEmptyPlan = (plan: Plan): boolean =>
   plan.future.length === 0 &&
   plan.revert.length === 0 &&
   plan.apply.length === 0 &&
+  plan.adopt.length === 0 &&
   plan.refresh.length === 0
 
-/** Decides every write from the history alone; fails (before any write) when the call must be refused. */
+/**
+ * Decides every write from the history and, for migrations the history does not have, from
+ * whether their effect is `present` in the schema; fails (before any write) when the call must be
+ * refused.
+ */
 const plan = (
   capability: string,
   migrations: ReadonlyArray<Migration>,
   targetIndex: number,
-  history: History
+  history: History,
+  present: (migration: Migration) => boolean
 ): Effect.Effect<Plan, MigrationError> => {
   const known = new Set(migrations.map((m) => m.name))
   const byName = new Map(history.rows.map((row) => [row.name, row]))
@@ -224,13 +244,15 @@ const plan = (
   }
 
   const wanted = migrations.slice(0, targetIndex + 1)
+  const missing = wanted.filter((m) => !applied.has(m.name))
   return Effect.succeed({
     missingColumns: history.missingColumns,
     translate,
     claim,
     future,
     revert: migrations.slice(targetIndex + 1).filter((m) => applied.has(m.name)).reverse(),
-    apply: wanted.filter((m) => !applied.has(m.name)),
+    apply: missing.filter((m) => !present(m)),
+    adopt: missing.filter(present),
     // Keeps the stored down current, so a later downgrade runs this version's revert logic.
     refresh: wanted.filter((m) => applied.has(m.name) && applied.get(m.name) !== m.down)
   })
@@ -240,7 +262,7 @@ const plan = (
 const execute = (
   sql: StorageService,
   capability: string,
-  { apply, claim, future, missingColumns, refresh, revert, translate }: Plan
+  { adopt, apply, claim, future, missingColumns, refresh, revert, translate }: Plan
 ): Effect.Effect<void, MigrationError | StorageError> =>
   Effect.gen(function*() {
     const step = <A>(name: string, action: string, effect: Effect.Effect<A, StorageError>) =>
@@ -271,17 +293,18 @@ const execute = (
       yield* step(migration.name, "revert", sql.exec(migration.down))
       yield* step(migration.name, "revert", sql.exec(`DELETE FROM ${HISTORY_TABLE} WHERE name = ?`, [migration.name]))
     }
+    const record = (migration: Migration) =>
+      sql.exec(`INSERT INTO ${HISTORY_TABLE} (name, capability, down) VALUES (?, ?, ?)`, [
+        migration.name,
+        capability,
+        migration.down
+      ])
     for (const migration of apply) {
       yield* step(migration.name, "apply", sql.exec(migration.up))
-      yield* step(
-        migration.name,
-        "apply",
-        sql.exec(`INSERT INTO ${HISTORY_TABLE} (name, capability, down) VALUES (?, ?, ?)`, [
-          migration.name,
-          capability,
-          migration.down
-        ])
-      )
+      yield* step(migration.name, "apply", record(migration))
+    }
+    for (const migration of adopt) {
+      yield* step(migration.name, "record", record(migration))
     }
     for (const migration of refresh) {
       yield* step(
@@ -316,7 +339,27 @@ export const migrate: (
 
     const sql = yield* StorageService
     return yield* sql.transaction(Effect.gen(function*() {
-      const decided = yield* plan(capability, migrations, targetIndex, yield* readHistory(sql))
+      const history = yield* readHistory(sql)
+      const recorded = new Set(history.rows.map((row) => row.name))
+      const present = new Set<string>()
+      for (const migration of migrations.slice(0, targetIndex + 1)) {
+        if (migration.presentWhen === undefined || recorded.has(migration.name)) continue
+        const found = yield* Effect.mapError(sql.exec(migration.presentWhen), (cause) =>
+          new MigrationError({
+            message: `Durability ${capability} migration "${migration.name}" failed to check presentWhen: ${
+              describe(cause)
+            }`,
+            cause
+          }))
+        if (found.length > 0) present.add(migration.name)
+      }
+      const decided = yield* plan(
+        capability,
+        migrations,
+        targetIndex,
+        history,
+        (migration) => present.has(migration.name)
+      )
       // Nothing to change: skip even the history table setup, so a no-op call writes nothing.
       if (isEmptyPlan(decided)) return { applied: [], rolledBack: [] } satisfies MigrationResult
       yield* execute(sql, capability, decided)

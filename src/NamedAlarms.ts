@@ -105,10 +105,12 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
     name: "durability_0003_create_alarms",
     up: `${createAlarms()};
       ${PENDING_INDEX}`,
-    down: "DROP TABLE durability_alarms"
+    down: "DROP TABLE IF EXISTS durability_alarms",
+    presentWhen: MigrationSql.tableExists("durability_alarms")
   },
   {
     name: "durability_0004_alarms_generation_and_created_at",
+    presentWhen: MigrationSql.columnExists("durability_alarms", "generation_id"),
     ...MigrationSql.addGenerationAndCreatedAt({
       table: "durability_alarms",
       keyColumn: "name",
@@ -256,6 +258,7 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
         keyColumn: "name",
         entityKind: "named_alarm",
         before: cutoff,
+        releaseKeys: false,
         reason: () => new Error("Durable alarm was purged")
       })
     })

@@ -153,10 +153,21 @@ const createCalls = (added = "") =>
 const PENDING_INDEX = "CREATE INDEX durability_calls_pending_idx ON durability_calls (status, next_attempt_at)"
 
 export const migrations: ReadonlyArray<Migrations.Migration> = [
-  { name: "durability_0001_create_calls", up: createCalls(), down: "DROP TABLE durability_calls" },
-  { name: "durability_0002_pending_index", up: PENDING_INDEX, down: "DROP INDEX durability_calls_pending_idx" },
+  {
+    name: "durability_0001_create_calls",
+    up: createCalls(),
+    down: "DROP TABLE IF EXISTS durability_calls",
+    presentWhen: MigrationSql.tableExists("durability_calls")
+  },
+  {
+    name: "durability_0002_pending_index",
+    up: PENDING_INDEX,
+    down: "DROP INDEX IF EXISTS durability_calls_pending_idx",
+    presentWhen: MigrationSql.indexExists("durability_calls_pending_idx")
+  },
   {
     name: "durability_0004_calls_generation_and_created_at",
+    presentWhen: MigrationSql.columnExists("durability_calls", "generation_id"),
     ...MigrationSql.addGenerationAndCreatedAt({
       table: "durability_calls",
       keyColumn: "id",
@@ -436,6 +447,7 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
         keyColumn: "id",
         entityKind: "operation",
         before: cutoff,
+        releaseKeys: true,
         reason: () => new Error("Durable operation was purged")
       })
     })

@@ -78,12 +78,31 @@ export const defaultSchedule: RetrySchedule = fromDelay((attempt) =>
 
 export const defaultPolicy: RetryPolicy = { maxAttempts: DEFAULT_MAX_ATTEMPTS, schedule: defaultSchedule }
 
-/** True for failures that must never be retried: anything named or tagged `NonRetryableError`. */
+const NON_RETRYABLE = "NonRetryableError"
+
+/** How far up an error's prototype chain a class named `NonRetryableError` is looked for. */
+const MAX_PROTOTYPE_DEPTH = 16
+
+/**
+ * True for failures that must never be retried: tagged or named `NonRetryableError`, branded so
+ * (Cloudflare Workflows' `NonRetryableError`, whose `name` may be custom), or an instance of a
+ * class named `NonRetryableError` anywhere in its prototype chain (ours, its subclasses, or another
+ * package's class that never sets `name`).
+ */
 export const isNonRetryable = (error: unknown): boolean => {
   if (typeof error !== "object" || error === null) return false
   try {
-    const named = error as { readonly name?: unknown; readonly _tag?: unknown }
-    return named._tag === "NonRetryableError" || named.name === "NonRetryableError"
+    const marked = error as { readonly name?: unknown; readonly _tag?: unknown; readonly __brand?: unknown }
+    if (marked._tag === NON_RETRYABLE || marked.name === NON_RETRYABLE || marked.__brand === NON_RETRYABLE) return true
+    let prototype: unknown = Object.getPrototypeOf(error)
+    for (let depth = 0; prototype !== null && depth < MAX_PROTOTYPE_DEPTH; depth++) {
+      const constructor = Object.prototype.hasOwnProperty.call(prototype, "constructor")
+        ? (prototype as { readonly constructor?: { readonly name?: unknown } }).constructor
+        : undefined
+      if (constructor?.name === NON_RETRYABLE) return true
+      prototype = Object.getPrototypeOf(prototype)
+    }
+    return false
   } catch {
     return false
   }

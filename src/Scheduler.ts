@@ -216,8 +216,17 @@ export interface TableHandle {
   readonly tryStart: (key: string, options?: { readonly dueBy?: number | undefined }) => Effect.Effect<boolean>
   /** Runs the record (or attaches to its running execution) until the outcome is persisted. */
   readonly execute: (key: string) => Effect.Effect<void, StorageError>
-  /** Aborts running executions whose key matches, best effort (purge). */
-  readonly abort: (matches: (key: string) => boolean, reason: unknown) => Effect.Effect<number>
+  /**
+   * Aborts running executions whose key matches, best effort (purge). With `release`, their keys
+   * stop counting as executing here at once: a new record under the same key can start while the
+   * aborted handler winds down (its settle is fenced by generation). Without it, a new record
+   * waits for the old handler to end (one handler per key at a time).
+   */
+  readonly abort: (
+    matches: (key: string) => boolean,
+    reason: unknown,
+    options?: { readonly release?: boolean | undefined }
+  ) => Effect.Effect<number>
   readonly isActive: (key: string) => Effect.Effect<boolean>
   /** Emits a lifecycle event to this table's hook. */
   readonly emit: (build: (timestamp: number) => Lifecycle.LifecycleEvent) => Effect.Effect<void>
@@ -468,9 +477,12 @@ export const make = (
           // Hand off before the platform's wall-time limit; the work keeps running and the
           // next pass attaches to it.
           yield* background.waitUntil(Effect.runPromise(Fiber.await(work)))
-          const target = (yield* Clock.currentTimeMillis) + config.alarmMinDelayMs
+          // The continuation alarm: the one armed when the pass started may already be past (a
+          // handoff later than the minimum delay), and the platform would re-run alarm() at once.
+          const now = yield* Clock.currentTimeMillis
+          const target = now + config.alarmMinDelayMs
           const current = yield* alarms.physical
-          if (typeof current !== "number" || current > target) yield* alarms.setPhysical(target)
+          if (typeof current !== "number" || current <= now || current > target) yield* alarms.setPhysical(target)
           return
         }
         yield* finished.value

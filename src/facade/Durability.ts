@@ -18,8 +18,18 @@ export type DurableOperationResult<R> = Operations.OperationResult<R>
 /** A handler: receives the call, returns the result (JSON) or a promise of it. */
 export type DurableHandler<P, R> = (call: DurableCall<P>) => R | PromiseLike<R>
 
-/** What every handler map is assignable to. */
-export type HandlerMap = Record<string, (call: DurableCall<never>) => unknown>
+/**
+ * A function type that is bivariant in its parameter (method syntax), so the map's constraint
+ * both types an unannotated handler's parameter and accepts one annotated with a narrower type.
+ */
+export type BivariantHandler<A> = { handle(argument: A): unknown }["handle"]
+
+/**
+ * What every handler map is assignable to. An unannotated handler's call is a
+ * `DurableCall<unknown>` (its payload is `unknown` at the call site); annotate it
+ * (`(call: DurableCall<{ to: string }>) => …`) to type the payload.
+ */
+export type HandlerMap = Record<string, BivariantHandler<DurableCall<unknown>>>
 
 export type PayloadOf<H> = H extends (call: DurableCall<infer P>) => unknown ? P : never
 export type ResultOf<H> = H extends (call: DurableCall<never>) => infer R ? Awaited<R> : never
@@ -72,7 +82,7 @@ export type DurabilityInstance<H extends HandlerMap> =
 export interface DurabilityConstructor {
   new<H extends HandlerMap>(config: DurabilityConfig<H>): DurabilityInstance<H>
   /** Applies (default: latest) or reverts (`null`: all) the operations table's migrations. */
-  migrate(context: DurabilityContext, target?: string | null): Promise<MigrationResult>
+  migrate(context: DurabilityContext, target?: string | null): MigrationResult
 }
 
 type Service = Operations.Operations<Record<string, Operations.AnyOperationDefinition>>
@@ -135,7 +145,7 @@ class DurabilityImpl {
     return this.#run(this.#service.purgeBefore(before))
   }
 
-  static migrate(context: DurabilityContext, target?: string | null): Promise<MigrationResult> {
+  static migrate(context: DurabilityContext, target?: string | null): MigrationResult {
     return migrateWith(context, Operations.migrate, target)
   }
 }

@@ -7,7 +7,7 @@ import type { LifecycleHook } from "../Lifecycle.js"
 import * as NamedAlarms from "../NamedAlarms.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
 import { attach, checkHandlers, fromPromise, migrateWith, type MigrationResult, type SchedulerAttachment } from "./attachment.js"
-import { checkMethods, type DurabilityMethodOptions, pickExecution } from "./Durability.js"
+import { type BivariantHandler, checkMethods, type DurabilityMethodOptions, pickExecution } from "./Durability.js"
 import type { DurabilityScheduler } from "./DurabilityScheduler.js"
 
 export type DurableAlarmInfo<Name extends string = string> = NamedAlarms.DurableAlarmInfo<Name>
@@ -19,7 +19,8 @@ export interface DurabilityAlarmMethodOptions extends DurabilityMethodOptions {
   readonly retryTimeouts?: boolean | undefined
 }
 
-export type AlarmHandlerMap = Record<string, (info: never) => unknown>
+/** An unannotated handler's parameter is a `DurableAlarmInfo`; an annotated one keeps its own type. */
+export type AlarmHandlerMap = Record<string, BivariantHandler<DurableAlarmInfo>>
 
 export interface DurabilityAlarmsOptions<H extends AlarmHandlerMap> extends DurabilityMethodOptions {
   readonly handlers: H
@@ -44,7 +45,7 @@ export type DurabilityAlarmsInstance<H extends AlarmHandlerMap> =
 
 export interface DurabilityAlarmsConstructor {
   new<H extends AlarmHandlerMap>(config: DurabilityAlarmsConfig<H>): DurabilityAlarmsInstance<H>
-  migrate(context: DurabilityContext, target?: string | null): Promise<MigrationResult>
+  migrate(context: DurabilityContext, target?: string | null): MigrationResult
 }
 
 type Service = NamedAlarms.NamedAlarms<Record<string, NamedAlarms.AnyAlarmDefinition>>
@@ -91,7 +92,7 @@ class DurabilityAlarmsImpl {
     return this.#runtime.run(this.#service.purgeBefore(before))
   }
 
-  static migrate(context: DurabilityContext, target?: string | null): Promise<MigrationResult> {
+  static migrate(context: DurabilityContext, target?: string | null): MigrationResult {
     return migrateWith(context, NamedAlarms.migrate, target)
   }
 }

@@ -27,6 +27,17 @@ interface Internals {
 
 const registry = new WeakMap<object, Internals>()
 
+/**
+ * The scheduler of each object storage in this isolate. An object has one alarm, so it gets one
+ * engine: a second engine would reconcile the alarm against its own tables only (and delete it
+ * while the other's work is pending). A new instance after an eviction has new storage.
+ */
+const byStorage = new WeakMap<object, DurabilityScheduler>()
+
+const SHARED_OPTIONS = ["alarmConcurrency", "alarmMinDelayMs", "alarmHandoffMs", "liveTimers", "onAlarmRetry"] as const
+
+const describeOption = (value: unknown): string => typeof value === "function" ? "a different function" : String(value)
+
 const objectIdOf = (context: DurabilityContext): string | undefined => {
   try {
     return context.id?.toString()
@@ -44,6 +55,10 @@ export const checkContext = (context: unknown): DurabilityContext => {
 }
 
 export class DurabilityScheduler {
+  /**
+   * One scheduler per object storage: constructing another over the same storage with the same
+   * options returns the existing one; with other options it throws.
+   */
   constructor(config: DurabilitySchedulerConfig) {
     if (typeof config !== "object" || config === null) throw new TypeError("DurabilityScheduler needs a config object")
     const context = checkContext(config.context)
@@ -52,7 +67,19 @@ export class DurabilityScheduler {
       Effect.either(Scheduler.resolveConfig({ ...options, objectId: objectIdOf(context) }))
     )
     if (Either.isLeft(resolved)) throw toError(resolved.left)
+    const existing = byStorage.get(context.storage)
+    if (existing !== undefined) {
+      const { config: current } = internals(existing)
+      const differs = SHARED_OPTIONS.find((key) => current[key] !== resolved.right[key])
+      if (differs === undefined) return existing
+      throw new Error(
+        `This Durable Object already has a DurabilityScheduler with ${differs} ${describeOption(current[differs])}, ` +
+          `not ${describeOption(resolved.right[differs])}: an object has one alarm and one scheduler. ` +
+          `Create one DurabilityScheduler and pass it to every helper as { scheduler }.`
+      )
+    }
     registry.set(this, { runtime: new ObjectRuntime(context, resolved.right), config: resolved.right })
+    byStorage.set(context.storage, this)
   }
 
   /** Delegate the Durable Object's `alarm(info)` here. */

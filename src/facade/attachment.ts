@@ -48,16 +48,14 @@ export interface MigrationResult {
   readonly rolledBack: ReadonlyArray<string>
 }
 
-/** A capability's `migrate(ctx, target)` without building a scheduler. */
-export const migrateWith = async (
+/** A capability's `migrate(ctx, target)` without building a scheduler; synchronous, as DO SQLite is. */
+export const migrateWith = (
   context: DurabilityContext,
   migrate: (target?: string | null) => Effect.Effect<Migrations.MigrationResult, unknown, StorageService.StorageService>,
   target?: string | null
-): Promise<MigrationResult> => {
+): MigrationResult => {
   checkContext(context)
-  const exit = await Effect.runPromiseExit(
-    Effect.provide(migrate(target), StorageService.layerDurableObject(context))
-  )
+  const exit = Effect.runSyncExit(Effect.provide(migrate(target), StorageService.layerDurableObject(context)))
   if (exit._tag === "Failure") throw fromCause(exit.cause)
   return exit.value
 }

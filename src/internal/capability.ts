@@ -54,8 +54,11 @@ export const observe = (
 
 /**
  * Deletes every record created before `before` (strictly), whatever its status,
- * after aborting the matching executions of this isolate (best effort: abort is
- * cooperative, and the per-key lock is kept until those handlers settle).
+ * then aborts the executions of the deleted records in this isolate (best
+ * effort: abort is cooperative). With `releaseKeys` a deleted key can run a new
+ * record at once (operations: ids are reusable immediately); without it the
+ * key stays locked until the old handler ends (named alarms: one handler per
+ * name at a time).
  */
 export const purge = (options: {
   readonly storage: StorageService
@@ -66,19 +69,16 @@ export const purge = (options: {
   readonly entityKind: string
   readonly before: number
   readonly reason: () => Error
+  readonly releaseKeys: boolean
 }) =>
   Effect.gen(function*() {
     const { before, handle, storage } = options
-    const doomed = yield* storage.exec(
-      `SELECT ${options.keyColumn} AS key FROM ${options.table} WHERE created_at < ?`,
-      [before]
-    )
-    const keys = new Set(doomed.map((row) => String(row.key)))
-    yield* handle.abort((key) => keys.has(key), options.reason())
     const deleted = yield* handle.write(
       storage.exec(`DELETE FROM ${options.table} WHERE created_at < ? RETURNING ${options.keyColumn} AS key`, [before])
     )
-    for (const row of deleted) options.watchers.notify(String(row.key))
+    const keys = new Set(deleted.map((row) => String(row.key)))
+    yield* handle.abort((key) => keys.has(key), options.reason(), { release: options.releaseKeys })
+    for (const key of keys) options.watchers.notify(key)
     yield* handle.emit((timestamp) => ({
       type: "purged",
       entityKind: options.entityKind,

@@ -554,15 +554,17 @@ export const handle = (engine: Engine, participant: Participant): TableHandle =>
     writePending,
     tryStart,
     execute: (key) => execute(engine, participant, key, {}),
-    abort: (matches, reason) =>
-      Effect.sync(() => {
+    abort: (matches, reason, options) =>
+      Effect.suspend(() => {
         let aborted = 0
         for (const [key, entry] of participant.active) {
           if (!matches(key)) continue
           entry.abort(reason)
+          if (options?.release === true) participant.active.delete(key)
           aborted++
         }
-        return aborted
+        // A released key may have a new record the early timer skipped while the key was busy.
+        return options?.release === true && aborted > 0 ? Effect.as(engine.afterRelease("refresh"), aborted) : Effect.succeed(aborted)
       }),
     isActive: (key) => Effect.sync(() => participant.active.has(key)),
     emit: (build) => Lifecycle.emitTo(engine.background, participant.table.onEvent, build)

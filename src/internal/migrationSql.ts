@@ -3,6 +3,12 @@
  * @internal
  */
 
+/** `presentWhen` queries (identifiers are the library's own constants, never user input). */
+export const tableExists = (table: string) => `SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '${table}'`
+export const indexExists = (index: string) => `SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = '${index}'`
+export const columnExists = (table: string, column: string) =>
+  `SELECT 1 FROM pragma_table_info('${table}') WHERE name = '${column}'`
+
 /** The current time in epoch milliseconds, as SQLite computes it. */
 export const NOW_MS = "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
 
@@ -34,7 +40,7 @@ export const addGenerationAndCreatedAt = (options: {
     down: `ALTER TABLE ${table} RENAME TO ${old};
       ${options.createBefore};
       INSERT INTO ${table} (${columns}) SELECT ${columns} FROM ${old};
-      DROP TABLE ${old};
+      DROP TABLE IF EXISTS ${old};
       ${options.pendingIndex}`
   }
 }

@@ -39,8 +39,8 @@ describe("DurabilityScheduler options", () => {
   })
 
   it("accepts the defaults and the documented bounds", async () => {
-    const context = await memoryContext()
     for (const options of [{}, { alarmMinDelayMs: 1_000 }, { alarmMinDelayMs: 15_000, liveTimers: true }]) {
+      const context = await memoryContext()
       expect(new DurabilityScheduler({ context, ...options })).toBeInstanceOf(DurabilityScheduler)
     }
   })

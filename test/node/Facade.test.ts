@@ -201,27 +201,34 @@ describe("Durability", () => {
   it("migrate(ctx, null) reverts and migrate(ctx) re-applies, with the exact migration names", async () => {
     const context = await memoryContext()
     expect(durabilityOperationMigrations.map((m) => m.name)).toEqual(OPERATION_MIGRATIONS)
-    expect(await Durability.migrate(context)).toEqual({ applied: OPERATION_MIGRATIONS, rolledBack: [] })
-    expect(await Durability.migrate(context)).toEqual({ applied: [], rolledBack: [] })
+    // Synchronous, as the reference's: the tables exist on the very next line.
+    const result = Durability.migrate(context)
+    expect(result).not.toBeInstanceOf(Promise)
+    expect(result).toEqual({ applied: OPERATION_MIGRATIONS, rolledBack: [] })
+    Durability.migrate(context, null)
+    expect(tables(context.memory)).toEqual([])
+    expect(Durability.migrate(context)).toEqual({ applied: OPERATION_MIGRATIONS, rolledBack: [] })
+    expect(Durability.migrate(context)).toEqual({ applied: [], rolledBack: [] })
     expect(tables(context.memory)).toEqual(["durability_calls", "durability_migrations"])
-    expect(await Durability.migrate(context, "durability_0001_create_calls")).toEqual({
+    expect(Durability.migrate(context, "durability_0001_create_calls")).toEqual({
       applied: [],
       rolledBack: ["durability_0004_calls_generation_and_created_at", "durability_0002_pending_index"]
     })
-    expect(await Durability.migrate(context, null)).toEqual({
+    expect(Durability.migrate(context, null)).toEqual({
       applied: [],
       rolledBack: ["durability_0001_create_calls"]
     })
     expect(tables(context.memory)).toEqual([])
-    expect(await Durability.migrate(context)).toEqual({ applied: OPERATION_MIGRATIONS, rolledBack: [] })
-    expect(await Durability.migrate(context, null)).toEqual({
+    expect(Durability.migrate(context)).toEqual({ applied: OPERATION_MIGRATIONS, rolledBack: [] })
+    expect(Durability.migrate(context, null)).toEqual({
       applied: [],
       rolledBack: [...OPERATION_MIGRATIONS].reverse()
     })
     expect(tables(context.memory)).toEqual([])
-    expect(await Durability.migrate(context)).toEqual({ applied: OPERATION_MIGRATIONS, rolledBack: [] })
-    const error = await Durability.migrate(context, "durability_9999_unknown").then(() => undefined, (e: unknown) => e as Error)
-    expect(error?.name).toBe("MigrationError")
+    expect(Durability.migrate(context)).toEqual({ applied: OPERATION_MIGRATIONS, rolledBack: [] })
+    const error = thrownBy(() => Durability.migrate(context, "durability_9999_unknown"))
+    expect(error.name).toBe("MigrationError")
+    expect(error.message).toBe('Unknown durability migration target "durability_9999_unknown"')
   })
 })
 
@@ -283,16 +290,16 @@ describe("DurabilityAlarms", () => {
   it("migrate(ctx, null) reverts and migrate(ctx) re-applies, independently of operations", async () => {
     const context = await memoryContext()
     expect(durabilityNamedAlarmMigrations.map((m) => m.name)).toEqual(ALARM_MIGRATIONS)
-    expect(await Durability.migrate(context)).toEqual({ applied: OPERATION_MIGRATIONS, rolledBack: [] })
-    expect(await DurabilityAlarms.migrate(context)).toEqual({ applied: ALARM_MIGRATIONS, rolledBack: [] })
-    expect(await DurabilityAlarms.migrate(context)).toEqual({ applied: [], rolledBack: [] })
+    expect(Durability.migrate(context)).toEqual({ applied: OPERATION_MIGRATIONS, rolledBack: [] })
+    expect(DurabilityAlarms.migrate(context)).toEqual({ applied: ALARM_MIGRATIONS, rolledBack: [] })
+    expect(DurabilityAlarms.migrate(context)).toEqual({ applied: [], rolledBack: [] })
     expect(tables(context.memory)).toEqual(["durability_alarms", "durability_calls", "durability_migrations"])
-    expect(await DurabilityAlarms.migrate(context, null)).toEqual({
+    expect(DurabilityAlarms.migrate(context, null)).toEqual({
       applied: [],
       rolledBack: ["durability_0004_alarms_generation_and_created_at", "durability_0003_create_alarms"]
     })
     expect(tables(context.memory)).toEqual(["durability_calls", "durability_migrations"])
-    expect(await DurabilityAlarms.migrate(context)).toEqual({ applied: ALARM_MIGRATIONS, rolledBack: [] })
+    expect(DurabilityAlarms.migrate(context)).toEqual({ applied: ALARM_MIGRATIONS, rolledBack: [] })
     expect(tables(context.memory)).toEqual(["durability_alarms", "durability_calls", "durability_migrations"])
   })
 })
@@ -337,6 +344,63 @@ describe("attachment to a shared DurabilityScheduler", () => {
     await expect(durability.alarm()).resolves.toBeUndefined()
     await expect(alarms.alarm()).resolves.toBeUndefined()
     expect(context.memory.alarmAt).toBe(later)
+  })
+
+  it("helpers built from { context } on one object share its one scheduler: one permit pool bounds both", async () => {
+    const context = await memoryContext()
+    const held = gate()
+    let started!: () => void
+    const alarmStarted = new Promise<void>((resolve) => (started = resolve))
+    const alarms = new DurabilityAlarms({
+      context,
+      alarmConcurrency: 1,
+      handlers: {
+        renew: async () => {
+          started()
+          await held.opened
+        }
+      }
+    })
+    const calls: Array<string> = []
+    const durability = new Durability({
+      context,
+      alarmConcurrency: 1,
+      handlers: { ping: (call: DurableCall<unknown>) => void calls.push(call.id) }
+    })
+    expect(new DurabilityScheduler({ context, alarmConcurrency: 1 })).toBe(new DurabilityScheduler({ context, alarmConcurrency: 1 }))
+
+    await alarms.renew(0)
+    await alarmStarted
+    // The named alarm holds the object's only permit, so the registration cannot start at once.
+    await durability.ping({ id: "p", payload: null })
+    expect(await durability.ping.getResult("p")).toMatchObject({ status: "pending", attempt: 0 })
+    expect(calls).toEqual([])
+    // One engine: the pending call keeps the physical alarm armed however the named alarm ends.
+    expect(context.memory.alarmAt).not.toBeNull()
+    held.open()
+    await durability.alarm()
+    expect(await durability.ping.job("p").wait({ timeoutMs: 60_000 })).toEqual({ status: "completed", result: undefined })
+    expect(calls).toEqual(["p"])
+  })
+
+  it("a second scheduler on one object with other options is refused, naming the option and { scheduler }", async () => {
+    const context = await memoryContext()
+    const scheduler = new DurabilityScheduler({ context, alarmMinDelayMs: 1_000 })
+    expect(new DurabilityScheduler({ context, alarmMinDelayMs: 1_000 })).toBe(scheduler)
+    const direct = thrownBy(() => new DurabilityScheduler({ context }))
+    expect(direct.constructor).toBe(Error)
+    expect(direct.message).toContain("alarmMinDelayMs 1000, not 15000")
+    expect(direct.message).toContain("pass it to every helper as { scheduler }")
+    const helper = thrownBy(() => new Durability({ context, alarmConcurrency: 3, handlers: { ping: () => "pong" } }))
+    expect(helper.message).toContain("alarmConcurrency 10, not 3")
+    const hook = thrownBy(() =>
+      new DurabilityAlarms({ context, alarmMinDelayMs: 1_000, onAlarmRetry: () => undefined, handlers: { renew: () => undefined } })
+    )
+    expect(hook.message).toContain("onAlarmRetry undefined, not a different function")
+    // Nothing was attached by the refused helpers: the object's scheduler still takes one of each kind.
+    new Durability({ scheduler, handlers: { ping: () => "pong" } })
+    new DurabilityAlarms({ context, alarmMinDelayMs: 1_000, handlers: { renew: () => undefined } })
+    expect(context.memory.statements.some((statement) => statement.includes("durability_alarms"))).toBe(true)
   })
 
   it("rejects a scheduler object this library did not create", async () => {
@@ -399,6 +463,53 @@ describe("types", () => {
       void durability.refund({ id: "x", payload: 1 })
       // @ts-expect-error no such named alarm
       void alarms.expire(1)
+    }
+    expect(typeof typeOnly).toBe("function")
+  })
+
+  it("types unannotated handlers from the map: DurableAlarmInfo for alarms, an unknown payload for operations", async () => {
+    const alarms = new DurabilityAlarms({
+      context: await memoryContext(),
+      handlers: {
+        renew: async (info) => {
+          expectTypeOf(info).toEqualTypeOf<DurableAlarmInfo>()
+          return info.attempt
+        },
+        destructured: ({ attempt, idempotencyKey, signal }) => {
+          expectTypeOf(attempt).toEqualTypeOf<number>()
+          expectTypeOf(idempotencyKey).toEqualTypeOf<string>()
+          expectTypeOf(signal).toEqualTypeOf<AbortSignal>()
+        },
+        annotated: (info: DurableAlarmInfo<"annotated">) => info.name
+      }
+    })
+    expectTypeOf(alarms.renew).toEqualTypeOf<DurableNamedAlarm>()
+    expectTypeOf(alarms.annotated).toEqualTypeOf<DurableNamedAlarm>()
+
+    const durability = new Durability({
+      context: await memoryContext(),
+      handlers: {
+        send: async (call) => {
+          expectTypeOf(call).toEqualTypeOf<DurableCall<unknown>>()
+          return call.attempt
+        },
+        typed: (call: DurableCall<{ readonly to: string }>) => call.payload.to.length
+      }
+    })
+    expectTypeOf(durability.send).parameter(0).toEqualTypeOf<{ readonly id: string; readonly payload: unknown }>()
+    expectTypeOf(durability.send.getResult).returns.resolves.toEqualTypeOf<DurableOperationResult<number>>()
+    await durability.send({ id: "s", payload: { to: "someone" } })
+    await durability.typed({ id: "t", payload: { to: "someone" } })
+    expect(await durability.send.job("s").wait({ timeoutMs: 60_000 })).toEqual({ status: "completed", result: 1 })
+
+    const typeOnly = (): void => {
+      // @ts-expect-error an annotated handler keeps its payload type
+      void durability.typed({ id: "x", payload: { to: 1 } })
+      void new DurabilityAlarms({
+        scheduler: new DurabilityScheduler({ context: { storage: {} as never } }),
+        // @ts-expect-error DurableAlarmInfo has no such field
+        handlers: { renew: (info) => info.missing }
+      })
     }
     expect(typeof typeOnly).toBe("function")
   })

@@ -2,6 +2,8 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { MigrationError, StorageError } from "../../src/Errors.js"
 import * as Migrations from "../../src/Migrations.js"
+import * as NamedAlarms from "../../src/NamedAlarms.js"
+import * as Operations from "../../src/Operations.js"
 import type { Migration } from "../../src/Migrations.js"
 import * as StorageService from "../../src/StorageService.js"
 import * as MemoryStorage from "../../src/testing/MemoryStorage.js"
@@ -433,5 +435,106 @@ describe("Migrations.isCurrent", () => {
 
       yield* run(Migrations.migrate("widgets", newerWidgets.slice(0, 4)))
       expect(yield* run(Migrations.isCurrent("widgets", widgets))).toBe(false)
+    }))
+})
+
+describe("the capabilities' own migrations", () => {
+  const capabilities = [
+    ["operations", Operations.migrations, "durability_calls"],
+    ["namedAlarms", NamedAlarms.migrations, "durability_alarms"]
+  ] as const
+
+  it.effect("a 2.x combined row with claimed 0001/0002 rows and no split 0004 row: 0004 is recorded, never re-run over live rows", () =>
+    Effect.gen(function*() {
+      const { history, run, sql } = yield* setup
+      yield* run(Operations.migrate())
+      yield* run(NamedAlarms.migrate())
+      yield* sql.exec(
+        `INSERT INTO durability_calls (id, operation, payload, status, attempt, next_attempt_at, generation_id, created_at)
+         VALUES ('live', 'charge', '{"kind":"value","value":1}', 'pending', 1, 5000, 'g-live', 123)`
+      )
+      yield* sql.exec(
+        `INSERT INTO durability_alarms (name, generation_id, status, scheduled_at, next_attempt_at, attempt, created_at)
+         VALUES ('renew', 'g-alarm', 'pending', 9000, 9000, 1, 456)`
+      )
+      // The history a 2.x upgrade can leave: the combined 0004 row, no split halves.
+      yield* sql.exec(
+        `DELETE FROM durability_migrations WHERE name LIKE 'durability_0004_%';
+         INSERT INTO durability_migrations (name) VALUES ('durability_0004_generation_and_created_at')`
+      )
+      const rowsBefore = {
+        calls: yield* sql.exec("SELECT * FROM durability_calls"),
+        alarms: yield* sql.exec("SELECT * FROM durability_alarms")
+      }
+      expect(yield* run(Migrations.isCurrent("operations", Operations.migrations))).toBe(false)
+
+      expect(yield* run(Operations.migrate())).toEqual({ applied: [], rolledBack: [] })
+      expect(yield* run(NamedAlarms.migrate())).toEqual({ applied: [], rolledBack: [] })
+
+      expect(yield* sql.exec("SELECT * FROM durability_calls")).toEqual(rowsBefore.calls)
+      expect(yield* sql.exec("SELECT * FROM durability_alarms")).toEqual(rowsBefore.alarms)
+      expect(rowsBefore.calls[0]).toMatchObject({ generation_id: "g-live", created_at: 123 })
+      const recorded = yield* history()
+      expect(recorded).toContainEqual({
+        name: "durability_0004_calls_generation_and_created_at",
+        capability: "operations",
+        down: Operations.migrations[2]?.down
+      })
+      expect(recorded).toContainEqual({
+        name: "durability_0004_alarms_generation_and_created_at",
+        capability: "namedAlarms",
+        down: NamedAlarms.migrations[1]?.down
+      })
+      expect(yield* run(Migrations.isCurrent("operations", Operations.migrations))).toBe(true)
+      expect(yield* run(Migrations.isCurrent("namedAlarms", NamedAlarms.migrations))).toBe(true)
+    }))
+
+  it.effect("a migration whose effect is already in the schema is recorded without running up", () =>
+    Effect.gen(function*() {
+      const { history, run, sql, storage } = yield* setup
+      yield* run(Operations.migrate())
+      yield* sql.exec("INSERT INTO durability_calls (id, operation, payload, status, next_attempt_at) VALUES ('x', 'op', 'null', 'pending', 1)")
+      // The history is gone (e.g. dropped by hand); the tables are not.
+      yield* sql.exec("DROP TABLE durability_migrations")
+      const statements = storage.statements.length
+      expect(yield* run(Operations.migrate())).toEqual({ applied: [], rolledBack: [] })
+      const ups = new Set(Operations.migrations.map((m) => m.up))
+      expect(storage.statements.slice(statements).filter((s) => ups.has(s))).toEqual([])
+      expect((yield* history()).map((row) => row["name"])).toEqual(Operations.migrations.map((m) => m.name))
+      expect(yield* sql.exec("SELECT id FROM durability_calls")).toEqual([{ id: "x" }])
+    }))
+
+  it("every down script that drops an object tolerates a missing one (IF EXISTS)", () => {
+    for (const [, list] of capabilities) {
+      for (const migration of list) {
+        const drops = migration.down.match(/DROP\s+(TABLE|INDEX)\s+(?!IF EXISTS)\w+/gi) ?? []
+        expect(drops, migration.name).toEqual([])
+      }
+    }
+  })
+
+  it.effect("reverts run when the objects they drop are already gone; stored downs are refreshed to the tolerant ones", () =>
+    Effect.gen(function*() {
+      const { history, run, sql, tables } = yield* setup
+      yield* run(Operations.migrate("durability_0002_pending_index"))
+      // Stored by an older version: the strict down scripts.
+      yield* sql.exec(`UPDATE durability_migrations SET down = 'DROP INDEX durability_calls_pending_idx'
+                       WHERE name = 'durability_0002_pending_index'`)
+      yield* run(Operations.migrate("durability_0002_pending_index"))
+      expect((yield* history()).find((row) => row["name"] === "durability_0002_pending_index")?.["down"])
+        .toBe("DROP INDEX IF EXISTS durability_calls_pending_idx")
+
+      yield* sql.exec("DROP INDEX durability_calls_pending_idx")
+      expect(yield* run(Operations.migrate("durability_0001_create_calls"))).toEqual({
+        applied: [],
+        rolledBack: ["durability_0002_pending_index"]
+      })
+      yield* sql.exec("DROP TABLE durability_calls")
+      expect(yield* run(Operations.migrate(null))).toEqual({ applied: [], rolledBack: ["durability_0001_create_calls"] })
+      expect(yield* tables()).toEqual([])
+
+      yield* run(NamedAlarms.migrate("durability_0003_create_alarms"))
+      yield* sql.exec("DROP TABLE durability_alarms")
+      expect(yield* run(NamedAlarms.migrate(null))).toEqual({ applied: [], rolledBack: ["durability_0003_create_alarms"] })
     }))
 })

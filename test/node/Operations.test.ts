@@ -1144,6 +1144,39 @@ describe("purgeBefore", () => {
     }))
 })
 
+describe("purgeBefore and id reuse", () => {
+  it.effect("a purged id runs again at once while its purged handler never settles; the old one cannot overwrite it", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const gate = yield* Deferred.make<void>()
+      const signals: Array<AbortSignal> = []
+      const ops = yield* object.run(Operations.make({
+        send: Operations.operation({
+          handler: (call: Call<{ readonly version: number }>) =>
+            Effect.gen(function*() {
+              signals.push(call.signal)
+              // Version 1 ignores its abort signal and cannot be interrupted: it runs until the gate opens.
+              if (call.payload.version === 1) yield* Deferred.await(gate)
+              return `sent v${call.payload.version}`
+            }).pipe(call.payload.version === 1 ? Effect.uninterruptible : identity)
+        })
+      }))
+      yield* object.run(ops.register("send", { id: "reuse", payload: { version: 1 } }))
+      yield* TestClock.adjust(1)
+      expect(yield* object.run(ops.purgeBefore(1))).toBe(1)
+      expect(signals[0]?.aborted).toBe(true)
+      yield* object.run(ops.register("send", { id: "reuse", payload: { version: 2 } }))
+      yield* TestClock.adjust(0)
+      // The old handler is still running (it ignored the abort); the new generation did not wait for it.
+      expect(signals).toHaveLength(2)
+      expect(yield* object.run(ops.getResult("send", "reuse"))).toEqual({ status: "completed", result: "sent v2" })
+
+      yield* Deferred.succeed(gate, undefined)
+      yield* TestClock.adjust(0)
+      expect(yield* rowOf(object, "reuse")).toMatchObject({ status: "completed", attempt: 1, result: stored("sent v2") })
+    }))
+})
+
 describe("lifecycle events", () => {
   it.effect("are emitted in order after each commit, with entity fields, errors and durations", () =>
     Effect.gen(function*() {

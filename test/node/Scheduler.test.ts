@@ -126,7 +126,6 @@ describe("handoff", () => {
       yield* TestClock.setTime(20_000)
       const first = yield* Effect.fork(object.run(TestScheduler.fireAlarm(object.storage)))
       yield* TestClock.adjust(10_000)
-      console.log("adjusted", first.unsafePoll())
       yield* Fiber.join(first)
       expect(yield* Clock.currentTimeMillis).toBe(30_000)
       const row = yield* object.run(TaskTable.read("long"))
@@ -140,6 +139,24 @@ describe("handoff", () => {
       yield* Fiber.join(second)
       expect(calls).toBe(1)
       expect((yield* object.run(TaskTable.read("long")))?.status).toBe("completed")
+    }))
+
+  it.effect("a handoff later than the minimum delay re-arms the alarm at now + alarmMinDelayMs, not in the past", () =>
+    Effect.gen(function*() {
+      const object = yield* fresh(
+        { handler: () => Effect.sleep("25 seconds") },
+        { alarmHandoffMs: 10_000, alarmMinDelayMs: 1_000 }
+      )
+      yield* object.run(TaskTable.register(object.handle, "long", 20_000))
+      yield* TestClock.setTime(20_000)
+      const first = yield* Effect.fork(object.run(TestScheduler.fireAlarm(object.storage)))
+      yield* TestClock.adjust(0)
+      // Re-armed when the pass started: 20 000 + 1 000, which the handoff at 30 000 has passed.
+      expect(object.storage.alarmAt).toBe(21_000)
+      yield* TestClock.adjust(10_000)
+      yield* Fiber.join(first)
+      expect(yield* Clock.currentTimeMillis).toBe(30_000)
+      expect(object.storage.alarmAt).toBe(31_000)
     }))
 })
 
@@ -407,6 +424,41 @@ describe("terminal rules", () => {
         attempt: 1,
         last_error_name: "NonRetryableError"
       })
+    }))
+
+  it.effect("classes named NonRetryableError without a name, branded errors with a custom name and subclasses are terminal", () =>
+    Effect.gen(function*() {
+      // A package's own class that never sets `name` (its name stays "Error").
+      class NonRetryableError_ extends Error {}
+      Object.defineProperty(NonRetryableError_, "name", { value: "NonRetryableError" })
+      // Cloudflare Workflows' class: a custom name, and a public `__brand`.
+      class WorkflowsNonRetryable extends Error {
+        readonly __brand = "NonRetryableError"
+        constructor(message: string, name = "NonRetryableError") {
+          super(message)
+          this.name = name
+        }
+      }
+      class AuthError extends NonRetryableError {}
+      const errors: Record<string, () => unknown> = {
+        unnamed: () => new NonRetryableError_("never named"),
+        branded: () => new WorkflowsNonRetryable("token revoked", "AuthError"),
+        subclass: () => new AuthError({ message: "subclass of ours" }),
+        plain: () => new Error("transient")
+      }
+      const object = yield* fresh({
+        maxAttempts: 3,
+        schedule: RetryPolicy.fromDelay(() => 1_000),
+        handler: (execution) => Effect.fail(errors[execution.key]!())
+      })
+      for (const key of Object.keys(errors)) yield* object.run(TaskTable.register(object.handle, key, 0))
+      yield* TestClock.adjust(0)
+      expect(new NonRetryableError_("x").name).toBe("Error")
+      for (const key of ["unnamed", "branded", "subclass"]) {
+        expect(yield* object.run(TaskTable.read(key))).toMatchObject({ status: "failed", attempt: 1 })
+      }
+      expect(yield* object.run(TaskTable.read("branded"))).toMatchObject({ last_error_name: "AuthError" })
+      expect(yield* object.run(TaskTable.read("plain"))).toMatchObject({ status: "pending", attempt: 1 })
     }))
 
   it.effect("a row already at maxAttempts is never claimed: failed as exhausted, handler not called", () =>

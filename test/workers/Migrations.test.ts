@@ -15,7 +15,7 @@ const tables = (state: DurableObjectState) =>
 it("upgrades an operations table with old rows to generations and creation times, and rolls back", async () => {
   const stub = env.STORAGE_OBJECT.get(env.STORAGE_OBJECT.newUniqueId())
   await runInDurableObject(stub, async (_instance, state) => {
-    expect(await Durability.migrate(state, "durability_0002_pending_index")).toEqual({
+    expect(Durability.migrate(state, "durability_0002_pending_index")).toEqual({
       applied: ["durability_0001_create_calls", "durability_0002_pending_index"],
       rolledBack: []
     })
@@ -23,7 +23,7 @@ it("upgrades an operations table with old rows to generations and creation times
       `INSERT INTO durability_calls (id, operation, payload, status, attempt, next_attempt_at)
        VALUES ('old', 'resize', '{"kind":"value","value":1}', 'pending', 1, 5)`
     )
-    expect(await Durability.migrate(state)).toEqual({
+    expect(Durability.migrate(state)).toEqual({
       applied: ["durability_0004_calls_generation_and_created_at"],
       rolledBack: []
     })
@@ -32,7 +32,7 @@ it("upgrades an operations table with old rows to generations and creation times
     expect(row?.created_at).toBeGreaterThan(1_700_000_000_000)
     expect(row?.attempt).toBe(1)
 
-    expect(await Durability.migrate(state, "durability_0002_pending_index")).toEqual({
+    expect(Durability.migrate(state, "durability_0002_pending_index")).toEqual({
       applied: [],
       rolledBack: ["durability_0004_calls_generation_and_created_at"]
     })
@@ -40,7 +40,7 @@ it("upgrades an operations table with old rows to generations and creation times
     expect(columns.map((c) => c.name)).not.toContain("generation_id")
     expect(state.storage.sql.exec("SELECT id FROM durability_calls").toArray()).toEqual([{ id: "old" }])
 
-    expect((await Durability.migrate(state, null)).rolledBack).toEqual([
+    expect((Durability.migrate(state, null)).rolledBack).toEqual([
       "durability_0002_pending_index",
       "durability_0001_create_calls"
     ])
@@ -51,13 +51,13 @@ it("upgrades an operations table with old rows to generations and creation times
 it("applies and reverts the named alarms table independently of operations", async () => {
   const stub = env.STORAGE_OBJECT.get(env.STORAGE_OBJECT.newUniqueId())
   await runInDurableObject(stub, async (_instance, state) => {
-    await Durability.migrate(state)
-    expect(await DurabilityAlarms.migrate(state)).toEqual({
+    Durability.migrate(state)
+    expect(DurabilityAlarms.migrate(state)).toEqual({
       applied: ["durability_0003_create_alarms", "durability_0004_alarms_generation_and_created_at"],
       rolledBack: []
     })
     expect(tables(state)).toEqual(["durability_alarms", "durability_calls", "durability_migrations"])
-    await DurabilityAlarms.migrate(state, null)
+    DurabilityAlarms.migrate(state, null)
     expect(tables(state)).toEqual(["durability_calls", "durability_migrations"])
   })
 })

@@ -340,7 +340,7 @@ describe("the DurabilityScheduler facade in workerd", () => {
 
   it("rejects bad options with the messages of resolveConfig", async () => {
     const { stub } = fresh()
-    await runInDurableObject(stub, (_instance, state) => {
+    await runInDurableObject(stub, (instance, state) => {
       const make = (options: Record<string, unknown>) => () =>
         new DurabilityScheduler({ context: state, ...options } as ConstructorParameters<typeof DurabilityScheduler>[0])
       const cases: ReadonlyArray<readonly [Record<string, unknown>, ErrorConstructor, string]> = [
@@ -369,11 +369,13 @@ describe("the DurabilityScheduler facade in workerd", () => {
       )
       expect(noConfig).toBeInstanceOf(TypeError)
       expect((noConfig as Error).message).toBe("DurabilityScheduler needs a config object")
-      // The edges are accepted.
-      expect(make({ alarmMinDelayMs: 1_000 })()).toBeInstanceOf(DurabilityScheduler)
-      expect(make({ alarmMinDelayMs: 15_000, liveTimers: true, onAlarmRetry: () => undefined })()).toBeInstanceOf(
-        DurabilityScheduler
-      )
+      // The edges are accepted; on this object, whose scheduler has the same options, it is that one.
+      expect(make({ alarmMinDelayMs: 1_000 })()).toBe((instance as EngineObject).scheduler)
+    })
+    const bare = env.STORAGE_OBJECT.get(env.STORAGE_OBJECT.newUniqueId())
+    await runInDurableObject(bare, (_instance, state) => {
+      const options = { alarmMinDelayMs: 15_000, liveTimers: true, onAlarmRetry: () => undefined }
+      expect(new DurabilityScheduler({ context: state, ...options })).toBeInstanceOf(DurabilityScheduler)
     })
   })
 

@@ -5,5 +5,7 @@ declare module "cloudflare:test" {
     readonly LAB_OBJECT: DurableObjectNamespace<import("./objects/LabObject.js").LabObject>
     readonly EFFECT_LEDGER: DurableObjectNamespace<import("./objects/EffectLedger.js").EffectLedger>
     readonly CHAOS_OBJECT: DurableObjectNamespace<import("./objects/ChaosObject.js").ChaosObject>
+    readonly PARITY_OBJECT: DurableObjectNamespace<import("./objects/ParityObject.js").ParityObject>
+    readonly HANDOFF_OBJECT: DurableObjectNamespace<import("./objects/ParityObject.js").HandoffObject>
   }
 }
