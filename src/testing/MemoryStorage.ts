@@ -27,7 +27,6 @@
  * eviction: drop the runtime, keep the `MemoryStorage`, build a new runtime.
  */
 import * as Effect from "effect/Effect"
-import initSqlJs from "sql.js"
 import type { Database, SqlJsStatic, Statement } from "sql.js"
 import type { DurableObjectStorageLike, SqlCursorLike, SqlValue } from "../internal/platform.js"
 
@@ -45,8 +44,19 @@ interface Engine {
 
 let engine: Promise<Engine> | undefined
 
+/** What a project that installs the library without sql.js (an optional peer) is told to run. */
+export const SQL_JS_MISSING = "durability/testing needs sql.js for its in-memory SQLite, an optional peer dependency: " +
+  "npm install --save-dev sql.js@^1.10"
+
+// Loaded on first use, so importing `durability/testing` works without sql.js until a storage is made.
+const importSqlJs = (): Promise<() => Promise<SqlJsStatic>> =>
+  import("sql.js").then(
+    (module: { readonly default: () => Promise<SqlJsStatic> }) => module.default,
+    (cause: unknown) => Promise.reject(new Error(SQL_JS_MISSING, { cause }))
+  )
+
 const loadEngine = (): Promise<Engine> =>
-  (engine ??= initSqlJs().then((sql) => {
+  (engine ??= importSqlJs().then((initSqlJs) => initSqlJs()).then((sql) => {
     const exports = sql as unknown as SqliteExports
     return {
       sql,
@@ -244,7 +254,11 @@ class MemoryStorageImpl implements MemoryStorage {
 
 /** Creates an empty in-memory Durable Object storage. */
 export const make: Effect.Effect<MemoryStorage> = Effect.promise(async () => {
-  const loaded = await loadEngine()
+  const loaded = await loadEngine().catch((error: unknown) => {
+    // A failed load is not cached: installing sql.js fixes the next call.
+    engine = undefined
+    throw error
+  })
   return new MemoryStorageImpl(loaded, new loaded.sql.Database())
 })
 
