@@ -92,3 +92,9 @@ export class DurableResultSerializationError extends Schema.TaggedError<DurableR
 export class DurableAlarmTimeoutError extends Schema.TaggedError<DurableAlarmTimeoutError>(
   "durability/DurableAlarmTimeoutError"
 )("DurableAlarmTimeoutError", { message: Schema.String, timeoutMs: Schema.Number }) {}
+
+/** The record was canceled (`cancel`); a running handler's signal is aborted with this error and it is not retried. */
+export class DurableCanceledError extends Schema.TaggedError<DurableCanceledError>("durability/DurableCanceledError")(
+  "DurableCanceledError",
+  { message: Schema.String }
+) {}

@@ -54,7 +54,8 @@ export type LifecycleEvent =
     readonly type: "terminal"
     readonly timestamp: number
     readonly attempt: number
-    readonly reason: "attempts_exhausted"
+    /** `attempts_exhausted`: claimed at its limit; `canceled`: by `cancel`, running or not. */
+    readonly reason: "attempts_exhausted" | "canceled"
     readonly error: SerializedError
   })
   | {

@@ -9,14 +9,17 @@
  * unknown).
  */
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type * as Background from "./Background.js"
 import {
   DurableAlarmTimeoutError,
+  DurableCanceledError,
   InvalidInputError,
   InvalidOptionError,
   type MigrationError,
   NonRetryableError,
   type ParticipantConflictError,
+  type SerializedError,
   type StorageError
 } from "./Errors.js"
 import * as Capability from "./internal/capability.js"
@@ -28,7 +31,7 @@ import * as Watchers from "./internal/watchers.js"
 import type * as Lifecycle from "./Lifecycle.js"
 import * as Migrations from "./Migrations.js"
 import * as Scheduler from "./Scheduler.js"
-import { StorageService } from "./StorageService.js"
+import { type Row, StorageService } from "./StorageService.js"
 
 /** What a named-alarm handler is called with. */
 export interface DurableAlarmInfo<Name extends string = string> {
@@ -72,14 +75,41 @@ export interface NamedAlarmsOptions extends Policy.ExecutionOptions {
   readonly onLifecycleEvent?: Lifecycle.LifecycleHook | undefined
 }
 
+/** A name's stored occurrence: pending (waiting, running or retrying) or failed for good. */
+export interface NamedAlarmState<Name extends string = string> {
+  readonly name: Name
+  readonly status: "pending" | "failed"
+  /** The time it was scheduled for. */
+  readonly scheduledTime: number
+  /** When its next attempt is due (its scheduled time, or a retry's time). */
+  readonly nextAttemptAt: number
+  /** Attempts claimed so far. */
+  readonly attempt: number
+  readonly lastError: SerializedError | null
+  /** The `idempotencyKey` its handler gets (stable across this occurrence's retries). */
+  readonly idempotencyKey: string
+  readonly createdAt: number
+}
+
 export interface NamedAlarms<Defs extends Record<string, AnyAlarmDefinition>> {
-  /** Schedules the name at `scheduledTime` (ms since epoch), replacing its pending occurrence. */
+  /** Schedules the name at `scheduledTime` (epoch ms or a `Date`), replacing its pending occurrence. */
   readonly schedule: (
     name: keyof Defs & string,
-    scheduledTime: number
+    scheduledTime: number | Date
   ) => Effect.Effect<void, InvalidInputError | StorageError>
-  /** Deletes every occurrence created before `before` (strict); returns how many. */
-  readonly purgeBefore: (before: number) => Effect.Effect<number, InvalidInputError | StorageError>
+  /** The name's stored occurrence, if any. */
+  readonly get: <K extends keyof Defs & string>(
+    name: K
+  ) => Effect.Effect<Option.Option<NamedAlarmState<K>>, InvalidInputError | StorageError>
+  /**
+   * Deletes the name's occurrence (pending or failed); a running handler's signal is aborted with
+   * `DurableCanceledError` (the name stays locked until that handler ends). True when there was one.
+   */
+  readonly cancel: (name: keyof Defs & string) => Effect.Effect<boolean, InvalidInputError | StorageError>
+  /** Every stored occurrence, soonest first. */
+  readonly list: Effect.Effect<ReadonlyArray<NamedAlarmState>, StorageError>
+  /** Deletes every occurrence created before `before` (strict; epoch ms or a `Date`); returns how many. */
+  readonly purgeBefore: (before: number | Date) => Effect.Effect<number, InvalidInputError | StorageError>
 }
 
 export const TABLE = "durability_alarms"
@@ -162,7 +192,7 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
         return yield* new InvalidOptionError({
           field: `methods.${name}.retryTimeouts`,
           kind: "type",
-          message: `methods.${name}.retryTimeouts must be a boolean`
+          message: `methods.${name}.retryTimeouts must be a boolean, got ${Validate.shown(definition.retryTimeouts)}`
         })
       }
     }
@@ -219,11 +249,64 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
       onEvent: Capability.observe(watchers, options.onLifecycleEvent)
     })
 
+    const checkName = (name: unknown) =>
+      typeof name === "string" && definitionOf(name) !== undefined
+        ? Effect.succeed(name)
+        : Effect.fail(
+          new InvalidInputError({ field: "name", kind: "type", message: `Unknown named alarm ${Validate.shown(name)}` })
+        )
+
+    const stateOf = (row: Row): NamedAlarmState => ({
+      name: String(row.name),
+      status: row.status === "failed" ? "failed" : "pending",
+      scheduledTime: Number(row.scheduled_at),
+      nextAttemptAt: Number(row.next_attempt_at),
+      attempt: Number(row.attempt),
+      lastError: row.last_error === null
+        ? null
+        : { name: row.last_error_name === null ? "Error" : String(row.last_error_name), message: String(row.last_error) },
+      idempotencyKey: `${IDEMPOTENCY_PREFIX}${String(row.generation_id)}`,
+      createdAt: Number(row.created_at)
+    })
+
+    const get = Effect.fn("NamedAlarms.get")(function*(name: string) {
+      yield* checkName(name)
+      const [row] = yield* storage.exec("SELECT * FROM durability_alarms WHERE name = ?", [name])
+      return Option.map(Option.fromNullable(row), stateOf)
+    })
+
+    const list = Effect.map(
+      storage.exec("SELECT * FROM durability_alarms ORDER BY next_attempt_at, name"),
+      (rows) => rows.map(stateOf)
+    )
+
+    const cancel = Effect.fn("NamedAlarms.cancel")(function*(name: string) {
+      yield* checkName(name)
+      const [row] = yield* handle.write(
+        storage.exec("DELETE FROM durability_alarms WHERE name = ? RETURNING status, attempt, generation_id", [name])
+      )
+      if (row === undefined) return false
+      const error = new DurableCanceledError({ message: `Durable alarm "${name}" was canceled` })
+      yield* handle.abort((key) => key === name, error)
+      watchers.notify(name)
+      if (row.status !== "pending") return true
+      yield* handle.emit((timestamp) => ({
+        type: "terminal",
+        entityKind: "named_alarm",
+        alarm: name,
+        id: name,
+        generation: String(row.generation_id),
+        timestamp,
+        attempt: Number(row.attempt),
+        reason: "canceled",
+        error: { name: error._tag, message: error.message }
+      }))
+      return true
+    })
+
     // Untraced: this is the hot path, and a span (with its captured call site) costs more than the write (bench B1).
-    const schedule = Effect.fnUntraced(function*(name: string, scheduledTime: number) {
-      if (definitionOf(name) === undefined) {
-        return yield* new InvalidInputError({ field: "name", kind: "type", message: `Unknown named alarm "${name}"` })
-      }
+    const schedule = Effect.fnUntraced(function*(name: string, scheduledTime: number | Date) {
+      yield* checkName(name)
       const at = yield* Validate.timestamp("scheduledTime", scheduledTime)
       const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
       const generation = crypto.randomUUID()
@@ -248,7 +331,7 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
       }))
     })
 
-    const purgeBefore = Effect.fn("NamedAlarms.purgeBefore")(function*(before: number) {
+    const purgeBefore = Effect.fn("NamedAlarms.purgeBefore")(function*(before: number | Date) {
       const cutoff = yield* Validate.timestamp("timestamp", before)
       return yield* Capability.purge({
         storage,
@@ -263,5 +346,5 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
       })
     })
 
-    return { schedule, purgeBefore } satisfies NamedAlarms<Defs>
+    return { schedule, get, cancel, list, purgeBefore } as unknown as NamedAlarms<Defs>
   })

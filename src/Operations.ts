@@ -23,6 +23,7 @@ import * as Background from "./Background.js"
 import {
   DuplicateDurableCallError,
   DurableAttemptTimeoutError,
+  DurableCanceledError,
   DurableResultSerializationError,
   InvalidInputError,
   InvalidOptionError,
@@ -35,6 +36,8 @@ import {
 import * as Capability from "./internal/capability.js"
 import * as Codec from "./internal/codec.js"
 import * as Json from "./internal/json.js"
+import type { IsJson } from "./internal/jsonType.js"
+import * as ListQuery from "./internal/listQuery.js"
 import * as MigrationSql from "./internal/migrationSql.js"
 import * as Policy from "./internal/policy.js"
 import * as Validate from "./internal/validate.js"
@@ -82,11 +85,17 @@ export type RequirementsOf<Defs> = {
  * payload is validated and encoded at registration and decoded at execution.
  */
 export const operation = <P, R, E = never, Req = never, PI = P, RI = R>(
-  options: Policy.ExecutionOptions & {
-    readonly handler: (call: DurableCall<P>) => Effect.Effect<R, E, Req>
-    readonly payload?: Schema.Schema<P, PI> | undefined
-    readonly result?: Schema.Schema<R, RI> | undefined
-  }
+  options:
+    & Policy.ExecutionOptions
+    & {
+      readonly handler: (call: DurableCall<P>) => Effect.Effect<R, E, Req>
+      readonly payload?: Schema.Schema<P, PI> | undefined
+      readonly result?: Schema.Schema<R, RI> | undefined
+    }
+    // The stored form (the result, or its schema's encoded form) must be JSON: a compile error, not
+    // a terminal failure after the side effect ran.
+    & (IsJson<NoInfer<RI>> extends true ? unknown
+      : { readonly result: "the handler's result (or its result schema's encoded form) must be JSON" })
 ): OperationDefinition<NoInfer<P>, NoInfer<R>, NoInfer<E>, NoInfer<Req>> => ({
   ...(options.attemptTimeoutMs === undefined ? {} : { attemptTimeoutMs: options.attemptTimeoutMs }),
   ...(options.retries === undefined ? {} : { retries: options.retries }),
@@ -106,16 +115,70 @@ export type OperationResult<R> =
   | { readonly status: "failed"; readonly attempt: number; readonly error: SerializedError }
   | { readonly status: "completed"; readonly result: R }
 
+/** A call to register: its id, its payload, and optionally when to run it (default: now). */
+export interface RegisterCall<P> {
+  readonly id: string
+  readonly payload: P
+  /** Run no earlier than this time (epoch milliseconds or a `Date`). Not with `delayMs`. */
+  readonly runAt?: number | Date | undefined
+  /** Run no earlier than this many milliseconds from now. Not with `runAt`. */
+  readonly delayMs?: number | undefined
+}
+
+export type OperationStatus = "pending" | "completed" | "failed"
+
+/** One stored call, as `list` returns it: its id, when it was registered, and its state. */
+export type OperationEntry<R> = Exclude<OperationResult<R>, { readonly status: "not_found" }> & {
+  readonly id: string
+  readonly createdAt: number
+}
+
+export interface ListOptions {
+  /** Only calls in this state (or these states). Default: all. */
+  readonly status?: OperationStatus | ReadonlyArray<OperationStatus> | undefined
+  /** At most this many (1–1000). Default 100. */
+  readonly limit?: number | undefined
+  /** The `cursor` of the previous page. */
+  readonly cursor?: string | undefined
+}
+
+/** A page of calls in registration order; `cursor` is set when more follow. */
+export interface OperationPage<R> {
+  readonly items: ReadonlyArray<OperationEntry<R>>
+  readonly cursor?: string | undefined
+}
+
+export const DEFAULT_LIST_LIMIT = 100
+export const MAX_LIST_LIMIT = 1_000
+
 export interface OperationsOptions extends Policy.ExecutionOptions {
   readonly onLifecycleEvent?: Lifecycle.LifecycleHook | undefined
 }
 
 export interface Operations<Defs extends Record<string, AnyOperationDefinition>> {
-  /** Resolves once the registration committed; never waits for the handler. Same id + same operation is a no-op. */
+  /**
+   * Resolves once the registration committed; never waits for the handler. Same id + same operation
+   * is a no-op. With `runAt`/`delayMs` the call runs no earlier than that; otherwise at once when a
+   * permit is free.
+   */
   readonly register: <K extends keyof Defs & string>(
     operation: K,
-    call: { readonly id: string; readonly payload: PayloadOf<Defs[K]> }
+    call: RegisterCall<PayloadOf<Defs[K]>>
   ) => Effect.Effect<void, InvalidInputError | DuplicateDurableCallError | StorageError>
+  /**
+   * Cancels a pending call: it fails with `DurableCanceledError` and is never retried; a running
+   * handler's signal is aborted with that error (its late settle changes nothing). True when a pending
+   * call was canceled; false when it had already settled or does not exist.
+   */
+  readonly cancel: <K extends keyof Defs & string>(
+    operation: K,
+    id: string
+  ) => Effect.Effect<boolean, InvalidInputError | DuplicateDurableCallError | StorageError>
+  /** The operation's calls in registration order, a page at a time. */
+  readonly list: <K extends keyof Defs & string>(
+    operation: K,
+    options?: ListOptions
+  ) => Effect.Effect<OperationPage<ResultOf<Defs[K]>>, InvalidInputError | StorageError>
   readonly getResult: <K extends keyof Defs & string>(
     operation: K,
     id: string
@@ -126,11 +189,13 @@ export interface Operations<Defs extends Record<string, AnyOperationDefinition>>
     id: string,
     timeoutMs: number
   ) => Effect.Effect<OperationResult<ResultOf<Defs[K]>>, InvalidInputError | DuplicateDurableCallError | StorageError>
-  /** Deletes every record created before `before` (strict); returns how many. */
-  readonly purgeBefore: (before: number) => Effect.Effect<number, InvalidInputError | StorageError>
+  /** Deletes every record created before `before` (strict; epoch ms or a `Date`); returns how many. */
+  readonly purgeBefore: (before: number | Date) => Effect.Effect<number, InvalidInputError | StorageError>
 }
 
 export const TABLE = "durability_calls"
+
+const STATUSES: ReadonlyArray<OperationStatus> = ["pending", "completed", "failed"]
 
 const COLUMNS =
   "id, operation, payload, status, result, attempt, next_attempt_at, last_error, last_error_name, completed_at"
@@ -339,9 +404,10 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
       })
 
     const toResult = (operation: string, row: Option.Option<Row>) =>
+      Option.isNone(row) ? Effect.succeed({ status: "not_found" } as const) : stateOf(operation, row.value)
+
+    const stateOf = (operation: string, stored: Row) =>
       Effect.gen(function*() {
-        if (Option.isNone(row)) return { status: "not_found" } as const
-        const stored = row.value
         switch (stored.status) {
           case "pending":
             return {
@@ -374,29 +440,54 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
         return yield* toResult(operation, yield* readRow(operation, id))
       })
 
+    // When a registered call is due: now, `runAt`, or now + `delayMs`.
+    const dueTime = (call: RegisterCall<unknown>, now: number) =>
+      Effect.gen(function*() {
+        if (call.runAt !== undefined && call.delayMs !== undefined) {
+          return yield* new InvalidInputError({
+            field: "runAt",
+            kind: "type",
+            message: "runAt and delayMs cannot both be given"
+          })
+        }
+        if (call.runAt !== undefined) return yield* Validate.timestamp("runAt", call.runAt)
+        if (call.delayMs === undefined) return now
+        const delay = yield* Validate.milliseconds("delayMs", call.delayMs)
+        if (!Number.isSafeInteger(now + delay)) {
+          return yield* new InvalidInputError({
+            field: "delayMs",
+            kind: "range",
+            message: `delayMs ${delay} from now is not a safe integer timestamp`
+          })
+        }
+        return now + delay
+      })
+
     // Untraced: this is the hot path, and a span (with its captured call site) costs more than the write (bench B1).
-    const register = Effect.fnUntraced(function*(
-      operation: string,
-      call: { readonly id: string; readonly payload: unknown }
-    ) {
+    const register = Effect.fnUntraced(function*(operation: string, call: RegisterCall<unknown>) {
       yield* checkOperation(operation)
       if (typeof call !== "object" || call === null) {
-        return yield* new InvalidInputError({ field: "call", kind: "type", message: "call must be { id, payload }" })
+        return yield* new InvalidInputError({
+          field: "call",
+          kind: "type",
+          message: `call must be { id, payload }, got ${Validate.shown(call)}`
+        })
       }
       const id = yield* Validate.key("id", call.id)
       const encoded = yield* Effect.mapError(
         definitionOf(operation)!.payload.encode(call.payload as never),
         (error) =>
-          new InvalidInputError({ field: "payload", kind: "type", message: `payload is invalid: ${error.message}` })
+          new InvalidInputError({ field: "payload", kind: "type", message: Codec.describeParseError("payload", error) })
       )
       const payload = yield* Validate.json("payload", encoded)
       const now = yield* Clock.currentTimeMillis
+      const at = yield* dueTime(call, now)
       const generation = crypto.randomUUID()
       const inserted = yield* handle.writePending(Effect.gen(function*() {
         const rows = yield* storage.exec(
           `INSERT INTO durability_calls (id, operation, payload, status, attempt, next_attempt_at, generation_id, created_at)
            VALUES (?, ?, ?, 'pending', 0, ?, ?, ?) ON CONFLICT (id) DO NOTHING RETURNING id`,
-          [id, operation, payload, now, generation, now]
+          [id, operation, payload, at, generation, now]
         )
         if (rows.length > 0) return true
         const [winner] = yield* storage.exec("SELECT operation FROM durability_calls WHERE id = ?", [id])
@@ -404,7 +495,7 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
           return yield* duplicate(id, String(winner.operation), operation)
         }
         return false
-      }), (inserted) => inserted ? { key: id, at: now, start: true } : undefined)
+      }), (inserted) => inserted ? { key: id, at, start: at <= now } : undefined)
       if (!inserted) return
       yield* handle.emit((timestamp) => ({
         type: "registered",
@@ -421,7 +512,7 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
       Effect.gen(function*() {
         yield* checkOperation(operation)
         yield* Validate.key("id", id)
-        const limit = yield* Validate.timestamp("timeoutMs", timeoutMs)
+        const limit = yield* Validate.milliseconds("timeoutMs", timeoutMs)
         const row = yield* readRow(operation, id)
         if (Option.isNone(row) || row.value.status !== "pending" || limit === 0) return yield* toResult(operation, row)
         const signal = yield* watchers.signal(id, String(row.value.generation_id))
@@ -437,7 +528,7 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
         return yield* toResult(operation, yield* readRow(operation, id))
       })
 
-    const purgeBefore = Effect.fn("Operations.purgeBefore")(function*(before: number) {
+    const purgeBefore = Effect.fn("Operations.purgeBefore")(function*(before: number | Date) {
       const cutoff = yield* Validate.timestamp("timestamp", before)
       return yield* Capability.purge({
         storage,
@@ -452,7 +543,67 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
       })
     })
 
-    return { register, getResult, wait, purgeBefore } as unknown as Operations<Defs>
+    const cancel = Effect.fn("Operations.cancel")(function*(operation: string, id: string) {
+      yield* checkOperation(operation)
+      yield* Validate.key("id", id)
+      const row = yield* readRow(operation, id)
+      if (Option.isNone(row) || row.value.status !== "pending") return false
+      const generation = String(row.value.generation_id)
+      const error = new DurableCanceledError({ message: `Durable operation "${operation}" (id "${id}") was canceled` })
+      const now = yield* Clock.currentTimeMillis
+      const [canceled] = yield* handle.write(storage.exec(
+        `UPDATE durability_calls SET status = 'failed', last_error = ?, last_error_name = ?, completed_at = ?
+         WHERE id = ? AND generation_id = ? AND status = 'pending' RETURNING attempt`,
+        [error.message, error._tag, now, id, generation]
+      ))
+      if (canceled === undefined) return false
+      // The handler may still run; its settle no longer matches a pending row.
+      yield* handle.abort((key) => key === id, error)
+      yield* handle.emit((timestamp) => ({
+        type: "terminal",
+        entityKind: "operation",
+        operation,
+        id,
+        generation,
+        timestamp,
+        attempt: Number(canceled.attempt),
+        reason: "canceled",
+        error: { name: error._tag, message: error.message }
+      }))
+      return true
+    })
+
+    const list = Effect.fn("Operations.list")(function*(operation: string, options: ListOptions = {}) {
+      yield* checkOperation(operation)
+      const query = yield* ListQuery.parse(options, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, STATUSES)
+      const statusFilter = query.statuses === undefined
+        ? ""
+        : ` AND status IN (${query.statuses.map(() => "?").join(", ")})`
+      const after = query.after === undefined ? "" : " AND (created_at > ? OR (created_at = ? AND id > ?))"
+      const rows = yield* storage.exec(
+        `SELECT * FROM durability_calls WHERE operation = ?${statusFilter}${after}
+         ORDER BY created_at, id LIMIT ?`,
+        [
+          operation,
+          ...(query.statuses ?? []),
+          ...(query.after === undefined ? [] : [query.after.at, query.after.at, query.after.key]),
+          query.limit + 1
+        ]
+      )
+      const page = rows.slice(0, query.limit)
+      const items = yield* Effect.forEach(page, (row) =>
+        Effect.map(stateOf(operation, row), (state) => ({
+          ...state,
+          id: String(row.id),
+          createdAt: Number(row.created_at)
+        })))
+      const last = page[page.length - 1]
+      return rows.length > query.limit && last !== undefined
+        ? { items, cursor: ListQuery.cursor(Number(last.created_at), String(last.id)) }
+        : { items }
+    })
+
+    return { register, getResult, wait, purgeBefore, cancel, list } as unknown as Operations<Defs>
   })
 
 /** Carries a result's stored JSON from `run` (which checked its size) to `complete`: encoded once. */

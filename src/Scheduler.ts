@@ -24,6 +24,7 @@ import { InvalidOptionError, ParticipantConflictError, type SerializedError, typ
 import * as Engine from "./internal/execution.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "./internal/platform.js"
 import * as TableSql from "./internal/tableSql.js"
+import { shown } from "./internal/validate.js"
 import type * as Lifecycle from "./Lifecycle.js"
 import * as PermitSemaphore from "./PermitSemaphore.js"
 import type * as RetryPolicy from "./RetryPolicy.js"
@@ -81,7 +82,9 @@ const positiveInteger = (field: string, value: unknown, fallback: number) =>
     ? Effect.succeed(fallback)
     : typeof value === "number" && Number.isSafeInteger(value) && value > 0
     ? Effect.succeed(value)
-    : Effect.fail(new InvalidOptionError({ field, kind: "range", message: `${field} must be a positive integer` }))
+    : Effect.fail(
+      new InvalidOptionError({ field, kind: "range", message: `${field} must be a positive integer, got ${shown(value)}` })
+    )
 
 /** Checks options and fills defaults; messages name the field. */
 export const resolveConfig = Effect.fn("Scheduler.resolveConfig")(function*(options: SchedulerOptions) {
@@ -98,22 +101,30 @@ export const resolveConfig = Effect.fn("Scheduler.resolveConfig")(function*(opti
     return yield* new InvalidOptionError({
       field: "alarmMinDelayMs",
       kind: "range",
-      message: "alarmMinDelayMs must be between 1000 and 15000"
+      message: `alarmMinDelayMs must be between 1000 and 15000, got ${alarmMinDelayMs}`
     })
   }
   const alarmHandoffMs = yield* positiveInteger("alarmHandoffMs", options.alarmHandoffMs, defaults.alarmHandoffMs)
   if (options.liveTimers !== undefined && typeof options.liveTimers !== "boolean") {
-    return yield* new InvalidOptionError({ field: "liveTimers", kind: "type", message: "liveTimers must be a boolean" })
+    return yield* new InvalidOptionError({
+      field: "liveTimers",
+      kind: "type",
+      message: `liveTimers must be a boolean, got ${shown(options.liveTimers)}`
+    })
   }
   if (options.onAlarmRetry !== undefined && typeof options.onAlarmRetry !== "function") {
     return yield* new InvalidOptionError({
       field: "onAlarmRetry",
       kind: "type",
-      message: "onAlarmRetry must be a function"
+      message: `onAlarmRetry must be a function, got ${shown(options.onAlarmRetry)}`
     })
   }
   if (options.objectId !== undefined && typeof options.objectId !== "string") {
-    return yield* new InvalidOptionError({ field: "objectId", kind: "type", message: "objectId must be a string" })
+    return yield* new InvalidOptionError({
+      field: "objectId",
+      kind: "type",
+      message: `objectId must be a string, got ${shown(options.objectId)}`
+    })
   }
   return {
     alarmConcurrency,
@@ -517,7 +528,8 @@ export const make = (
       if (participants.has(table.kind)) {
         return yield* new ParticipantConflictError({
           kind: table.kind,
-          message: `A ${table.kind} helper is already attached to this scheduler`
+          message: `A "${table.kind}" helper is already attached to this scheduler: an object takes one helper ` +
+            `of each kind, so put all of its handlers in that one helper`
         })
       }
       const participant = Engine.makeParticipant(table)

@@ -24,7 +24,11 @@ export type {
   DurableJobHandle,
   DurableJobWaitOptions,
   DurableOperation,
+  DurableListOptions,
+  DurableOperationEntry,
+  DurableOperationPage,
   DurableOperationResult,
+  DurableRegistration,
   HandlerMap
 } from "./facade/Durability.js"
 export { DurabilityAlarms } from "./facade/DurabilityAlarms.js"
@@ -38,7 +42,8 @@ export type {
   DurabilityAlarmsOptions,
   DurableAlarmHandler,
   DurableAlarmInfo,
-  DurableNamedAlarm
+  DurableNamedAlarm,
+  DurableNamedAlarmState
 } from "./facade/DurabilityAlarms.js"
 export type { MigrationResult as DurabilityMigrationResult, SchedulerAttachment } from "./facade/attachment.js"
 export {
@@ -46,6 +51,7 @@ export {
   DurableAlarmTimeoutError,
   DurableAttemptsExhaustedError,
   DurableAttemptTimeoutError,
+  DurableCanceledError,
   DurableResultSerializationError,
   DurableRetryPolicyError,
   NonRetryableError

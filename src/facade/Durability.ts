@@ -7,6 +7,7 @@
 import * as Effect from "effect/Effect"
 import type { LifecycleHook } from "../Lifecycle.js"
 import * as Operations from "../Operations.js"
+import type { IsJson } from "../internal/jsonType.js"
 import type { RetriesOptions } from "../internal/policy.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
 import { attach, checkHandlers, fromPromise, migrateWith, type MigrationResult, type SchedulerAttachment } from "./attachment.js"
@@ -62,25 +63,53 @@ export interface DurableJobHandle<R> {
   wait(options: DurableJobWaitOptions): Promise<DurableOperationResult<R>>
 }
 
+export type DurableRegistration<P> = Operations.RegisterCall<P>
+export type DurableOperationEntry<R> = Operations.OperationEntry<R>
+export type DurableOperationPage<R> = Operations.OperationPage<R>
+export type DurableListOptions = Operations.ListOptions
+
 export interface DurableOperation<P, R> {
-  (call: { readonly id: string; readonly payload: P }): Promise<void>
+  /**
+   * Registers the call; resolves once it committed (never waits for the handler). With `runAt` (a time
+   * or a `Date`) or `delayMs` it runs no earlier than that; otherwise at once when a permit is free.
+   */
+  (call: DurableRegistration<P>): Promise<void>
   getResult(id: string): Promise<DurableOperationResult<R>>
   job(id: string): DurableJobHandle<R>
+  /**
+   * Cancels a pending call: it fails with `DurableCanceledError` and is not retried; a running handler's
+   * signal is aborted. Resolves true when a pending call was canceled.
+   */
+  cancel(id: string): Promise<boolean>
+  /** This operation's calls in registration order, a page at a time (`{ status?, limit?, cursor? }`). */
+  list(options?: DurableListOptions): Promise<DurableOperationPage<R>>
 }
 
 export interface DurabilityBase {
   /** Delegate the object's `alarm(info)` here (or to the shared scheduler). */
   alarm(info?: AlarmInvocationInfo): Promise<void>
   /** Deletes every call created before `before` (strict), whatever its status; returns how many. */
-  purgeBefore(before: number): Promise<number>
+  purgeBefore(before: number | Date): Promise<number>
 }
 
 export type DurabilityInstance<H extends HandlerMap> =
   & DurabilityBase
   & { readonly [K in keyof H]: DurableOperation<PayloadOf<H[K]>, ResultOf<H[K]>> }
 
+/**
+ * No constraint for a handler whose result is JSON; otherwise a message type, so a `Date`, `Map`, `BigInt`,
+ * function or `Error` in a result is a compile error at `new Durability`, not a terminal failure
+ * after the side effect ran.
+ */
+export type JsonResultHandlers<H> = {
+  readonly [K in keyof H]: IsJson<ResultOf<H[K]>> extends true ? unknown
+    : `handler "${K & string}" must return JSON (no Date, Map, Set, BigInt, function or Error in its result)`
+}
+
 export interface DurabilityConstructor {
-  new<H extends HandlerMap>(config: DurabilityConfig<H>): DurabilityInstance<H>
+  new<H extends HandlerMap>(
+    config: DurabilityConfig<H> & { readonly handlers: NoInfer<JsonResultHandlers<H>> }
+  ): DurabilityInstance<H>
   /** Applies (default: latest) or reverts (`null`: all) the operations table's migrations. */
   migrate(context: DurabilityContext, target?: string | null): MigrationResult
 }
@@ -120,10 +149,12 @@ class DurabilityImpl {
   #define(name: string): void {
     const service = this.#service
     const run = this.#run
-    const method = (call: { readonly id: string; readonly payload: unknown }) => run(service.register(name, call as never))
+    const method = (call: DurableRegistration<unknown>) => run(service.register(name, call as never))
     const getResult = (id: string) => run(service.getResult(name, id))
     Object.defineProperties(method, {
       getResult: { value: getResult },
+      cancel: { value: (id: string) => run(service.cancel(name, id)) },
+      list: { value: (options?: DurableListOptions) => run(service.list(name, options)) },
       job: {
         value: (id: string): DurableJobHandle<unknown> => ({
           getResult: () => getResult(id),
@@ -141,7 +172,7 @@ class DurabilityImpl {
     return this.#scheduler.alarm(info)
   }
 
-  purgeBefore(before: number): Promise<number> {
+  purgeBefore(before: number | Date): Promise<number> {
     return this.#run(this.#service.purgeBefore(before))
   }
 

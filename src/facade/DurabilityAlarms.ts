@@ -3,6 +3,8 @@
  * handler name becomes a method: `alarms.<name>(scheduledTime)` schedules the
  * name, replacing its pending occurrence.
  */
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type { LifecycleHook } from "../Lifecycle.js"
 import * as NamedAlarms from "../NamedAlarms.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
@@ -30,17 +32,28 @@ export interface DurabilityAlarmsOptions<H extends AlarmHandlerMap> extends Dura
 
 export type DurabilityAlarmsConfig<H extends AlarmHandlerMap> = DurabilityAlarmsOptions<H> & SchedulerAttachment
 
-/** Schedules (or replaces) the name's occurrence at `scheduledTime` (ms since epoch). */
-export type DurableNamedAlarm = (scheduledTime: number) => Promise<void>
+/** Schedules (or replaces) the name's occurrence at `scheduledTime` (epoch ms or a `Date`). */
+export type DurableNamedAlarm = (scheduledTime: number | Date) => Promise<void>
 
-export interface DurabilityAlarmsBase {
+export type DurableNamedAlarmState<Name extends string = string> = NamedAlarms.NamedAlarmState<Name>
+
+export interface DurabilityAlarmsBase<Name extends string = string> {
   alarm(info?: AlarmInvocationInfo): Promise<void>
-  /** Deletes every occurrence created before `before` (strict); returns how many. */
-  purgeBefore(before: number): Promise<number>
+  /** Deletes every occurrence created before `before` (strict; epoch ms or a `Date`); returns how many. */
+  purgeBefore(before: number | Date): Promise<number>
+  /** The name's stored occurrence (pending or failed), or undefined. */
+  get<K extends Name>(name: K): Promise<DurableNamedAlarmState<K> | undefined>
+  /**
+   * Deletes the name's occurrence; a running handler's signal is aborted with `DurableCanceledError`.
+   * Resolves true when there was one.
+   */
+  cancel(name: Name): Promise<boolean>
+  /** Every stored occurrence, soonest first. */
+  list(): Promise<ReadonlyArray<DurableNamedAlarmState<Name>>>
 }
 
 export type DurabilityAlarmsInstance<H extends AlarmHandlerMap> =
-  & DurabilityAlarmsBase
+  & DurabilityAlarmsBase<keyof H & string>
   & { readonly [K in keyof H]: DurableNamedAlarm }
 
 export interface DurabilityAlarmsConstructor {
@@ -88,8 +101,20 @@ class DurabilityAlarmsImpl {
     return this.#scheduler.alarm(info)
   }
 
-  purgeBefore(before: number): Promise<number> {
+  purgeBefore(before: number | Date): Promise<number> {
     return this.#runtime.run(this.#service.purgeBefore(before))
+  }
+
+  get(name: string): Promise<DurableNamedAlarmState | undefined> {
+    return this.#runtime.run(Effect.map(this.#service.get(name), Option.getOrUndefined))
+  }
+
+  cancel(name: string): Promise<boolean> {
+    return this.#runtime.run(this.#service.cancel(name))
+  }
+
+  list(): Promise<ReadonlyArray<DurableNamedAlarmState>> {
+    return this.#runtime.run(this.#service.list)
   }
 
   static migrate(context: DurabilityContext, target?: string | null): MigrationResult {

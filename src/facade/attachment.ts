@@ -4,7 +4,7 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import { RESERVED_NAMES } from "../internal/capability.js"
+import { reservedBy } from "../internal/capability.js"
 import type { ObjectRuntime } from "../internal/objectRuntime.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
 import * as StorageService from "../StorageService.js"
@@ -73,7 +73,7 @@ export const checkHandlers = (handlers: unknown, owner: string): Record<string, 
   }
   const map = handlers as Record<string, unknown>
   for (const name of Object.keys(map)) {
-    if (RESERVED_NAMES.has(name)) throw new Error(`"${name}" is reserved by ${owner}`)
+    if (reservedBy(owner).has(name)) throw new Error(`"${name}" is reserved by ${owner}`)
     if (typeof map[name] !== "function") throw new TypeError(`handlers.${name} must be a function`)
   }
   return map

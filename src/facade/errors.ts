@@ -24,6 +24,7 @@ export class ParticipantConflictError extends named("ParticipantConflictError") 
 export class DuplicateDurableCallError extends named("DuplicateDurableCallError") {}
 export class DurableResultSerializationError extends named("DurableResultSerializationError") {}
 export class DurableAlarmTimeoutError extends named("DurableAlarmTimeoutError") {}
+export class DurableCanceledError extends named("DurableCanceledError") {}
 
 const byTag: Record<string, new(message: string, options?: { readonly cause?: unknown }) => Error> = {
   NonRetryableError,
@@ -35,7 +36,8 @@ const byTag: Record<string, new(message: string, options?: { readonly cause?: un
   ParticipantConflictError,
   DuplicateDurableCallError,
   DurableResultSerializationError,
-  DurableAlarmTimeoutError
+  DurableAlarmTimeoutError,
+  DurableCanceledError
 }
 
 /** Turns any failure of the Effect API into what a promise caller expects. */

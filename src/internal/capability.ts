@@ -102,6 +102,13 @@ export const RESERVED_NAMES: ReadonlySet<string> = new Set([
   "then"
 ])
 
+/** `DurabilityAlarms` also has `get(name)`, `cancel(name)` and `list()`. */
+export const RESERVED_ALARM_NAMES: ReadonlySet<string> = new Set([...RESERVED_NAMES, "get", "cancel", "list"])
+
+/** The names a helper reserves, by the helper's name. */
+export const reservedBy = (owner: string): ReadonlySet<string> =>
+  owner === "DurabilityAlarms" ? RESERVED_ALARM_NAMES : RESERVED_NAMES
+
 /** Checks handler names and handlers, then resolves each one's attempt policy over the capability's options. */
 export const resolveDefinitions = (options: {
   readonly owner: string
@@ -136,7 +143,7 @@ export const resolveDefinitions = (options: {
           message: `The handler name ${JSON.stringify(name.slice(0, 40))} is invalid: ${badName}`
         })
       }
-      if (RESERVED_NAMES.has(name)) {
+      if (reservedBy(options.owner).has(name)) {
         return yield* new InvalidOptionError({
           field: `handlers.${name}`,
           kind: "type",

@@ -5,7 +5,7 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import type * as ParseResult from "effect/ParseResult"
+import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 export interface Codec<A> {
   readonly encode: (value: A) => Effect.Effect<unknown, ParseResult.ParseError>
@@ -28,3 +28,19 @@ export const fromSchema = <A, I>(schema: Schema.Schema<A, I> | undefined): Codec
     encode: Schema.encode(schema),
     decode: Schema.decodeUnknown(schema)
   }
+
+/**
+ * A Schema failure as a message that starts with the field and the path inside it
+ * (`payload.width: Expected an integer, actual 1.5`), not with a dump of the schema.
+ */
+export const describeParseError = (field: string, error: ParseResult.ParseError): string => {
+  const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
+  const shown = issues.slice(0, 3).map((issue) => {
+    const path = issue.path.map((segment) =>
+      typeof segment === "number" ? `[${segment}]` : `.${String(segment)}`
+    ).join("")
+    return `${field}${path}: ${issue.message}`
+  })
+  const more = issues.length > shown.length ? ` (and ${issues.length - shown.length} more)` : ""
+  return shown.length === 0 ? `${field} is invalid` : `${shown.join("; ")}${more}`
+}

@@ -7,6 +7,7 @@ import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import { InvalidOptionError } from "../Errors.js"
 import * as RetryPolicy from "../RetryPolicy.js"
+import { shown } from "./validate.js"
 
 export interface RetriesOptions {
   /** Total attempts, the first included. Default 5. */
@@ -35,8 +36,8 @@ export const defaults: Resolved = {
   schedule: RetryPolicy.defaultSchedule
 }
 
-const invalid = (field: string, kind: "range" | "type", message: string) =>
-  new InvalidOptionError({ field, kind, message: `${field} ${message}` })
+const invalid = (field: string, kind: "range" | "type", message: string, value: unknown) =>
+  new InvalidOptionError({ field, kind, message: `${field} ${message}, got ${shown(value)}` })
 
 const isPositiveInteger = (value: unknown): value is number =>
   typeof value === "number" && Number.isSafeInteger(value) && value > 0
@@ -50,26 +51,32 @@ export const resolve = (
   Effect.suspend(() => {
     if (options === undefined) return Effect.succeed(inherited)
     if (typeof options !== "object" || options === null) {
-      return Effect.fail(invalid(prefix.replace(/\.$/, "") || "options", "type", "must be an object"))
+      return Effect.fail(invalid(prefix.replace(/\.$/, "") || "options", "type", "must be an object", options))
     }
     const { attemptTimeoutMs, retries } = options
     if (attemptTimeoutMs !== undefined && !isPositiveInteger(attemptTimeoutMs)) {
-      return Effect.fail(invalid(`${prefix}attemptTimeoutMs`, "range", "must be a positive integer"))
+      return Effect.fail(invalid(`${prefix}attemptTimeoutMs`, "range", "must be a positive integer", attemptTimeoutMs))
     }
     if (retries !== undefined && (typeof retries !== "object" || retries === null)) {
-      return Effect.fail(invalid(`${prefix}retries`, "type", "must be an object"))
+      return Effect.fail(invalid(`${prefix}retries`, "type", "must be an object", retries))
     }
     if (retries?.maxAttempts !== undefined && !isPositiveInteger(retries.maxAttempts)) {
-      return Effect.fail(invalid(`${prefix}retries.maxAttempts`, "range", "must be a positive integer"))
+      return Effect.fail(invalid(`${prefix}retries.maxAttempts`, "range", "must be a positive integer", retries.maxAttempts))
     }
     if (retries?.delay !== undefined && typeof retries.delay !== "function") {
-      return Effect.fail(invalid(`${prefix}retries.delay`, "type", "must be a function"))
+      return Effect.fail(invalid(`${prefix}retries.delay`, "type", "must be a function", retries.delay))
     }
     if (retries?.schedule !== undefined && !Schedule.isSchedule(retries.schedule)) {
-      return Effect.fail(invalid(`${prefix}retries.schedule`, "type", "must be an Effect Schedule"))
+      return Effect.fail(invalid(`${prefix}retries.schedule`, "type", "must be an Effect Schedule", retries.schedule))
     }
     if (retries?.delay !== undefined && retries.schedule !== undefined) {
-      return Effect.fail(invalid(`${prefix}retries`, "type", "takes either delay or schedule, not both"))
+      return Effect.fail(
+        new InvalidOptionError({
+          field: `${prefix}retries`,
+          kind: "type",
+          message: `${prefix}retries takes either delay or schedule, not both`
+        })
+      )
     }
     return Effect.succeed({
       attemptTimeoutMs: attemptTimeoutMs ?? inherited.attemptTimeoutMs,

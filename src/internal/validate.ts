@@ -12,10 +12,28 @@ export const MAX_KEY_LENGTH = 512
 /** A lone surrogate: SQLite stores it, but reads it back as U+FFFD, so the record could never be found again. */
 const LONE_SURROGATE = /\p{Surrogate}/u
 
+/** The bad value as a message shows it: short, and never throwing (hostile getters, symbols). */
+export const shown = (value: unknown): string => {
+  try {
+    if (typeof value === "string") {
+      return value.length > 60 ? `a string of ${value.length} characters` : JSON.stringify(value)
+    }
+    if (typeof value === "number" || typeof value === "boolean" || typeof value === "bigint") {
+      return typeof value === "bigint" ? `${value}n` : Object.is(value, -0) ? "-0" : String(value)
+    }
+    if (value === null || value === undefined) return String(value)
+    if (value instanceof Date) return Number.isNaN(value.getTime()) ? "an invalid Date" : `the Date ${value.toISOString()}`
+    if (Array.isArray(value)) return "an array"
+    return typeof value === "object" ? "an object" : `a ${typeof value}`
+  } catch {
+    return "an unreadable value"
+  }
+}
+
 /** Why `value` cannot be a key (an id or a name), or undefined. */
 export const keyProblem = (field: string, value: unknown): string | undefined =>
   typeof value !== "string" || value.length === 0 || value.length > MAX_KEY_LENGTH
-    ? `${field} must be a non-empty string of at most ${MAX_KEY_LENGTH} characters`
+    ? `${field} must be a non-empty string of at most ${MAX_KEY_LENGTH} characters, got ${shown(value)}`
     : LONE_SURROGATE.test(value)
     ? `${field} must be well-formed Unicode (it contains a lone surrogate, which storage would not read back as written)`
     : undefined
@@ -27,10 +45,31 @@ export const key = (field: string, value: unknown): Effect.Effect<string, Invali
     : Effect.fail(new InvalidInputError({ field, kind: "type", message: problem }))
 }
 
-export const timestamp = (field: string, value: unknown): Effect.Effect<number, InvalidInputError> =>
+/** Milliseconds as a non-negative safe integer (a duration or a limit). */
+export const milliseconds = (field: string, value: unknown): Effect.Effect<number, InvalidInputError> =>
   typeof value === "number" && Number.isSafeInteger(value) && value >= 0
     ? Effect.succeed(value)
-    : Effect.fail(new InvalidInputError({ field, kind: "range", message: `${field} must be a non-negative safe integer` }))
+    : Effect.fail(
+      new InvalidInputError({
+        field,
+        kind: "range",
+        message: `${field} must be a non-negative safe integer, got ${shown(value)}`
+      })
+    )
+
+/** A point in time: epoch milliseconds as a non-negative safe integer, or a `Date` of one. */
+export const timestamp = (field: string, value: unknown): Effect.Effect<number, InvalidInputError> => {
+  const ms = value instanceof Date ? value.getTime() : value
+  return typeof ms === "number" && Number.isSafeInteger(ms) && ms >= 0
+    ? Effect.succeed(ms)
+    : Effect.fail(
+      new InvalidInputError({
+        field,
+        kind: "range",
+        message: `${field} must be a non-negative safe integer or a Date, got ${shown(value)}`
+      })
+    )
+}
 
 /** Stored text of a JSON value, or why it cannot be stored. */
 export const json = (field: string, value: unknown): Effect.Effect<string, InvalidInputError> =>

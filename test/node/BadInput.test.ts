@@ -49,8 +49,8 @@ const cycle = (): Record<string, unknown> => {
   return value
 }
 
-/** Values that are not a timestamp / duration (non-negative safe integer). */
-const NOT_TIMESTAMPS: ReadonlyArray<readonly [string, unknown]> = [
+/** Values that are not a duration (non-negative safe integer of milliseconds). */
+const NOT_DURATIONS: ReadonlyArray<readonly [string, unknown]> = [
   ["NaN", Number.NaN],
   ["Infinity", Number.POSITIVE_INFINITY],
   ["-Infinity", Number.NEGATIVE_INFINITY],
@@ -62,6 +62,14 @@ const NOT_TIMESTAMPS: ReadonlyArray<readonly [string, unknown]> = [
   ["undefined", undefined],
   ["BigInt", 1n],
   ["Date", new Date(0)]
+]
+
+/** Values that are not a point in time (a non-negative safe integer, or a `Date` of one). */
+const NOT_TIMESTAMPS: ReadonlyArray<readonly [string, unknown]> = [
+  ...NOT_DURATIONS.filter(([label]) => label !== "Date"),
+  ["invalid Date", new Date(Number.NaN)],
+  ["Date before 1970", new Date(-1)],
+  ["numeric-string Date-like object", { getTime: () => 0 }]
 ]
 
 /** Values that are not a positive safe integer (timeouts, attempts, concurrency). */
@@ -420,7 +428,7 @@ describe("Effect API: call arguments", () => {
           kind: "type"
         })
       }
-      for (const [label, timeoutMs] of NOT_TIMESTAMPS) {
+      for (const [label, timeoutMs] of NOT_DURATIONS) {
         yield* expectRejected(storage, `wait timeoutMs ${label}`, object.run(ops.wait("charge", "waiting", timeoutMs as number)), {
           tag: "InvalidInputError",
           field: "timeoutMs",
@@ -885,7 +893,7 @@ describe("facade: call arguments", () => {
         mentions: "timeoutMs"
       })
     }
-    for (const [label, timeoutMs] of NOT_TIMESTAMPS) {
+    for (const [label, timeoutMs] of NOT_DURATIONS) {
       await expectFacadeRejected(memory, `wait timeoutMs ${label}`, () => durability.charge.job("done").wait({ timeoutMs: timeoutMs as number }), {
         is: RangeError,
         mentions: "timeoutMs"

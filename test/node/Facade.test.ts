@@ -16,7 +16,8 @@ import {
   type DurableAlarmInfo,
   type DurableCall,
   type DurableNamedAlarm,
-  type DurableOperationResult
+  type DurableOperationResult,
+  type DurableRegistration
 } from "../../src/index.js"
 import type { DurabilityContext } from "../../src/internal/platform.js"
 import * as MemoryStorage from "../../src/testing/MemoryStorage.js"
@@ -101,7 +102,7 @@ describe("Durability", () => {
     for (const timeoutMs of [-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, Number.MAX_SAFE_INTEGER + 1]) {
       const error = await job.wait({ timeoutMs }).then(() => undefined, (e: unknown) => e)
       expect(error).toBeInstanceOf(RangeError)
-      expect((error as Error).message).toBe("timeoutMs must be a non-negative safe integer")
+      expect((error as Error).message).toBe(`timeoutMs must be a non-negative safe integer, got ${timeoutMs}`)
     }
     await expect(job.wait(null as unknown as { timeoutMs: number })).rejects.toThrow(TypeError)
   })
@@ -123,20 +124,20 @@ describe("Durability", () => {
     const context = await memoryContext()
     const handlers = { charge: () => 1 }
     const cases: Array<[Record<string, unknown>, ErrorConstructor, string]> = [
-      [{ attemptTimeoutMs: 0 }, RangeError, "attemptTimeoutMs must be a positive integer"],
-      [{ attemptTimeoutMs: 1.5 }, RangeError, "attemptTimeoutMs must be a positive integer"],
-      [{ retries: 3 }, TypeError, "retries must be an object"],
-      [{ retries: { maxAttempts: 0 } }, RangeError, "retries.maxAttempts must be a positive integer"],
-      [{ retries: { delay: 100 } }, TypeError, "retries.delay must be a function"],
-      [{ methods: { charge: { attemptTimeoutMs: -1 } } }, RangeError, "methods.charge.attemptTimeoutMs must be a positive integer"],
+      [{ attemptTimeoutMs: 0 }, RangeError, "attemptTimeoutMs must be a positive integer, got 0"],
+      [{ attemptTimeoutMs: 1.5 }, RangeError, "attemptTimeoutMs must be a positive integer, got 1.5"],
+      [{ retries: 3 }, TypeError, "retries must be an object, got 3"],
+      [{ retries: { maxAttempts: 0 } }, RangeError, "retries.maxAttempts must be a positive integer, got 0"],
+      [{ retries: { delay: 100 } }, TypeError, "retries.delay must be a function, got 100"],
+      [{ methods: { charge: { attemptTimeoutMs: -1 } } }, RangeError, "methods.charge.attemptTimeoutMs must be a positive integer, got -1"],
       [
         { methods: { charge: { retries: { maxAttempts: 2.5 } } } },
         RangeError,
-        "methods.charge.retries.maxAttempts must be a positive integer"
+        "methods.charge.retries.maxAttempts must be a positive integer, got 2.5"
       ],
-      [{ methods: { charge: { retries: { delay: "soon" } } } }, TypeError, "methods.charge.retries.delay must be a function"],
-      [{ alarmConcurrency: 0 }, RangeError, "alarmConcurrency must be a positive integer"],
-      [{ onAlarmRetry: 1 }, TypeError, "onAlarmRetry must be a function"]
+      [{ methods: { charge: { retries: { delay: "soon" } } } }, TypeError, "methods.charge.retries.delay must be a function, got \"soon\""],
+      [{ alarmConcurrency: 0 }, RangeError, "alarmConcurrency must be a positive integer, got 0"],
+      [{ onAlarmRetry: 1 }, TypeError, "onAlarmRetry must be a function, got 1"]
     ]
     for (const [options, ErrorType, message] of cases) {
       const error = thrownBy(() => new Durability({ context, handlers, ...options }))
@@ -258,7 +259,7 @@ describe("DurabilityAlarms", () => {
     for (const at of [Number.NaN, -1, 1.5, Number.MAX_SAFE_INTEGER + 1]) {
       const error = await alarms.renew(at).then(() => undefined, (e: unknown) => e as Error)
       expect(error).toBeInstanceOf(RangeError)
-      expect(error?.message).toBe("scheduledTime must be a non-negative safe integer")
+      expect(error?.message).toBe(`scheduledTime must be a non-negative safe integer or a Date, got ${at}`)
     }
     expect(context.memory.snapshot()).toEqual(before)
   })
@@ -275,9 +276,9 @@ describe("DurabilityAlarms", () => {
     expect(notFunction.message).toBe("handlers.renew must be a function")
     const handlers = { renew: () => undefined }
     const cases: Array<[Record<string, unknown>, ErrorConstructor, string]> = [
-      [{ methods: { renew: { retryTimeouts: "yes" } } }, TypeError, "methods.renew.retryTimeouts must be a boolean"],
-      [{ methods: { renew: { attemptTimeoutMs: 0 } } }, RangeError, "methods.renew.attemptTimeoutMs must be a positive integer"],
-      [{ retries: { maxAttempts: -1 } }, RangeError, "retries.maxAttempts must be a positive integer"]
+      [{ methods: { renew: { retryTimeouts: "yes" } } }, TypeError, "methods.renew.retryTimeouts must be a boolean, got \"yes\""],
+      [{ methods: { renew: { attemptTimeoutMs: 0 } } }, RangeError, "methods.renew.attemptTimeoutMs must be a positive integer, got 0"],
+      [{ retries: { maxAttempts: -1 } }, RangeError, "retries.maxAttempts must be a positive integer, got -1"]
     ]
     for (const [options, ErrorType, message] of cases) {
       const error = thrownBy(() => new DurabilityAlarms({ context, handlers, ...options }))
@@ -422,10 +423,13 @@ describe("attachment to a shared DurabilityScheduler", () => {
     const operations = thrownBy(() => new Durability({ scheduler, handlers: { other: () => 1 } }))
     expect(operations.constructor).toBe(Error)
     expect(operations.message).toContain("already attached")
-    expect(operations.message).toBe("A operations helper is already attached to this scheduler")
+    expect(operations.message).toBe(
+      'A "operations" helper is already attached to this scheduler: an object takes one helper of each kind, ' +
+        "so put all of its handlers in that one helper"
+    )
     const named = thrownBy(() => new DurabilityAlarms({ scheduler, handlers: { other: () => undefined } }))
     expect(named.constructor).toBe(Error)
-    expect(named.message).toBe("A namedAlarms helper is already attached to this scheduler")
+    expect(named.message).toContain('A "namedAlarms" helper is already attached to this scheduler')
   })
 })
 
@@ -439,9 +443,13 @@ describe("types", () => {
         label: (call: DurableCall<string>) => call.payload.length > 3
       }
     })
-    expectTypeOf(durability.charge).parameter(0).toEqualTypeOf<
-      { readonly id: string; readonly payload: { readonly cents: number } }
-    >()
+    expectTypeOf(durability.charge).parameter(0).toEqualTypeOf<DurableRegistration<{ readonly cents: number }>>()
+    expectTypeOf<DurableRegistration<{ readonly cents: number }>>().toEqualTypeOf<{
+      readonly id: string
+      readonly payload: { readonly cents: number }
+      readonly runAt?: number | Date | undefined
+      readonly delayMs?: number | undefined
+    }>()
     expectTypeOf(durability.charge).returns.toEqualTypeOf<Promise<void>>()
     expectTypeOf(durability.charge.getResult).returns.resolves.toEqualTypeOf<
       DurableOperationResult<{ charged: number }>
@@ -454,7 +462,7 @@ describe("types", () => {
 
     const alarms = new DurabilityAlarms({ context, handlers: { renew: (_info: DurableAlarmInfo) => undefined } })
     expectTypeOf(alarms.renew).toEqualTypeOf<DurableNamedAlarm>()
-    expectTypeOf(alarms.renew).parameter(0).toEqualTypeOf<number>()
+    expectTypeOf(alarms.renew).parameter(0).toEqualTypeOf<number | Date>()
 
     const typeOnly = (): void => {
       // @ts-expect-error a payload of the wrong shape
@@ -496,13 +504,31 @@ describe("types", () => {
         typed: (call: DurableCall<{ readonly to: string }>) => call.payload.to.length
       }
     })
-    expectTypeOf(durability.send).parameter(0).toEqualTypeOf<{ readonly id: string; readonly payload: unknown }>()
+    expectTypeOf(durability.send).parameter(0).toEqualTypeOf<DurableRegistration<unknown>>()
     expectTypeOf(durability.send.getResult).returns.resolves.toEqualTypeOf<DurableOperationResult<number>>()
     await durability.send({ id: "s", payload: { to: "someone" } })
     await durability.typed({ id: "t", payload: { to: "someone" } })
     expect(await durability.send.job("s").wait({ timeoutMs: 60_000 })).toEqual({ status: "completed", result: 1 })
 
     const typeOnly = (): void => {
+      interface Receipt {
+        readonly id: string
+        readonly lines: ReadonlyArray<{ readonly cents: number }>
+      }
+      void new Durability({
+        context: { storage: {} as never },
+        handlers: {
+          receipt: async (): Promise<Receipt> => ({ id: "r", lines: [] }),
+          nothing: () => undefined,
+          opaque: (): unknown => null,
+          // @ts-expect-error a Date is not JSON: a compile error, not a failure after the side effect
+          when: () => new Date(),
+          // @ts-expect-error nor is a Map inside the result
+          nested: async () => ({ totals: new Map<string, number>() }),
+          // @ts-expect-error nor a BigInt
+          big: () => ({ total: 10n })
+        }
+      })
       // @ts-expect-error an annotated handler keeps its payload type
       void durability.typed({ id: "x", payload: { to: 1 } })
       void new DurabilityAlarms({

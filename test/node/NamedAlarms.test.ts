@@ -566,7 +566,9 @@ describe("validation", () => {
           _tag: "InvalidInputError",
           field: "scheduledTime",
           kind: "range",
-          message: "scheduledTime must be a non-negative safe integer"
+          message: `scheduledTime must be a non-negative safe integer or a Date, got ${
+            typeof bad === "string" ? JSON.stringify(bad) : bad
+          }`
         })
       }
       const unknown = yield* Effect.flip(object.run(alarms.schedule("nope" as "renew", 1_000)))
@@ -576,7 +578,7 @@ describe("validation", () => {
         expect(error).toMatchObject({
           _tag: "InvalidInputError",
           kind: "range",
-          message: "timestamp must be a non-negative safe integer"
+          message: `timestamp must be a non-negative safe integer or a Date, got ${bad}`
         })
       }
       expect(object.storage.snapshot()).toEqual(before)
@@ -601,17 +603,17 @@ describe("validation", () => {
       })))
       expect(notFunction).toMatchObject({ _tag: "InvalidOptionError", kind: "type", message: "handlers.renew must be a function" })
       const cases: Array<[NamedAlarms.AlarmDefinition<never, never>, string, "range" | "type"]> = [
-        [{ handler, retryTimeouts: "yes" as unknown as boolean }, "methods.renew.retryTimeouts must be a boolean", "type"],
-        [{ handler, attemptTimeoutMs: 0 }, "methods.renew.attemptTimeoutMs must be a positive integer", "range"],
-        [{ handler, retries: { maxAttempts: 1.5 } }, "methods.renew.retries.maxAttempts must be a positive integer", "range"],
-        [{ handler, retries: { delay: 5 as unknown as () => number } }, "methods.renew.retries.delay must be a function", "type"]
+        [{ handler, retryTimeouts: "yes" as unknown as boolean }, "methods.renew.retryTimeouts must be a boolean, got \"yes\"", "type"],
+        [{ handler, attemptTimeoutMs: 0 }, "methods.renew.attemptTimeoutMs must be a positive integer, got 0", "range"],
+        [{ handler, retries: { maxAttempts: 1.5 } }, "methods.renew.retries.maxAttempts must be a positive integer, got 1.5", "range"],
+        [{ handler, retries: { delay: 5 as unknown as () => number } }, "methods.renew.retries.delay must be a function, got 5", "type"]
       ]
       for (const [definition, message, kind] of cases) {
         const error = yield* Effect.flip(object.run(NamedAlarms.make({ renew: definition })))
         expect(error).toMatchObject({ _tag: "InvalidOptionError", kind, message })
       }
       const global = yield* Effect.flip(object.run(NamedAlarms.make({ renew: { handler } }, { attemptTimeoutMs: -5 })))
-      expect(global).toMatchObject({ _tag: "InvalidOptionError", message: "attemptTimeoutMs must be a positive integer" })
+      expect(global).toMatchObject({ _tag: "InvalidOptionError", message: "attemptTimeoutMs must be a positive integer, got -5" })
       expect(object.storage.statements).toEqual([])
     }))
 })

@@ -550,7 +550,8 @@ describe("participants and lifecycle events", () => {
       const error = yield* Effect.flip(object.run(TaskTable.attach({ handler: ok })))
       expect(error).toMatchObject({
         _tag: "ParticipantConflictError",
-        message: "A tasks helper is already attached to this scheduler"
+        message: 'A "tasks" helper is already attached to this scheduler: an object takes one helper of each kind, ' +
+          "so put all of its handlers in that one helper"
       })
     }))
 
@@ -588,14 +589,14 @@ describe("options", () => {
   it.effect("bad options fail with a typed error naming the field", () =>
     Effect.gen(function*() {
       const cases: Array<[Scheduler.SchedulerOptions, string, "range" | "type"]> = [
-        [{ alarmConcurrency: 0 }, "alarmConcurrency must be a positive integer", "range"],
-        [{ alarmConcurrency: 1.5 }, "alarmConcurrency must be a positive integer", "range"],
-        [{ alarmMinDelayMs: 999 }, "alarmMinDelayMs must be between 1000 and 15000", "range"],
-        [{ alarmMinDelayMs: 15_001 }, "alarmMinDelayMs must be between 1000 and 15000", "range"],
-        [{ alarmMinDelayMs: Number.NaN }, "alarmMinDelayMs must be a positive integer", "range"],
-        [{ alarmHandoffMs: -1 }, "alarmHandoffMs must be a positive integer", "range"],
-        [{ liveTimers: "yes" as unknown as boolean }, "liveTimers must be a boolean", "type"],
-        [{ onAlarmRetry: 1 as unknown as () => void }, "onAlarmRetry must be a function", "type"]
+        [{ alarmConcurrency: 0 }, "alarmConcurrency must be a positive integer, got 0", "range"],
+        [{ alarmConcurrency: 1.5 }, "alarmConcurrency must be a positive integer, got 1.5", "range"],
+        [{ alarmMinDelayMs: 999 }, "alarmMinDelayMs must be between 1000 and 15000, got 999", "range"],
+        [{ alarmMinDelayMs: 15_001 }, "alarmMinDelayMs must be between 1000 and 15000, got 15001", "range"],
+        [{ alarmMinDelayMs: Number.NaN }, "alarmMinDelayMs must be a positive integer, got NaN", "range"],
+        [{ alarmHandoffMs: -1 }, "alarmHandoffMs must be a positive integer, got -1", "range"],
+        [{ liveTimers: "yes" as unknown as boolean }, "liveTimers must be a boolean, got \"yes\"", "type"],
+        [{ onAlarmRetry: 1 as unknown as () => void }, "onAlarmRetry must be a function, got 1", "type"]
       ]
       for (const [options, message, kind] of cases) {
         const error = yield* Effect.flip(Scheduler.resolveConfig(options))

@@ -133,7 +133,8 @@ describe("one scheduler for operations and named alarms", () => {
       expect(secondOps).toMatchObject({
         _tag: "ParticipantConflictError",
         kind: "operations",
-        message: "A operations helper is already attached to this scheduler"
+        message: 'A "operations" helper is already attached to this scheduler: an object takes one helper of each ' +
+          "kind, so put all of its handlers in that one helper"
       })
       const secondAlarms = yield* Effect.flip(object.run(NamedAlarms.make({
         other: NamedAlarms.alarm({ handler: () => Effect.void })
@@ -141,7 +142,8 @@ describe("one scheduler for operations and named alarms", () => {
       expect(secondAlarms).toMatchObject({
         _tag: "ParticipantConflictError",
         kind: "namedAlarms",
-        message: "A namedAlarms helper is already attached to this scheduler"
+        message: 'A "namedAlarms" helper is already attached to this scheduler: an object takes one helper of each ' +
+          "kind, so put all of its handlers in that one helper"
       })
 
       yield* object.run(ops.register("echo", { id: "e", payload: "hi" }))

@@ -344,15 +344,15 @@ describe("the DurabilityScheduler facade in workerd", () => {
       const make = (options: Record<string, unknown>) => () =>
         new DurabilityScheduler({ context: state, ...options } as ConstructorParameters<typeof DurabilityScheduler>[0])
       const cases: ReadonlyArray<readonly [Record<string, unknown>, ErrorConstructor, string]> = [
-        [{ alarmConcurrency: 0 }, RangeError, "alarmConcurrency must be a positive integer"],
-        [{ alarmConcurrency: 1.5 }, RangeError, "alarmConcurrency must be a positive integer"],
-        [{ alarmMinDelayMs: "1000" }, RangeError, "alarmMinDelayMs must be a positive integer"],
-        [{ alarmMinDelayMs: 999 }, RangeError, "alarmMinDelayMs must be between 1000 and 15000"],
-        [{ alarmMinDelayMs: 15_001 }, RangeError, "alarmMinDelayMs must be between 1000 and 15000"],
-        [{ alarmHandoffMs: -1 }, RangeError, "alarmHandoffMs must be a positive integer"],
-        [{ alarmHandoffMs: Number.NaN }, RangeError, "alarmHandoffMs must be a positive integer"],
-        [{ liveTimers: "yes" }, TypeError, "liveTimers must be a boolean"],
-        [{ onAlarmRetry: 42 }, TypeError, "onAlarmRetry must be a function"]
+        [{ alarmConcurrency: 0 }, RangeError, "alarmConcurrency must be a positive integer, got 0"],
+        [{ alarmConcurrency: 1.5 }, RangeError, "alarmConcurrency must be a positive integer, got 1.5"],
+        [{ alarmMinDelayMs: "1000" }, RangeError, 'alarmMinDelayMs must be a positive integer, got "1000"'],
+        [{ alarmMinDelayMs: 999 }, RangeError, "alarmMinDelayMs must be between 1000 and 15000, got 999"],
+        [{ alarmMinDelayMs: 15_001 }, RangeError, "alarmMinDelayMs must be between 1000 and 15000, got 15001"],
+        [{ alarmHandoffMs: -1 }, RangeError, "alarmHandoffMs must be a positive integer, got -1"],
+        [{ alarmHandoffMs: Number.NaN }, RangeError, "alarmHandoffMs must be a positive integer, got NaN"],
+        [{ liveTimers: "yes" }, TypeError, 'liveTimers must be a boolean, got "yes"'],
+        [{ onAlarmRetry: 42 }, TypeError, "onAlarmRetry must be a function, got 42"]
       ]
       for (const [options, ErrorClass, message] of cases) {
         const error = thrown(make(options))

@@ -1,0 +1,67 @@
+/**
+ * Paging options of the capabilities' `list` calls: checked once, with keyset
+ * cursors (`<createdAt>:<key>`) so a page never skips or repeats a record that
+ * was there before the first page was read.
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import { InvalidInputError } from "../Errors.js"
+import { shown } from "./validate.js"
+
+export interface Query<S extends string> {
+  readonly statuses: ReadonlyArray<S> | undefined
+  readonly limit: number
+  readonly after: { readonly at: number; readonly key: string } | undefined
+}
+
+export const cursor = (at: number, key: string): string => `${at}:${key}`
+
+const invalid = (field: string, message: string) => new InvalidInputError({ field, kind: "type", message })
+
+export const parse = <S extends string>(
+  options: {
+    readonly status?: S | ReadonlyArray<S> | undefined
+    readonly limit?: number | undefined
+    readonly cursor?: string | undefined
+  },
+  defaultLimit: number,
+  maxLimit: number,
+  known: ReadonlyArray<S>
+): Effect.Effect<Query<S>, InvalidInputError> =>
+  Effect.suspend((): Effect.Effect<Query<S>, InvalidInputError> => {
+    if (typeof options !== "object" || options === null) {
+      return Effect.fail(invalid("options", `options must be an object, got ${shown(options)}`))
+    }
+    const { limit = defaultLimit, status } = options
+    if (typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 1 || limit > maxLimit) {
+      return Effect.fail(
+        new InvalidInputError({
+          field: "limit",
+          kind: "range",
+          message: `limit must be an integer from 1 to ${maxLimit}, got ${shown(limit)}`
+        })
+      )
+    }
+    const statuses: ReadonlyArray<S> | undefined = status === undefined
+      ? undefined
+      : typeof status === "string"
+      ? [status]
+      : status
+    if (statuses !== undefined) {
+      if (!Array.isArray(statuses) || statuses.length === 0) {
+        return Effect.fail(invalid("status", `status must be one of ${known.join(", ")} or a non-empty array of them`))
+      }
+      const unknown = statuses.find((s: S) => !known.includes(s))
+      if (unknown !== undefined) {
+        return Effect.fail(invalid("status", `status must be one of ${known.join(", ")}, got ${shown(unknown)}`))
+      }
+    }
+    if (options.cursor === undefined) return Effect.succeed({ statuses, limit, after: undefined })
+    const text = options.cursor
+    const separator = typeof text === "string" ? text.indexOf(":") : -1
+    const at = separator > 0 ? Number(text.slice(0, separator)) : Number.NaN
+    if (!Number.isSafeInteger(at) || at < 0) {
+      return Effect.fail(invalid("cursor", `cursor must be a cursor returned by list, got ${shown(text)}`))
+    }
+    return Effect.succeed({ statuses, limit, after: { at, key: text.slice(separator + 1) } })
+  })
