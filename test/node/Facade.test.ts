@@ -540,3 +540,55 @@ describe("types", () => {
     expect(typeof typeOnly).toBe("function")
   })
 })
+
+describe("managing work from the promise face", () => {
+  it("registers to start later, lists and cancels operations", async () => {
+    const context = await memoryContext()
+    const calls: Array<string> = []
+    const durability = new Durability({
+      context,
+      handlers: { send: (call: DurableCall<{ readonly to: string }>) => void calls.push(call.id) }
+    })
+    const inAnHour = new Date(Date.now() + 3_600_000)
+    await durability.send({ id: "later", payload: { to: "a" }, runAt: inAnHour })
+    await durability.send({ id: "delayed", payload: { to: "b" }, delayMs: 7_200_000 })
+    expect(await durability.send.getResult("later")).toMatchObject({ status: "pending", attempt: 0, nextAttemptAt: inAnHour.getTime() })
+    expect(calls).toEqual([])
+
+    const page = await durability.send.list({ limit: 1 })
+    expect(page.items.map((item) => item.id)).toEqual(["later"])
+    expect((await durability.send.list({ cursor: page.cursor, status: "pending" })).items.map((item) => item.id))
+      .toEqual(["delayed"])
+
+    expect(await durability.send.cancel("later")).toBe(true)
+    expect(await durability.send.cancel("later")).toBe(false)
+    expect(await durability.send.job("later").wait({ timeoutMs: 0 })).toEqual({
+      status: "failed",
+      attempt: 0,
+      error: { name: "DurableCanceledError", message: 'Durable operation "send" (id "later") was canceled' }
+    })
+    const bad = await durability.send({ id: "x", payload: { to: "c" }, runAt: 1, delayMs: 1 }).then(() => undefined, (e: Error) => e)
+    expect(bad).toBeInstanceOf(TypeError)
+    expect(bad?.message).toBe("runAt and delayMs cannot both be given")
+    const badLimit = await durability.send.list({ limit: 0 }).then(() => undefined, (e: Error) => e)
+    expect(badLimit).toBeInstanceOf(RangeError)
+  })
+
+  it("reads, lists and cancels named alarms; a Date schedules; get, cancel and list are reserved names", async () => {
+    const context = await memoryContext()
+    const alarms = new DurabilityAlarms({ context, handlers: { renew: () => undefined, expire: () => undefined } })
+    const at = new Date(Date.now() + 3_600_000)
+    await alarms.renew(at)
+    await alarms.expire(at.getTime() + 1_000)
+    expect(await alarms.get("renew")).toMatchObject({ name: "renew", status: "pending", scheduledTime: at.getTime(), attempt: 0 })
+    expect((await alarms.list()).map((state) => state.name)).toEqual(["renew", "expire"])
+    expect(await alarms.cancel("renew")).toBe(true)
+    expect(await alarms.get("renew")).toBeUndefined()
+    expect(context.memory.alarmAt).toBe(at.getTime() + 1_000)
+    expectTypeOf(alarms.get).parameter(0).toEqualTypeOf<"renew" | "expire">()
+    for (const name of ["get", "cancel", "list"]) {
+      const error = thrownBy(() => new DurabilityAlarms({ context, handlers: { [name]: () => undefined } }))
+      expect(error.message).toBe(`"${name}" is reserved by DurabilityAlarms`)
+    }
+  })
+})

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Clock, Effect, Fiber, Random, TestClock } from "effect"
+import { Clock, Effect, Fiber, Option, Random, TestClock } from "effect"
 import { DurableAlarmTimeoutError, NonRetryableError } from "../../src/Errors.js"
 import type * as Lifecycle from "../../src/Lifecycle.js"
 import * as NamedAlarms from "../../src/NamedAlarms.js"
@@ -19,6 +19,11 @@ const keyOf = (object: TestObject, name: string) =>
 const pass = (object: TestObject) => object.run(Effect.flatMap(Scheduler.Scheduler, (scheduler) => scheduler.alarm()))
 
 const boom = () => Effect.fail(new Error("boom"))
+
+const recorder = () => {
+  const events: Array<Lifecycle.LifecycleEvent> = []
+  return { events, hook: (event: Lifecycle.LifecycleEvent) => void events.push(event) }
+}
 
 describe("NamedAlarms smoke", () => {
   it.effect("schedules, fires at the time, deletes the occurrence", () =>
@@ -653,5 +658,97 @@ describe("eviction", () => {
       expect(seen).toHaveLength(1)
       expect(rowOf(next, "renew")).toBeUndefined()
       expect(next.storage.alarmAt).toBeNull()
+    }))
+})
+
+describe("get, cancel and list", () => {
+  it.effect("get reads a name's occurrence; list every one, soonest first; a Date schedules as its time", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const alarms = yield* object.run(NamedAlarms.make({
+        renew: NamedAlarms.alarm({ retries: { delay: () => 30_000 }, handler: boom }),
+        expire: NamedAlarms.alarm({ handler: () => Effect.void }),
+        digest: NamedAlarms.alarm({ handler: () => Effect.void })
+      }))
+      yield* TestClock.setTime(1_000)
+      yield* object.run(alarms.schedule("renew", 20_000))
+      yield* object.run(alarms.schedule("expire", new Date(90_000)))
+      expect(yield* object.run(alarms.get("digest"))).toEqual(Option.none())
+      expect(yield* object.run(alarms.get("expire"))).toEqual(Option.some({
+        name: "expire",
+        status: "pending",
+        scheduledTime: 90_000,
+        nextAttemptAt: 90_000,
+        attempt: 0,
+        lastError: null,
+        idempotencyKey: keyOf(object, "expire"),
+        createdAt: 1_000
+      }))
+      yield* object.fireAlarm()
+      // renew failed once: its retry is due 30 s later, after expire.
+      expect(yield* object.run(alarms.get("renew"))).toEqual(Option.some(expect.objectContaining({
+        status: "pending",
+        attempt: 1,
+        scheduledTime: 20_000,
+        nextAttemptAt: 50_000,
+        lastError: { name: "Error", message: "boom" }
+      })))
+      expect((yield* object.run(alarms.list)).map((state) => [state.name, state.nextAttemptAt])).toEqual([
+        ["renew", 50_000],
+        ["expire", 90_000]
+      ])
+      const unknown = yield* Effect.flip(object.run(alarms.get("nope" as "renew")))
+      expect(unknown).toMatchObject({ _tag: "InvalidInputError", field: "name", message: 'Unknown named alarm "nope"' })
+    }))
+
+  it.effect("cancel deletes a pending occurrence before it runs; the alarm follows; canceling nothing is false", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const { events, hook } = recorder()
+      let ran = 0
+      const alarms = yield* object.run(NamedAlarms.make({
+        renew: NamedAlarms.alarm({ handler: () => Effect.sync(() => void ran++) }),
+        expire: NamedAlarms.alarm({ handler: () => Effect.void })
+      }, { onLifecycleEvent: hook }))
+      yield* object.run(alarms.schedule("renew", 20_000))
+      yield* object.run(alarms.schedule("expire", 90_000))
+      expect(object.storage.alarmAt).toBe(20_000)
+      expect(yield* object.run(alarms.cancel("renew"))).toBe(true)
+      expect(rowOf(object, "renew")).toBeUndefined()
+      expect(object.storage.alarmAt).toBe(90_000)
+      expect(events.at(-1)).toMatchObject({
+        type: "terminal",
+        alarm: "renew",
+        reason: "canceled",
+        attempt: 0,
+        error: { name: "DurableCanceledError", message: 'Durable alarm "renew" was canceled' }
+      })
+      expect(yield* object.run(alarms.cancel("renew"))).toBe(false)
+      yield* object.fireAlarm()
+      expect(ran).toBe(0)
+    }))
+
+  it.effect("cancel aborts a running handler with DurableCanceledError; the name stays locked until it ends", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const seen: Array<NamedAlarms.DurableAlarmInfo> = []
+      const alarms = yield* object.run(NamedAlarms.make({
+        renew: NamedAlarms.alarm({
+          handler: (info) =>
+            Effect.uninterruptible(Effect.zipRight(Effect.sync(() => seen.push(info)), Effect.sleep("10 seconds")))
+        })
+      }))
+      yield* object.run(alarms.schedule("renew", 0))
+      yield* TestClock.adjust(0)
+      expect(seen).toHaveLength(1)
+      expect(yield* object.run(alarms.cancel("renew"))).toBe(true)
+      expect(seen[0]?.signal.aborted).toBe(true)
+      expect(seen[0]?.signal.reason).toMatchObject({ _tag: "DurableCanceledError" })
+      // A new occurrence scheduled now waits for the canceled handler to end.
+      yield* object.run(alarms.schedule("renew", 1_000))
+      yield* TestClock.adjust(5_000)
+      expect(seen).toHaveLength(1)
+      yield* TestClock.adjust(5_000)
+      expect(seen.map((info) => info.scheduledTime)).toEqual([0, 1_000])
     }))
 })

@@ -1408,3 +1408,208 @@ describe("construction", () => {
         .toBe(10)
     }))
 })
+
+describe("registration to start later (runAt / delayMs)", () => {
+  const make = Effect.gen(function*() {
+    const object = yield* TestDurability.make()
+    const ran: Array<string> = []
+    const ops = yield* object.run(Operations.make({
+      send: Operations.operation({
+        handler: (call: Call) => Effect.map(Clock.currentTimeMillis, (now) => void ran.push(`${call.id}@${now}`))
+      })
+    }))
+    return { object, ops, ran }
+  })
+
+  it.effect("delayMs inside the minimum delay runs on the early timer at its time; runAt beyond it on the alarm", () =>
+    Effect.gen(function*() {
+      const { object, ops, ran } = yield* make
+      yield* TestClock.setTime(1_000)
+      yield* object.run(ops.register("send", { id: "soon", payload: null, delayMs: 4_000 }))
+      yield* object.run(ops.register("send", { id: "later", payload: null, runAt: 60_000 }))
+      yield* object.run(ops.register("send", { id: "date", payload: null, runAt: new Date(90_000) }))
+      // Nothing starts at registration; the rows wait for their times.
+      yield* TestClock.adjust(0)
+      expect(ran).toEqual([])
+      expect(yield* rowOf(object, "soon")).toMatchObject({ status: "pending", attempt: 0, next_attempt_at: 5_000, created_at: 1_000 })
+      expect(yield* rowOf(object, "date")).toMatchObject({ next_attempt_at: 90_000 })
+      expect(object.storage.alarmAt).toBe(5_000 + 11_000)
+      yield* TestClock.adjust(3_999)
+      expect(ran).toEqual([])
+      yield* TestClock.adjust(1)
+      expect(ran).toEqual(["soon@5000"])
+      // The alarm follows the earliest pending call; the platform delivers it at its time.
+      yield* TestClock.adjust(Scheduler.UPKEEP_DELAY)
+      expect(object.storage.alarmAt).toBe(60_000)
+      yield* object.fireAlarm()
+      expect(ran).toEqual(["soon@5000", "later@60000"])
+      expect(object.storage.alarmAt).toBe(90_000)
+      yield* object.fireAlarm()
+      expect(ran).toEqual(["soon@5000", "later@60000", "date@90000"])
+    }))
+
+  it.effect("a runAt in the past starts at once; the same id again is a no-op whatever its time", () =>
+    Effect.gen(function*() {
+      const { object, ops, ran } = yield* make
+      yield* TestClock.setTime(10_000)
+      yield* object.run(ops.register("send", { id: "overdue", payload: null, runAt: 2_000 }))
+      yield* TestClock.adjust(0)
+      expect(ran).toEqual(["overdue@10000"])
+      yield* object.run(ops.register("send", { id: "overdue", payload: null, delayMs: 1_000 }))
+      yield* TestClock.adjust(60_000)
+      expect(ran).toEqual(["overdue@10000"])
+    }))
+
+  it.effect("bad runAt / delayMs are InvalidInputErrors naming the field, before any write", () =>
+    Effect.gen(function*() {
+      const { object, ops } = yield* make
+      const before = object.storage.snapshot()
+      const statements = object.storage.statements.length
+      const cases: ReadonlyArray<readonly [Partial<Operations.RegisterCall<null>>, string, string]> = [
+        [{ runAt: -1 }, "runAt", "runAt must be a non-negative safe integer or a Date, got -1"],
+        [{ runAt: new Date(Number.NaN) }, "runAt", "runAt must be a non-negative safe integer or a Date, got an invalid Date"],
+        [{ delayMs: 1.5 }, "delayMs", "delayMs must be a non-negative safe integer, got 1.5"],
+        [{ delayMs: Number.MAX_SAFE_INTEGER }, "delayMs", `delayMs ${Number.MAX_SAFE_INTEGER} from now is not a safe integer timestamp`],
+        [{ runAt: 5, delayMs: 5 }, "runAt", "runAt and delayMs cannot both be given"]
+      ]
+      yield* TestClock.setTime(1_000)
+      for (const [timing, field, message] of cases) {
+        const error = yield* Effect.flip(object.run(ops.register("send", { id: "x", payload: null, ...timing })))
+        expect(error).toMatchObject({ _tag: "InvalidInputError", field, message })
+      }
+      expect(object.storage.statements).toHaveLength(statements)
+      expect(object.storage.snapshot()).toEqual(before)
+    }))
+})
+
+describe("cancel", () => {
+  it.effect("a waiting call fails with DurableCanceledError at once and never runs; its wait resolves", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const { events, hook } = recorder()
+      let calls = 0
+      const ops = yield* object.run(Operations.make({
+        send: Operations.operation({ handler: () => Effect.sync(() => void calls++) })
+      }, { onLifecycleEvent: hook }))
+      yield* object.run(ops.register("send", { id: "later", payload: null, delayMs: 60_000 }))
+      const waiter = yield* Effect.fork(object.run(ops.wait("send", "later", 600_000)))
+      yield* TestClock.adjust(1_000)
+      expect(yield* object.run(ops.cancel("send", "later"))).toBe(true)
+      const expected = {
+        status: "failed",
+        attempt: 0,
+        error: { name: "DurableCanceledError", message: 'Durable operation "send" (id "later") was canceled' }
+      }
+      expect(yield* Fiber.join(waiter)).toEqual(expected)
+      expect(yield* object.run(ops.getResult("send", "later"))).toEqual(expected)
+      expect(events.map(brief)).toEqual(["registered#0", "terminal#0"])
+      expect(events[1]).toMatchObject({ reason: "canceled", error: expected.error })
+      // Nothing is pending: the alarm goes once the engine is idle.
+      yield* TestClock.adjust(Scheduler.UPKEEP_DELAY)
+      expect(object.storage.alarmAt).toBeNull()
+      yield* TestClock.adjust(120_000)
+      expect(calls).toBe(0)
+      // Settled calls, unknown ids: nothing to cancel.
+      expect(yield* object.run(ops.cancel("send", "later"))).toBe(false)
+      expect(yield* object.run(ops.cancel("send", "missing"))).toBe(false)
+    }))
+
+  it.effect("a running call has its signal aborted with DurableCanceledError; its late success changes nothing, no retry", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const gate = yield* Deferred.make<void>()
+      const signals: Array<AbortSignal> = []
+      const ops = yield* object.run(Operations.make({
+        // Ignores its signal and cannot be interrupted: it finishes when the gate opens.
+        send: Operations.operation({
+          retries: { maxAttempts: 5, delay: () => 1_000 },
+          handler: (call: Call) =>
+            Effect.uninterruptible(Effect.zipRight(Effect.sync(() => signals.push(call.signal)), Deferred.await(gate)))
+        })
+      }))
+      yield* object.run(ops.register("send", { id: "running", payload: null }))
+      yield* TestClock.adjust(0)
+      expect(yield* object.run(ops.cancel("send", "running"))).toBe(true)
+      expect(signals[0]?.aborted).toBe(true)
+      expect(signals[0]?.reason).toMatchObject({ _tag: "DurableCanceledError" })
+      const canceled = yield* rowOf(object, "running")
+      expect(canceled).toMatchObject({ status: "failed", attempt: 1, last_error_name: "DurableCanceledError" })
+      yield* Deferred.succeed(gate, undefined)
+      yield* TestClock.adjust(60_000)
+      expect(yield* rowOf(object, "running")).toEqual(canceled)
+      expect(signals).toHaveLength(1)
+    }))
+
+  it.effect("an id of another operation is a DuplicateDurableCallError; a bad id an InvalidInputError", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const ops = yield* object.run(Operations.make({
+        send: Operations.operation({ handler: () => Effect.void }),
+        other: Operations.operation({ handler: () => Effect.void })
+      }))
+      yield* object.run(ops.register("other", { id: "x", payload: null, delayMs: 5_000 }))
+      expect(yield* Effect.flip(object.run(ops.cancel("send", "x")))).toMatchObject({ _tag: "DuplicateDurableCallError" })
+      expect(yield* Effect.flip(object.run(ops.cancel("send", "")))).toMatchObject({ _tag: "InvalidInputError", field: "id" })
+      expect(yield* rowOf(object, "x")).toMatchObject({ status: "pending" })
+    }))
+})
+
+describe("list", () => {
+  it.effect("pages an operation's calls in registration order, filtered by status, with a cursor", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const ops = yield* object.run(Operations.make({
+        send: Operations.operation({
+          retries: { maxAttempts: 1 },
+          handler: (call: Call<{ readonly ok: boolean }>) =>
+            call.payload.ok ? Effect.succeed(`sent ${call.id}`) : fails(`${call.id} bounced`)
+        }),
+        other: Operations.operation({ handler: () => Effect.void })
+      }))
+      const register = (id: string, ok: boolean, delayMs?: number) =>
+        object.run(ops.register("send", { id, payload: { ok }, ...(delayMs === undefined ? {} : { delayMs }) }))
+      yield* register("b", true)
+      yield* TestClock.adjust(10)
+      yield* register("a", false)
+      yield* TestClock.adjust(10)
+      yield* register("c", true, 60_000)
+      yield* object.run(ops.register("other", { id: "z", payload: null }))
+      yield* TestClock.adjust(0)
+
+      expect(yield* object.run(ops.list("send"))).toEqual({
+        items: [
+          { id: "b", createdAt: 0, status: "completed", result: "sent b" },
+          { id: "a", createdAt: 10, status: "failed", attempt: 1, error: { name: "Error", message: "a bounced" } },
+          { id: "c", createdAt: 20, status: "pending", attempt: 0, nextAttemptAt: 60_020, lastError: null }
+        ]
+      })
+      const first = yield* object.run(ops.list("send", { limit: 2 }))
+      expect(first.items.map((item) => item.id)).toEqual(["b", "a"])
+      expect(first.cursor).toBeDefined()
+      const second = yield* object.run(ops.list("send", { limit: 2, cursor: first.cursor }))
+      expect(second).toEqual({ items: [expect.objectContaining({ id: "c" })] })
+      expect((yield* object.run(ops.list("send", { status: "pending" }))).items.map((item) => item.id)).toEqual(["c"])
+      expect((yield* object.run(ops.list("send", { status: ["completed", "failed"] }))).items.map((item) => item.id))
+        .toEqual(["b", "a"])
+    }))
+
+  it.effect("bad options are InvalidInputErrors naming the field", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const ops = yield* object.run(Operations.make({ send: Operations.operation({ handler: () => Effect.void }) }))
+      const cases: ReadonlyArray<readonly [Operations.ListOptions, string, string]> = [
+        [{ limit: 0 }, "limit", "limit must be an integer from 1 to 1000, got 0"],
+        [{ limit: 1_001 }, "limit", "limit must be an integer from 1 to 1000, got 1001"],
+        [{ status: "done" as never }, "status", 'status must be one of pending, completed, failed, got "done"'],
+        [{ status: [] }, "status", "status must be one of pending, completed, failed or a non-empty array of them"],
+        [{ cursor: "nope" }, "cursor", 'cursor must be a cursor returned by list, got "nope"']
+      ]
+      for (const [options, field, message] of cases) {
+        expect(yield* Effect.flip(object.run(ops.list("send", options)))).toMatchObject({
+          _tag: "InvalidInputError",
+          field,
+          message
+        })
+      }
+    }))
+})

@@ -6,6 +6,7 @@ declare module "cloudflare:test" {
     readonly EFFECT_LEDGER: DurableObjectNamespace<import("./objects/EffectLedger.js").EffectLedger>
     readonly CHAOS_OBJECT: DurableObjectNamespace<import("./objects/ChaosObject.js").ChaosObject>
     readonly PARITY_OBJECT: DurableObjectNamespace<import("./objects/ParityObject.js").ParityObject>
+    readonly MANAGED_OBJECT: DurableObjectNamespace<import("./objects/ManagedObject.js").ManagedObject>
     readonly HANDOFF_OBJECT: DurableObjectNamespace<import("./objects/ParityObject.js").HandoffObject>
   }
 }

@@ -14,6 +14,7 @@ import * as TaskTable from "../shared/TaskTable.js"
 export { ChaosObject } from "./objects/ChaosObject.js"
 export { EffectLedger } from "./objects/EffectLedger.js"
 export { LabObject } from "./objects/LabObject.js"
+export { ManagedObject } from "./objects/ManagedObject.js"
 export { HandoffObject, ParityObject } from "./objects/ParityObject.js"
 
 /** A bare SQLite-backed object: tests reach its storage through `runInDurableObject`. */
