@@ -1,10 +1,25 @@
 import { defineWorkersProject } from "@cloudflare/vitest-pool-workers/config"
+import { fileURLToPath } from "node:url"
 import { defineConfig } from "vitest/config"
+
+// Inside this repository "durability[/x]" is the source (no build needed); the published package points at dist/.
+// The same mapping is in tsconfig.json (`paths`) and wrangler.toml (`[alias]`).
+const source = (file: string) => fileURLToPath(new URL(`./src/${file}`, import.meta.url))
+const alias = [
+  { find: /^durability$/, replacement: source("index.ts") },
+  { find: /^durability\/(effect|testing|utils)$/, replacement: source("$1.ts") }
+]
+
+// `.ci/run` sets VITEST_JSON_REPORT to a file for its closing count line: `npm test` runs more than vitest,
+// so flags appended to it would not reach vitest.
+const jsonReport = process.env["VITEST_JSON_REPORT"]
 
 export default defineConfig({
   test: {
+    ...(jsonReport ? { reporters: ["default", "json"], outputFile: { json: jsonReport } } : {}),
     projects: [
       {
+        resolve: { alias },
         test: {
           name: "node",
           environment: "node",
@@ -12,6 +27,7 @@ export default defineConfig({
         }
       },
       defineWorkersProject({
+        resolve: { alias },
         test: {
           name: "workers",
           include: ["test/workers/**/*.test.ts"],

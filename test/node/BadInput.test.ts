@@ -69,7 +69,7 @@ const NOT_TIMESTAMPS: ReadonlyArray<readonly [string, unknown]> = [
   ...NOT_DURATIONS.filter(([label]) => label !== "Date"),
   ["invalid Date", new Date(Number.NaN)],
   ["Date before 1970", new Date(-1)],
-  ["numeric-string Date-like object", { getTime: () => 0 }]
+  ["a Date-like object", { getTime: () => 0 }]
 ]
 
 /** Values that are not a positive safe integer (timeouts, attempts, concurrency). */
@@ -428,6 +428,53 @@ describe("Effect API: call arguments", () => {
           kind: "type"
         })
       }
+      // `undefined` means "not given" for these two.
+      for (const [label, runAt] of NOT_TIMESTAMPS.filter(([, value]) => value !== undefined)) {
+        yield* expectRejected(storage, `register runAt ${label}`, object.run(ops.register("charge", { id: "new", payload: 1, runAt: runAt as number })), {
+          tag: "InvalidInputError",
+          field: "runAt",
+          kind: "range"
+        })
+      }
+      for (const [label, delayMs] of NOT_DURATIONS.filter(([, value]) => value !== undefined)) {
+        yield* expectRejected(storage, `register delayMs ${label}`, object.run(ops.register("charge", { id: "new", payload: 1, delayMs: delayMs as number })), {
+          tag: "InvalidInputError",
+          field: "delayMs",
+          kind: "range"
+        })
+      }
+      yield* expectRejected(storage, "register runAt and delayMs", object.run(ops.register("charge", { id: "new", payload: 1, runAt: 1, delayMs: 1 })), {
+        tag: "InvalidInputError",
+        field: "runAt",
+        kind: "type"
+      })
+      for (const [label, id] of BAD_KEYS) {
+        yield* expectRejected(storage, `cancel id ${label}`, object.run(ops.cancel("charge", id as string)), {
+          tag: "InvalidInputError",
+          field: "id",
+          kind: "type"
+        })
+      }
+      const badLists: ReadonlyArray<readonly [string, unknown, string, "range" | "type"]> = [
+        ["options null", null, "options", "type"],
+        ["limit 0", { limit: 0 }, "limit", "range"],
+        ["limit 1.5", { limit: 1.5 }, "limit", "range"],
+        ["limit too large", { limit: 1_001 }, "limit", "range"],
+        ["limit a string", { limit: "10" }, "limit", "range"],
+        ["unknown status", { status: "done" }, "status", "type"],
+        ["empty status list", { status: [] }, "status", "type"],
+        ["status a number", { status: 1 }, "status", "type"],
+        ["cursor without a time", { cursor: "abc" }, "cursor", "type"],
+        ["cursor a number", { cursor: 5 }, "cursor", "type"],
+        ["cursor with a negative time", { cursor: "-1:a" }, "cursor", "type"]
+      ]
+      for (const [label, options, field, kind] of badLists) {
+        yield* expectRejected(storage, `list ${label}`, object.run(ops.list("charge", options as never)), {
+          tag: "InvalidInputError",
+          field,
+          kind
+        })
+      }
       for (const [label, timeoutMs] of NOT_DURATIONS) {
         yield* expectRejected(storage, `wait timeoutMs ${label}`, object.run(ops.wait("charge", "waiting", timeoutMs as number)), {
           tag: "InvalidInputError",
@@ -456,6 +503,11 @@ describe("Effect API: call arguments", () => {
           kind: "type",
           mentions: "named alarm"
         })
+      }
+      for (const name of ["nope", "__proto__", "constructor", "", 42]) {
+        const expected = { tag: "InvalidInputError", field: "name", kind: "type", mentions: "named alarm" } as const
+        yield* expectRejected(storage, `get ${String(name)}`, object.run(alarms.get(name as "renew")), expected)
+        yield* expectRejected(storage, `cancel ${String(name)}`, object.run(alarms.cancel(name as "renew")), expected)
       }
       for (const [label, at] of NOT_TIMESTAMPS) {
         yield* expectRejected(storage, `scheduledTime ${label}`, object.run(alarms.schedule("renew", at as number)), {
@@ -898,6 +950,19 @@ describe("facade: call arguments", () => {
         is: RangeError,
         mentions: "timeoutMs"
       })
+    }
+    for (const [label, id] of BAD_KEYS) {
+      await expectFacadeRejected(memory, `cancel id ${label}`, () => durability.charge.cancel(id as string), { is: TypeError, mentions: "id" })
+    }
+    for (const [label, options, is] of [["limit 0", { limit: 0 }, RangeError], ["status", { status: "done" }, TypeError], ["cursor", { cursor: "x" }, TypeError]] as const) {
+      await expectFacadeRejected(memory, `list ${label}`, () => durability.charge.list(options as never), { is, mentions: Object.keys(options)[0]! })
+    }
+    for (const [label, runAt] of NOT_TIMESTAMPS.filter(([, value]) => value !== undefined)) {
+      await expectFacadeRejected(memory, `runAt ${label}`, () => durability.charge({ id: "new", payload: 1, runAt: runAt as number }), { is: RangeError, mentions: "runAt" })
+    }
+    for (const name of ["nope", "__proto__", ""]) {
+      await expectFacadeRejected(memory, `alarms get ${name}`, () => alarms.get(name as "renew"), { is: TypeError, mentions: "named alarm" })
+      await expectFacadeRejected(memory, `alarms cancel ${name}`, () => alarms.cancel(name as "renew"), { is: TypeError, mentions: "named alarm" })
     }
     for (const [label, value] of NOT_TIMESTAMPS) {
       await expectFacadeRejected(memory, `purgeBefore ${label}`, () => durability.purgeBefore(value as number), { is: RangeError, mentions: "timestamp" })

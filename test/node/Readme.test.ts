@@ -1,0 +1,86 @@
+/**
+ * Every ```ts block of README.md compiles as shown: each block is a module of its own, type-checked
+ * against this repository's sources ("durability[/x]" mapped to src/ by tsconfig.json's `paths`) with
+ * the workers types and "cloudflare:workers", under tsconfig.json's strict options. One program for
+ * all blocks; a failure names the README line of each diagnostic.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as ts from "typescript"
+
+const root = path.resolve(__dirname, "../..")
+const readmePath = path.join(root, "README.md")
+
+interface Block {
+  /** 1-based README line of the block's first line of code. */
+  readonly line: number
+  readonly code: string
+  readonly file: string
+}
+
+const extractBlocks = (markdown: string): Array<Block> => {
+  const lines = markdown.split("\n")
+  const blocks: Array<Block> = []
+  for (let i = 0; i < lines.length; i++) {
+    if (!/^```ts\s*$/.test(lines[i]!)) continue
+    const end = lines.findIndex((line, j) => j > i && /^```\s*$/.test(line))
+    if (end === -1) throw new Error(`README.md:${i + 1}: a \`\`\`ts block is never closed`)
+    // A virtual file in the repository root, so "effect", "@effect/vitest"... resolve from node_modules.
+    blocks.push({ line: i + 2, code: lines.slice(i + 1, end).join("\n"), file: path.join(root, `README.md.L${i + 2}.ts`) })
+    i = end
+  }
+  return blocks
+}
+
+const compilerOptions = (): ts.CompilerOptions => {
+  const configFile = path.join(root, "tsconfig.json")
+  const { config, error } = ts.readConfigFile(configFile, ts.sys.readFile)
+  if (error) throw new Error(ts.flattenDiagnosticMessageText(error.messageText, "\n"))
+  const parsed = ts.parseJsonConfigFileContent(config, ts.sys, root, undefined, configFile)
+  return {
+    ...parsed.options,
+    types: ["@cloudflare/workers-types"],
+    noEmit: true,
+    // A snippet may declare something it only shows, and a block is a module even without imports.
+    noUnusedLocals: false,
+    noUnusedParameters: false,
+    moduleDetection: ts.ModuleDetectionKind.Force
+  }
+}
+
+const typeCheck = (blocks: ReadonlyArray<Block>): Array<string> => {
+  const options = compilerOptions()
+  const byFile = new Map(blocks.map((block) => [block.file, block]))
+  const host = ts.createCompilerHost(options, true)
+  const { fileExists, readFile, getSourceFile } = host
+  host.fileExists = (file) => byFile.has(file) || fileExists.call(host, file)
+  host.readFile = (file) => byFile.get(file)?.code ?? readFile.call(host, file)
+  host.getSourceFile = (file, language, onError, shouldCreate) => {
+    const block = byFile.get(file)
+    return block === undefined
+      ? getSourceFile.call(host, file, language, onError, shouldCreate)
+      : ts.createSourceFile(file, block.code, language, true, ts.ScriptKind.TS)
+  }
+  const program = ts.createProgram({ rootNames: [...byFile.keys()], options, host })
+  return ts.getPreEmitDiagnostics(program).map((diagnostic) => {
+    const message = ts.flattenDiagnosticMessageText(diagnostic.messageText, "\n  ")
+    const block = diagnostic.file === undefined ? undefined : byFile.get(diagnostic.file.fileName)
+    if (diagnostic.file === undefined || diagnostic.start === undefined) return `(no file): TS${diagnostic.code} ${message}`
+    const { line, character } = diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start)
+    const where = block === undefined
+      ? `${path.relative(root, diagnostic.file.fileName)}:${line + 1}`
+      : `README.md:${block.line + line} (the \`\`\`ts block at line ${block.line - 1})`
+    return `${where}:${character + 1}: TS${diagnostic.code} ${message}`
+  })
+}
+
+describe("README.md", () => {
+  it("every ```ts block type-checks against the sources", () => {
+    const blocks = extractBlocks(fs.readFileSync(readmePath, "utf8"))
+    expect(blocks.length).toBeGreaterThan(0)
+    const diagnostics = typeCheck(blocks)
+    // One message with every diagnostic, each at its README line.
+    if (diagnostics.length > 0) throw new Error(`README.md code does not compile:\n${diagnostics.join("\n")}`)
+  }, 120_000)
+})
