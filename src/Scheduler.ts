@@ -20,6 +20,7 @@ import * as Deadlines from "./internal/deadlines.js"
 import * as Fork from "./internal/fork.js"
 import * as AlarmService from "./AlarmService.js"
 import * as Background from "./Background.js"
+import * as Logging from "./Logging.js"
 import { InvalidOptionError, ParticipantConflictError, type SerializedError, type StorageError } from "./Errors.js"
 import * as Engine from "./internal/execution.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "./internal/platform.js"
@@ -251,7 +252,10 @@ export interface Scheduler {
    * not be armed, so the platform's own retries are the last resort.
    */
   readonly alarm: (info?: AlarmInvocationInfo) => Effect.Effect<void, unknown>
-  /** Reads the physical alarm from the platform (run once per instance, before serving). */
+  /**
+   * Reads the physical alarm from the platform (run once per instance, before serving). An alarm
+   * already in the past arms the early timer, so overdue work runs without waiting for a write.
+   */
   readonly warm: Effect.Effect<void, StorageError>
   /** Reconciles the alarm and the early timer with the stored pending work. */
   readonly refresh: Effect.Effect<void, StorageError>
@@ -542,7 +546,12 @@ export const make = (
       config,
       attach,
       alarm,
-      warm: Effect.asVoid(alarms.readPhysical),
+      warm: Effect.gen(function*() {
+        const stored = yield* alarms.readPhysical
+        // A stored alarm already past is one the platform did not deliver (wrangler dev does not fire an
+        // alarm set before a reload; workerd#3566): run what is overdue now instead of waiting for a write.
+        if (stored !== null && stored <= (yield* Clock.currentTimeMillis)) yield* alarms.coverTimer(stored)
+      }),
       refresh: write(Effect.void)
     })
   })
@@ -578,7 +587,8 @@ export const layerWith = (
 }
 
 /**
- * The whole engine over a Durable Object's own storage, alarm and `waitUntil`:
+ * The whole engine over a Durable Object's own storage, alarm and `waitUntil`, with Effect's logger
+ * writing structured objects to the Workers console (`Logging.layerConsole`):
  * provide it once per object instance (e.g. to a `ManagedRuntime` built in the
  * constructor). It builds synchronously and does no I/O; run `warm` before
  * serving (inside `blockConcurrencyWhile`).
@@ -587,4 +597,7 @@ export const layerDurableObject = (
   ctx: DurabilityContext,
   options: SchedulerOptions = {}
 ): Layer.Layer<Services, InvalidOptionError> =>
-  layerWith(StorageServiceModule.layerDurableObject(ctx), Background.layerDurableObject(ctx), options)
+  Layer.provideMerge(
+    layerWith(StorageServiceModule.layerDurableObject(ctx), Background.layerDurableObject(ctx), options),
+    Logging.layerConsole
+  )

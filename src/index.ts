@@ -59,4 +59,5 @@ export {
 export { migrations as durabilityOperationMigrations } from "./Operations.js"
 export { migrations as durabilityNamedAlarmMigrations } from "./NamedAlarms.js"
 export type { LifecycleEvent as DurabilityLifecycleEvent, LifecycleHook } from "./Lifecycle.js"
+export { logLifecycle } from "./Logging.js"
 export type { SerializedError } from "./Errors.js"

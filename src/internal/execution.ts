@@ -150,6 +150,22 @@ const emit = (
     (timestamp) => build(participant.table.entity(row), timestamp)
   )
 
+/**
+ * Logs what no caller sees, once: through Effect's `Logger`, annotated with the record's entity
+ * fields, so an application without a lifecycle hook still learns that work failed for good.
+ */
+const logOutcome = (
+  participant: Participant,
+  row: Row,
+  level: "error" | "warning",
+  event: string,
+  message: string,
+  fields: Readonly<Record<string, unknown>>
+): Effect.Effect<void> =>
+  (level === "error" ? Effect.logError(message) : Effect.logWarning(message)).pipe(
+    Effect.annotateLogs({ event, ...participant.table.entity(row), ...fields })
+  )
+
 const withPermit = <A, E, R>(
   engine: Engine,
   given: PermitSemaphore.Permit | undefined,
@@ -314,6 +330,14 @@ const attempt = (
       controller.abort(timeout)
       yield* Fiber.interruptFork(handler)
       outcome = Exit.fail(timeout)
+      yield* logOutcome(
+        participant,
+        row,
+        "warning",
+        "durability.attempt.timed_out",
+        `Durable ${participant.table.describe(row)}: attempt ${attemptNumber} timed out after ${policy.attemptTimeoutMs}ms`,
+        { attempt: attemptNumber, timeoutMs: policy.attemptTimeoutMs }
+      )
     }
     const durationMs = (yield* Clock.currentTimeMillis) - startedAt
     yield* settle(engine, participant, execution, entry, policy, outcome, durationMs)
@@ -389,6 +413,17 @@ const settleFailure = (
     )
     if (matched.length === 0) return
     if (retryAt !== undefined && entry.revisit !== "refresh") entry.revisit = retryAt
+    if (decision._tag === "Fail") {
+      yield* logOutcome(
+        participant,
+        execution.row,
+        "error",
+        "durability.attempt.failed",
+        `Durable ${participant.table.describe(execution.row)} failed for good on attempt ${execution.attempt}: ` +
+          `${recorded.name}: ${recorded.message}`,
+        { attempt: execution.attempt, error: recorded }
+      )
+    }
     yield* emit(engine, participant, execution.row, (entity, timestamp) =>
       decision._tag === "Retry"
         ? {
@@ -446,6 +481,10 @@ const exhaust = (engine: Engine, participant: Participant, key: string, row: Row
     )
     const [first] = exhausted
     if (first === undefined) return
+    yield* logOutcome(participant, row, "error", "durability.attempts_exhausted", error.message, {
+      attempt: Number(first.attempt),
+      error: { name: error._tag, message: error.message }
+    })
     yield* emit(engine, participant, row, (entity, timestamp) => ({
       ...entity,
       type: "terminal",

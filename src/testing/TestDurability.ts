@@ -17,9 +17,11 @@ import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
 import * as Scope from "effect/Scope"
 import type { InvalidOptionError } from "../Errors.js"
 import type { AlarmInvocationInfo } from "../internal/platform.js"
+import * as Logging from "../Logging.js"
 import type * as Scheduler from "../Scheduler.js"
 import * as MemoryStorage from "./MemoryStorage.js"
 import * as TestBackground from "./TestBackground.js"
@@ -28,6 +30,11 @@ import * as TestScheduler from "./TestScheduler.js"
 export interface TestObject {
   readonly storage: MemoryStorage.MemoryStorage
   readonly background: TestBackground.TestBackground
+  /**
+   * What the library logged through Effect's `Logger` while running in this object (`Logging.toRecord`
+   * shape: `{ level, message, event, ... }`), oldest first: e.g. a record failing for good.
+   */
+  readonly logs: Effect.Effect<ReadonlyArray<Readonly<Record<string, unknown>>>>
   readonly options: Scheduler.SchedulerOptions
   readonly context: Context.Context<Scheduler.Services>
   /** Runs an effect against this instance's services. */
@@ -56,12 +63,17 @@ export const make = (options: TestObjectOptions = {}): Effect.Effect<TestObject,
       TestScheduler.layer(storage, background.layer, schedulerOptions),
       scope
     )
+    const logged: Array<Readonly<Record<string, unknown>>> = []
+    const collect = Logger.add(Logger.make((entry) => void logged.push(Logging.toRecord(entry))))
+    // The logger is a fiber setting, not a service: provided on every run, it reaches the fibers the
+    // engine forks from there (eager starts, timers, passes).
     const run = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-      Effect.provide(effect, context) as Effect.Effect<A, E, Exclude<R, Scheduler.Services>>
+      Effect.provide(Effect.provide(effect, context), collect) as Effect.Effect<A, E, Exclude<R, Scheduler.Services>>
     const evict = Scope.close(scope, Exit.void)
     const object: TestObject = {
       storage,
       background,
+      logs: Effect.sync(() => [...logged]),
       options: schedulerOptions,
       context,
       run,

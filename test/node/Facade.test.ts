@@ -5,7 +5,7 @@
  * as soon as the work it stands for is done.
  */
 import { Effect } from "effect"
-import { describe, expect, expectTypeOf, it } from "vitest"
+import { describe, expect, expectTypeOf, it, vi } from "vitest"
 import {
   DuplicateDurableCallError,
   Durability,
@@ -17,7 +17,9 @@ import {
   type DurableCall,
   type DurableNamedAlarm,
   type DurableOperationResult,
-  type DurableRegistration
+  type DurableRegistration,
+  logLifecycle,
+  NonRetryableError
 } from "../../src/index.js"
 import type { DurabilityContext } from "../../src/internal/platform.js"
 import * as MemoryStorage from "../../src/testing/MemoryStorage.js"
@@ -550,22 +552,23 @@ describe("managing work from the promise face", () => {
       handlers: { send: (call: DurableCall<{ readonly to: string }>) => void calls.push(call.id) }
     })
     const inAnHour = new Date(Date.now() + 3_600_000)
-    await durability.send({ id: "later", payload: { to: "a" }, runAt: inAnHour })
-    await durability.send({ id: "delayed", payload: { to: "b" }, delayMs: 7_200_000 })
-    expect(await durability.send.getResult("later")).toMatchObject({ status: "pending", attempt: 0, nextAttemptAt: inAnHour.getTime() })
+    await durability.send({ id: "a-later", payload: { to: "a" }, runAt: inAnHour })
+    await durability.send({ id: "b-delayed", payload: { to: "b" }, delayMs: 7_200_000 })
+    expect(await durability.send.getResult("a-later")).toMatchObject({ status: "pending", attempt: 0, nextAttemptAt: inAnHour.getTime() })
     expect(calls).toEqual([])
 
+    // Registration order (ids break ties within a millisecond).
     const page = await durability.send.list({ limit: 1 })
-    expect(page.items.map((item) => item.id)).toEqual(["later"])
+    expect(page.items.map((item) => item.id)).toEqual(["a-later"])
     expect((await durability.send.list({ cursor: page.cursor, status: "pending" })).items.map((item) => item.id))
-      .toEqual(["delayed"])
+      .toEqual(["b-delayed"])
 
-    expect(await durability.send.cancel("later")).toBe(true)
-    expect(await durability.send.cancel("later")).toBe(false)
-    expect(await durability.send.job("later").wait({ timeoutMs: 0 })).toEqual({
+    expect(await durability.send.cancel("a-later")).toBe(true)
+    expect(await durability.send.cancel("a-later")).toBe(false)
+    expect(await durability.send.job("a-later").wait({ timeoutMs: 0 })).toEqual({
       status: "failed",
       attempt: 0,
-      error: { name: "DurableCanceledError", message: 'Durable operation "send" (id "later") was canceled' }
+      error: { name: "DurableCanceledError", message: 'Durable operation "send" (id "a-later") was canceled' }
     })
     const bad = await durability.send({ id: "x", payload: { to: "c" }, runAt: 1, delayMs: 1 }).then(() => undefined, (e: Error) => e)
     expect(bad).toBeInstanceOf(TypeError)
@@ -589,6 +592,48 @@ describe("managing work from the promise face", () => {
     for (const name of ["get", "cancel", "list"]) {
       const error = thrownBy(() => new DurabilityAlarms({ context, handlers: { [name]: () => undefined } }))
       expect(error.message).toBe(`"${name}" is reserved by DurabilityAlarms`)
+    }
+  })
+})
+
+describe("observability by default", () => {
+  it("a call failing for good is logged once to console.error as an object; logLifecycle logs every event", async () => {
+    const errors: Array<unknown> = []
+    const lines: Array<unknown> = []
+    const errorSpy = vi.spyOn(console, "error").mockImplementation((entry: unknown) => void errors.push(entry))
+    const logSpy = vi.spyOn(console, "log").mockImplementation((entry: unknown) => void lines.push(entry))
+    try {
+      const context = await memoryContext()
+      const durability = new Durability({
+        context,
+        onLifecycleEvent: logLifecycle,
+        handlers: {
+          charge: () => {
+            throw new NonRetryableError("card declined")
+          }
+        }
+      })
+      await durability.charge({ id: "inv-1", payload: null })
+      expect(await durability.charge.job("inv-1").wait({ timeoutMs: 60_000 })).toMatchObject({ status: "failed" })
+      expect(errors).toEqual([
+        expect.objectContaining({
+          level: "ERROR",
+          event: "durability.attempt.failed",
+          operation: "charge",
+          id: "inv-1",
+          attempt: 1,
+          error: { name: "NonRetryableError", message: "card declined" }
+        })
+      ])
+      expect(lines.map((line) => (line as { type: string }).type)).toEqual([
+        "registered",
+        "attempt_started",
+        "attempt_settled"
+      ])
+      expect(lines[0]).toMatchObject({ event: "durability.lifecycle", entityKind: "operation", id: "inv-1" })
+    } finally {
+      errorSpy.mockRestore()
+      logSpy.mockRestore()
     }
   })
 })

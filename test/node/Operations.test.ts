@@ -1613,3 +1613,51 @@ describe("list", () => {
       }
     }))
 })
+
+describe("observability by default", () => {
+  it.effect("a failure for good and each timeout are logged once through Effect's Logger, with no hook; retries are not", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const ops = yield* object.run(Operations.make({
+        send: Operations.operation({
+          attemptTimeoutMs: 1_000,
+          retries: { maxAttempts: 3, delay: () => 500 },
+          handler: (call: Call<{ readonly mode: "fail" | "hang" | "flaky" }>) =>
+            call.payload.mode === "fail"
+              ? Effect.fail(new NonRetryableError({ message: "card declined" }))
+              : call.payload.mode === "hang" && call.attempt === 1
+              ? Effect.never
+              : call.payload.mode === "flaky" && call.attempt < 3
+              ? fails("try again")
+              : Effect.succeed("ok")
+        })
+      }))
+      yield* object.run(ops.register("send", { id: "declined", payload: { mode: "fail" } }))
+      yield* object.run(ops.register("send", { id: "slow", payload: { mode: "hang" } }))
+      yield* object.run(ops.register("send", { id: "flaky", payload: { mode: "flaky" } }))
+      yield* TestClock.adjust(5_000)
+      expect(yield* object.run(ops.getResult("send", "slow"))).toEqual({ status: "completed", result: "ok" })
+      expect(yield* object.run(ops.getResult("send", "flaky"))).toEqual({ status: "completed", result: "ok" })
+      const logs = yield* object.logs
+      expect(logs).toEqual([
+        expect.objectContaining({
+          level: "ERROR",
+          event: "durability.attempt.failed",
+          message: 'Durable operation "send" (id "declined") failed for good on attempt 1: NonRetryableError: card declined',
+          entityKind: "operation",
+          operation: "send",
+          id: "declined",
+          attempt: 1,
+          error: { name: "NonRetryableError", message: "card declined" }
+        }),
+        expect.objectContaining({
+          level: "WARN",
+          event: "durability.attempt.timed_out",
+          message: 'Durable operation "send" (id "slow"): attempt 1 timed out after 1000ms',
+          id: "slow",
+          attempt: 1,
+          timeoutMs: 1_000
+        })
+      ])
+    }))
+})

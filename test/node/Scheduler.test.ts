@@ -80,6 +80,36 @@ describe("early timer", () => {
     }))
 })
 
+describe("warm-up", () => {
+  it.effect("a stored alarm already past (not delivered, as after a wrangler dev reload) runs the overdue work at once", () =>
+    Effect.gen(function*() {
+      const storage = yield* MemoryStorage.make
+      const background = yield* TestBackground.make
+      const ranAt: Array<number> = []
+      const tasks = { handler: () => Effect.map(Clock.currentTimeMillis, (now) => void ranAt.push(now)) }
+      const first = yield* instance(storage, background, tasks)
+      yield* first.run(TaskTable.register(first.handle, "overdue", 20_000))
+      expect(storage.alarmAt).toBe(20_000)
+      yield* first.evict
+      // The alarm's time passes with no delivery (the platform lost it); the next instance starts later.
+      yield* TestClock.setTime(30_000)
+      const next = yield* instance(storage, background, tasks)
+      yield* next.run(Effect.flatMap(Scheduler.Scheduler, (scheduler) => scheduler.warm))
+      yield* TestClock.adjust(0)
+      expect(ranAt).toEqual([30_000])
+      expect((yield* next.run(TaskTable.read("overdue")))?.status).toBe("completed")
+      expect(storage.alarmAt).toBeNull()
+    }))
+
+  it.effect("a stored alarm still ahead leaves the early timer unarmed", () =>
+    Effect.gen(function*() {
+      const object = yield* fresh({ handler: ok })
+      yield* object.run(TaskTable.register(object.handle, "later", 60_000))
+      yield* object.run(Effect.flatMap(Scheduler.Scheduler, (scheduler) => scheduler.warm))
+      expect(yield* object.run(Effect.flatMap(AlarmService.AlarmService, (a) => a.timerAt))).toBeNull()
+    }))
+})
+
 describe("liveTimers", () => {
   it.effect("runs work at its exact due time beyond the min-delay window", () =>
     Effect.gen(function*() {
