@@ -19,6 +19,21 @@ import type { DurabilityContext } from "./platform.js"
 
 type Services = Scheduler.Services
 
+/**
+ * What the test kit (`TestObjectState`) attaches to a context it makes, under a symbol no user
+ * context carries: a layer under the object's runtime (its `TestClock`), and a callback once the
+ * runtime exists (to deliver alarms and move the clock in it).
+ */
+export interface RuntimeHooks {
+  readonly layer: Layer.Layer<never>
+  readonly started: (runtime: ObjectRuntime) => void
+}
+
+export const RUNTIME_HOOKS: unique symbol = Symbol.for("durability/internal/runtimeHooks")
+
+const hooksOf = (context: DurabilityContext): RuntimeHooks | undefined =>
+  (context as { readonly [RUNTIME_HOOKS]?: RuntimeHooks })[RUNTIME_HOOKS]
+
 export class ObjectRuntime {
   private readonly runtime: ManagedRuntime.ManagedRuntime<Services, never>
   private readonly steps: Array<Effect.Effect<void, unknown, Services>> = [
@@ -28,8 +43,11 @@ export class ObjectRuntime {
 
   constructor(private readonly context: DurabilityContext, config: Scheduler.SchedulerConfig) {
     // The config was validated by the caller, so the build cannot fail.
-    this.runtime = ManagedRuntime.make(Layer.orDie(Scheduler.layerDurableObject(context, config)))
+    const engine = Layer.orDie(Scheduler.layerDurableObject(context, config))
+    const hooks = hooksOf(context)
+    this.runtime = ManagedRuntime.make(hooks === undefined ? engine : Layer.provide(engine, hooks.layer))
     this.block()
+    hooks?.started(this)
   }
 
   /**
@@ -75,6 +93,11 @@ export class ObjectRuntime {
     const exit = await this.runtime.runPromiseExit(effect)
     if (Exit.isFailure(exit)) throw fromCause(exit.cause)
     return exit.value
+  }
+
+  /** Runs `effect` in the background on this runtime (the test kit's platform). */
+  fork<A, E>(effect: Effect.Effect<A, E, Services>): void {
+    this.runtime.runFork(effect)
   }
 
   /** Stops every fiber of this instance (tests, resets). */

@@ -100,10 +100,16 @@ export interface MemoryStorage extends DurableObjectStorageLike {
   readonly snapshot: () => Uint8Array
   /** Every statement executed so far, in order (for counting and fault injection). */
   readonly statements: ReadonlyArray<string>
+  /**
+   * Calls `listener` after every change of the alarm (set, deleted, taken, rolled back); returns the
+   * unsubscribe function. The test kit delivers alarms with it, as the platform would.
+   */
+  readonly watchAlarm: (listener: () => void) => () => void
 }
 
 class MemoryStorageImpl implements MemoryStorage {
-  alarmAt: number | null = null
+  #alarmAt: number | null = null
+  readonly #listeners = new Set<() => void>()
   readonly statements: Array<string> = []
   private depth = 0
   private savepoints = 0
@@ -205,6 +211,21 @@ class MemoryStorageImpl implements MemoryStorage {
     }
   }
 
+  get alarmAt(): number | null {
+    return this.#alarmAt
+  }
+
+  private set alarmAt(at: number | null) {
+    if (at === this.#alarmAt) return
+    this.#alarmAt = at
+    for (const listener of this.#listeners) listener()
+  }
+
+  readonly watchAlarm = (listener: () => void): (() => void) => {
+    this.#listeners.add(listener)
+    return () => void this.#listeners.delete(listener)
+  }
+
   transactionSync<T>(closure: () => T): T {
     const name = `durability_sp_${++this.savepoints}`
     const alarmBefore = this.alarmAt
@@ -281,6 +302,7 @@ export const intercept = (inner: MemoryStorage, by: Interceptors): MemoryStorage
     return inner.statements
   },
   takeAlarm: () => inner.takeAlarm(),
+  watchAlarm: (listener) => inner.watchAlarm(listener),
   snapshot: () => inner.snapshot(),
   sql: {
     exec: (query: string, ...bindings: Array<unknown>) =>

@@ -13,16 +13,19 @@
  * }))
  * ```
  */
+import * as Clock from "effect/Clock"
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as Scope from "effect/Scope"
+import * as TestClock from "effect/TestClock"
 import type { InvalidOptionError } from "../Errors.js"
 import type { AlarmInvocationInfo } from "../internal/platform.js"
 import * as Logging from "../Logging.js"
-import type * as Scheduler from "../Scheduler.js"
+import * as Scheduler from "../Scheduler.js"
+import * as PlatformAlarm from "./internal/platformAlarm.js"
 import * as MemoryStorage from "./MemoryStorage.js"
 import * as TestBackground from "./TestBackground.js"
 import * as TestScheduler from "./TestScheduler.js"
@@ -39,8 +42,15 @@ export interface TestObject {
   readonly context: Context.Context<Scheduler.Services>
   /** Runs an effect against this instance's services. */
   readonly run: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, Exclude<R, Scheduler.Services>>
-  /** Does what the platform does when the physical alarm is due (see `TestScheduler.fireAlarm`). */
+  /**
+   * Delivers the physical alarm now, moving the clock to its time if it is still ahead; returns false
+   * when no alarm is set. With `alarms: "platform"` (the default) the object's platform delivers it
+   * (this waits for that delivery; `info` is the platform's); with `"manual"` this call runs the pass
+   * itself with `info` (see `TestScheduler.fireAlarm`). Fails as `alarm()` would throw to the platform.
+   */
   readonly fireAlarm: (info?: AlarmInvocationInfo) => Effect.Effect<boolean, unknown>
+  /** Every `alarm()` the platform made (`alarms: "platform"`), oldest first. */
+  readonly deliveries: Effect.Effect<ReadonlyArray<PlatformAlarm.Delivery>>
   /** Eviction: every fiber, timer and in-memory lock of this instance is gone; storage stays. */
   readonly evict: Effect.Effect<void>
   /** Evicts this instance and builds a new one on the same storage (capabilities must be made again). */
@@ -51,6 +61,13 @@ export interface TestObjectOptions {
   /** Reuse the storage of an earlier instance. */
   readonly storage?: MemoryStorage.MemoryStorage | undefined
   readonly scheduler?: Scheduler.SchedulerOptions | undefined
+  /**
+   * `"platform"` (default): the physical alarm is delivered when the test clock reaches it, as workerd
+   * does, so `TestClock.adjust` runs work due beyond `alarmMinDelayMs` too (and a failed `alarm()` is
+   * retried with the platform's backoff). `"manual"`: only `fireAlarm()` delivers it, for tests that
+   * control every pass.
+   */
+  readonly alarms?: "platform" | "manual" | undefined
 }
 
 export const make = (options: TestObjectOptions = {}): Effect.Effect<TestObject, InvalidOptionError> =>
@@ -70,6 +87,24 @@ export const make = (options: TestObjectOptions = {}): Effect.Effect<TestObject,
     const run = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       Effect.provide(Effect.provide(effect, context), collect) as Effect.Effect<A, E, Exclude<R, Scheduler.Services>>
     const evict = Scope.close(scope, Exit.void)
+    const mode = options.alarms ?? "platform"
+    const platform = PlatformAlarm.make(
+      storage,
+      (info) => run(Effect.flatMap(Scheduler.Scheduler, (scheduler) => scheduler.alarm(info)))
+    )
+    yield* Scope.addFinalizer(scope, Effect.sync(platform.close))
+    if (mode === "platform") yield* Effect.forkIn(platform.loop, scope)
+
+    const fireAlarm = (info?: AlarmInvocationInfo): Effect.Effect<boolean, unknown> =>
+      mode === "manual" ? run(TestScheduler.fireAlarm(storage, info)) : Effect.gen(function*() {
+        const at = storage.alarmAt
+        if (at === null) return false
+        const since = platform.deliveries.length
+        const now = yield* Clock.currentTimeMillis
+        yield* at > now ? TestClock.setTime(at) : TestClock.adjust(0)
+        return yield* platform.delivered(at, since)
+      })
+
     const object: TestObject = {
       storage,
       background,
@@ -77,9 +112,13 @@ export const make = (options: TestObjectOptions = {}): Effect.Effect<TestObject,
       options: schedulerOptions,
       context,
       run,
-      fireAlarm: (info) => run(TestScheduler.fireAlarm(storage, info)),
+      fireAlarm,
+      deliveries: Effect.sync(() => platform.deliveries.map(({ at, failed, info }) => ({ at, failed, info }))),
       evict,
-      restart: Effect.zipRight(evict, Effect.suspend(() => make({ storage, scheduler: schedulerOptions })))
+      restart: Effect.zipRight(
+        evict,
+        Effect.suspend(() => make({ storage, scheduler: schedulerOptions, alarms: mode }))
+      )
     }
     return object
   })

@@ -590,7 +590,7 @@ describe("Effect API: valid ids and names made of quotes and SQL round-trip", ()
 
   it.effect("named alarms: names made of quotes and SQL are scheduled, retried, fired and deleted exactly", () =>
     Effect.gen(function*() {
-      const object = yield* TestDurability.make()
+      const object = yield* TestDurability.make({ alarms: "manual" })
       const names = TRICKY_KEYS.filter((name) => !name.startsWith("k"))
       const seen: Array<string> = []
       const definitions: Record<string, NamedAlarms.AlarmDefinition<Error, never>> = {}

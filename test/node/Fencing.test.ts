@@ -222,7 +222,7 @@ describe("fencing within one instance", () => {
   it.effect("operations: an eager start and a platform alarm pass for one id run one handler and settle once", () =>
     Effect.gen(function*() {
       for (const outcome of OUTCOMES) {
-        const object = yield* TestDurability.make()
+        const object = yield* TestDurability.make({ alarms: "manual" })
         const h = harness()
         const ops = yield* operationsOf(object, h, "A")
         yield* object.run(ops.register("send", { id: "x", payload: null }))
@@ -245,7 +245,7 @@ describe("fencing within one instance", () => {
   it.effect("named alarms: the early timer and a platform alarm pass for one name run one handler and settle once", () =>
     Effect.gen(function*() {
       for (const outcome of OUTCOMES) {
-        const object = yield* TestDurability.make()
+        const object = yield* TestDurability.make({ alarms: "manual" })
         const h = harness()
         const alarms = yield* alarmsOf(object, h, "A")
         yield* object.run(alarms.schedule("renew", 1_000))
@@ -342,13 +342,13 @@ describe("fencing across instances (a zombie handler of an old instance)", () =>
             const storage = yield* MemoryStorage.make
             const zombie = zombieView(storage)
             const h = harness()
-            const a = yield* TestDurability.make({ storage: zombie.storage })
+            const a = yield* TestDurability.make({ alarms: "manual", storage: zombie.storage })
             const opsA = yield* operationsOf(a, h, "A")
             yield* a.run(opsA.register("send", { id: "x", payload: null }))
             yield* TestClock.adjust(0)
             // A new instance over the same storage; A's handler keeps running, unseen by B.
             zombie.freeze()
-            const b = yield* TestDurability.make({ storage })
+            const b = yield* TestDurability.make({ alarms: "manual", storage })
             yield* operationsOf(b, h, "B")
             yield* TestClock.setTime(15_000)
             const pass = yield* Effect.fork(b.fireAlarm())
@@ -428,12 +428,12 @@ describe("fencing across instances (a zombie handler of an old instance)", () =>
             const storage = yield* MemoryStorage.make
             const zombie = zombieView(storage)
             const h = harness()
-            const a = yield* TestDurability.make({ storage: zombie.storage })
+            const a = yield* TestDurability.make({ alarms: "manual", storage: zombie.storage })
             const alarmsA = yield* alarmsOf(a, h, "A")
             yield* a.run(alarmsA.schedule("renew", 0))
             yield* TestClock.adjust(0)
             zombie.freeze()
-            const b = yield* TestDurability.make({ storage })
+            const b = yield* TestDurability.make({ alarms: "manual", storage })
             const alarmsB = yield* alarmsOf(b, h, "B")
             yield* b.run(alarmsB.schedule("renew", 0))
             expect(storage.alarmAt, label).toBe(15_000)
@@ -471,12 +471,12 @@ describe("fencing across instances (a zombie handler of an old instance)", () =>
       const storage = yield* MemoryStorage.make
       const zombie = zombieView(storage)
       const h = harness()
-      const a = yield* TestDurability.make({ storage: zombie.storage })
+      const a = yield* TestDurability.make({ alarms: "manual", storage: zombie.storage })
       const opsA = yield* operationsOf(a, h, "A")
       yield* a.run(opsA.register("send", { id: "x", payload: null }))
       yield* TestClock.adjust(0)
       zombie.freeze()
-      const b = yield* TestDurability.make({ storage })
+      const b = yield* TestDurability.make({ alarms: "manual", storage })
       yield* operationsOf(b, h, "B")
       yield* TestClock.setTime(15_000)
       const pass = yield* Effect.fork(b.fireAlarm())

@@ -47,7 +47,7 @@ describe("NamedAlarms smoke", () => {
 describe("handler info", () => {
   it.effect("is the exact info object; platform is the alarm's info, or undefined from the early timer", () =>
     Effect.gen(function*() {
-      const object = yield* TestDurability.make()
+      const object = yield* TestDurability.make({ alarms: "manual" })
       const seen: Array<NamedAlarms.DurableAlarmInfo> = []
       const alarms = yield* object.run(NamedAlarms.make({
         renew: NamedAlarms.alarm({ handler: (info) => Effect.sync(() => seen.push(info)) })
@@ -336,7 +336,7 @@ describe("timeouts", () => {
 
   it.effect("retryTimeouts retries, holding the name lock until the abort-ignoring handler settles", () =>
     Effect.gen(function*() {
-      const object = yield* TestDurability.make()
+      const object = yield* TestDurability.make({ alarms: "manual" })
       const log: Array<string> = []
       const at = (text: string) => Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => log.push(`${text}@${now}`)))
       const alarms = yield* object.run(NamedAlarms.make({
@@ -414,7 +414,7 @@ describe("one invocation per name", () => {
 
   it.effect("a replacement scheduled while running waits, then runs as its own occurrence", () =>
     Effect.gen(function*() {
-      const object = yield* TestDurability.make()
+      const object = yield* TestDurability.make({ alarms: "manual" })
       const seen: Array<NamedAlarms.DurableAlarmInfo & { readonly startedAt: number }> = []
       const events: Array<string> = []
       let active = 0
@@ -503,7 +503,7 @@ describe("purgeBefore", () => {
 
   it.effect("aborts a running handler; its replacement is serialized behind the abort-ignoring handler", () =>
     Effect.gen(function*() {
-      const object = yield* TestDurability.make()
+      const object = yield* TestDurability.make({ alarms: "manual" })
       const seen: Array<NamedAlarms.DurableAlarmInfo & { readonly startedAt: number }> = []
       let active = 0
       let maxActive = 0

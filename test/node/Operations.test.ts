@@ -252,7 +252,7 @@ describe("registration", () => {
 
   it.effect("an eager start and an alarm pass for one id run the handler once", () =>
     Effect.gen(function*() {
-      const object = yield* TestDurability.make()
+      const object = yield* TestDurability.make({ alarms: "manual" })
       const gate = yield* Deferred.make<void>()
       let calls = 0
       const ops = yield* object.run(Operations.make({
@@ -919,7 +919,7 @@ describe("eviction and alarm passes", () => {
 
   it.effect("101 due rows, alarmConcurrency 2: the alarm pass runs 100 with at most 2 active, the timer the rest", () =>
     Effect.gen(function*() {
-      const object = yield* TestDurability.make({ scheduler: { alarmConcurrency: 2 } })
+      const object = yield* TestDurability.make({ alarms: "manual", scheduler: { alarmConcurrency: 2 } })
       let active = 0
       let maxActive = 0
       const retried: Array<string> = []
@@ -972,7 +972,7 @@ describe("eviction and alarm passes", () => {
 
 describe("wait", () => {
   const make = Effect.gen(function*() {
-    const object = yield* TestDurability.make()
+    const object = yield* TestDurability.make({ alarms: "manual" })
     const ops = yield* object.run(Operations.make({
       job: Operations.operation({
         retries: { maxAttempts: 2, delay: () => 1_000 },

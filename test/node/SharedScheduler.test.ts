@@ -65,7 +65,7 @@ describe("one scheduler for operations and named alarms", () => {
 
   it.effect("runs both from one alarm pass under one concurrency bound (alarmConcurrency 1)", () =>
     Effect.gen(function*() {
-      const object = yield* TestDurability.make({ scheduler: { alarmConcurrency: 1 } })
+      const object = yield* TestDurability.make({ alarms: "manual", scheduler: { alarmConcurrency: 1 } })
       const started: Array<string> = []
       let active = 0
       let maxActive = 0
