@@ -17,6 +17,8 @@ import * as Clock from "effect/Clock"
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as FiberRef from "effect/FiberRef"
+import * as HashSet from "effect/HashSet"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as Scope from "effect/Scope"
@@ -81,11 +83,12 @@ export const make = (options: TestObjectOptions = {}): Effect.Effect<TestObject,
       scope
     )
     const logged: Array<Readonly<Record<string, unknown>>> = []
-    const collect = Logger.add(Logger.make((entry) => void logged.push(Logging.toRecord(entry))))
-    // The logger is a fiber setting, not a service: provided on every run, it reaches the fibers the
-    // engine forks from there (eager starts, timers, passes).
+    // Collected instead of printed (a test reads `logs`). The logger is a fiber setting, not a service:
+    // provided on every run, it reaches the fibers the engine forks from there (eager starts, timers, passes).
+    const loggers = HashSet.make(Logger.make((entry) => void logged.push(Logging.toRecord(entry))))
+    const collect = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.locally(effect, FiberRef.currentLoggers, loggers)
     const run = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-      Effect.provide(Effect.provide(effect, context), collect) as Effect.Effect<A, E, Exclude<R, Scheduler.Services>>
+      collect(Effect.provide(effect, context)) as Effect.Effect<A, E, Exclude<R, Scheduler.Services>>
     const evict = Scope.close(scope, Exit.void)
     const mode = options.alarms ?? "platform"
     const platform = PlatformAlarm.make(

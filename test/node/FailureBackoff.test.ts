@@ -17,7 +17,7 @@ describe("infrastructure failures of an execution", () => {
     Effect.gen(function*() {
       const inner = yield* MemoryStorage.make
       const faults: { sql?: ((query: string) => boolean) | undefined } = {}
-      const object = yield* TestDurability.make({ storage: withFaults(inner, faults) })
+      const object = yield* TestDurability.make({ alarms: "manual", storage: withFaults(inner, faults) })
       let calls = 0
       const ops = yield* object.run(Operations.make({
         send: Operations.operation({ handler: () => Effect.sync(() => ++calls) })

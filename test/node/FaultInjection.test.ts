@@ -78,7 +78,7 @@ const scenario = (plan: Plan): Effect.Effect<RunResult, unknown> =>
     const rejected: Array<string> = []
     let passAlarmFaults = 0
     const fingerprint: Sim.Fingerprint = () => `${inner.statements.length}:${inner.alarmAt}:${log.length}`
-    const object = yield* TestDurability.make({ storage, scheduler: { alarmMinDelayMs: MIN_DELAY } })
+    const object = yield* TestDurability.make({ alarms: "manual", storage, scheduler: { alarmMinDelayMs: MIN_DELAY } })
 
     const record = (key: string, attempt: number, generation: string, outcome: HandlerCall["outcome"]) =>
       Effect.map(Clock.currentTimeMillis, (at) => void log.push({ key, attempt, at, generation, outcome }))

@@ -220,6 +220,8 @@ const runHistory = (
     }
 
     let object = yield* TestDurability.make({
+      // This model delivers the alarm itself (and its retries), as the platform would.
+      alarms: "manual",
       storage,
       scheduler: {
         alarmMinDelayMs: MIN_DELAY,
@@ -476,7 +478,7 @@ describe("model", () => {
     const inner = await runtime.runPromise(MemoryStorage.make)
     // Migrate once; every history then starts from empty tables on this storage.
     await runtime.runPromise(Effect.gen(function*() {
-      const object = yield* TestDurability.make({ storage: inner })
+      const object = yield* TestDurability.make({ alarms: "manual", storage: inner })
       yield* object.run(Operations.migrate())
       yield* object.run(NamedAlarms.migrate())
       yield* object.evict
