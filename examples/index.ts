@@ -19,6 +19,7 @@ const REMINDERS_HELP = `  # reminders (Effect-native, its own table attached to 
   curl -X POST http://127.0.0.1:8787/reminders/demo/tea -d '{"message":"tea is ready","inMs":2000}'
   curl -X POST http://127.0.0.1:8787/reminders/demo/flaky -d '{"message":"flaky delivery","inMs":1000}'
   curl http://127.0.0.1:8787/reminders/demo
+  curl 'http://127.0.0.1:8787/reminders/demo?until=settled'   # once none is pending
 `
 
 const HELP = `durability examples: reminders, subscriptions, images, images-effect

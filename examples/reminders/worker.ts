@@ -135,8 +135,13 @@ export class Reminders extends DurableObject<Env> {
     }))
   }
 
-  async list(): Promise<ReminderList> {
+  /** The object's reminders; with `untilSettled`, first waits (up to 30 s) until none is pending. */
+  async list(untilSettled = false): Promise<ReminderList> {
     await this.reminders
+    const deadline = Date.now() + 30_000
+    while (untilSettled && Date.now() < deadline && this.pending() > 0) {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
     const rows = await this.runtime.runPromise(Effect.flatMap(StorageService.StorageService, (storage) =>
       storage.exec(
         `SELECT name, message, status, attempt, next_attempt_at, fired_at, last_error, last_error_name
@@ -147,6 +152,10 @@ export class Reminders extends DurableObject<Env> {
       alarm: await this.ctx.storage.getAlarm(),
       reminders: rows as unknown as ReadonlyArray<ReminderRow>
     }
+  }
+
+  private pending(): number {
+    return Number(this.ctx.storage.sql.exec("SELECT COUNT(*) AS n FROM reminders WHERE status = 'pending'").one().n)
   }
 
   override async alarm(info?: AlarmInvocationInfo): Promise<void> {
@@ -172,8 +181,9 @@ const HELP = `durability examples: reminders
   curl -X POST http://127.0.0.1:8787/reminders/demo/tea -d '{"message":"tea is ready","inMs":2000}'
   # a message containing "flaky" fails on attempt 1 and is retried
   curl -X POST http://127.0.0.1:8787/reminders/demo/flaky -d '{"message":"flaky delivery","inMs":1000}'
-  # list the object's reminders and its physical alarm
+  # list the object's reminders and its physical alarm (until=settled: once none is pending)
   curl http://127.0.0.1:8787/reminders/demo
+  curl 'http://127.0.0.1:8787/reminders/demo?until=settled'
 `
 
 const json = (body: unknown, status = 200) =>
@@ -198,7 +208,7 @@ export default {
     const stub = env.REMINDERS.get(env.REMINDERS.idFromName(object))
     if (name === undefined) {
       if (request.method !== "GET") return json({ error: "Use GET /reminders/<object>" }, 405)
-      return json(await stub.list())
+      return json(await stub.list(url.searchParams.get("until") === "settled"))
     }
     if (request.method !== "POST") return json({ error: "Use POST /reminders/<object>/<name>" }, 405)
     let body: unknown

@@ -56,6 +56,14 @@ export interface ChargeReceipt {
   readonly replayed: boolean
 }
 
+/**
+ * A declined charge is an answer, not an exception: an exception thrown by an RPC method is logged by
+ * workerd as "Uncaught" in the callee even when the caller catches it, so the provider returns it.
+ */
+export type ChargeOutcome =
+  | { readonly ok: true; readonly receipt: ChargeReceipt }
+  | { readonly ok: false; readonly declined: string }
+
 export interface PaymentsLedger {
   readonly failNext: number
   readonly charges: ReadonlyArray<Record<string, SqlStorageValue>>
@@ -92,7 +100,7 @@ export class Payments extends DurableObject<Env> {
     `)
   }
 
-  async charge(request: ChargeRequest): Promise<ChargeReceipt> {
+  async charge(request: ChargeRequest): Promise<ChargeOutcome> {
     const sql = this.ctx.storage.sql
     const now = Date.now()
     const [outage] = sql.exec<{ remaining: number }>("SELECT remaining FROM outage WHERE id = 1").toArray()
@@ -103,7 +111,7 @@ export class Payments extends DurableObject<Env> {
         request.idempotencyKey,
         now
       )
-      throw new Error(`payments unavailable (simulated outage, ${outage.remaining - 1} more failure(s) queued)`)
+      return { ok: false, declined: `payments unavailable (simulated outage, ${outage.remaining - 1} more failure(s) queued)` }
     }
     const [existing] = sql.exec<{ charge_id: string; amount_cents: number }>(
       "SELECT charge_id, amount_cents FROM charges WHERE idempotency_key = ?",
@@ -115,7 +123,7 @@ export class Payments extends DurableObject<Env> {
         request.idempotencyKey,
         now
       )
-      return { chargeId: existing.charge_id, amountCents: existing.amount_cents, replayed: true }
+      return { ok: true, receipt: { chargeId: existing.charge_id, amountCents: existing.amount_cents, replayed: true } }
     }
     const chargeId = `ch_${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`
     sql.exec(
@@ -133,7 +141,7 @@ export class Payments extends DurableObject<Env> {
       request.idempotencyKey,
       now
     )
-    return { chargeId, amountCents: request.amountCents, replayed: false }
+    return { ok: true, receipt: { chargeId, amountCents: request.amountCents, replayed: false } }
   }
 
   /** Makes the next `count` charge requests fail. */
@@ -187,6 +195,12 @@ export interface InvoiceRow {
   readonly amount_cents: number
   readonly renewal_time: number
   readonly created_at: number
+}
+
+export interface StatusWait {
+  readonly invoices?: number | undefined
+  readonly untilIdle?: boolean | undefined
+  readonly timeoutMs?: number | undefined
 }
 
 export interface SubscriptionStatus {
@@ -304,7 +318,36 @@ export class Subscription extends DurableObject<Env> {
     return this.row() ?? null
   }
 
-  async status(): Promise<SubscriptionStatus> {
+  /**
+   * The object's state. With `invoices`, first waits (up to `timeoutMs`) until that many invoices
+   * exist, their charges settled and no renewal is being retried; with `untilIdle`, until no renewal
+   * is pending. So each step of the
+   * README's walkthrough shows the same state however long you take between steps.
+   */
+  async status(wait: StatusWait = {}): Promise<SubscriptionStatus> {
+    const deadline = Date.now() + (wait.timeoutMs ?? 30_000)
+    while (Date.now() < deadline && !(await this.reached(wait))) {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+    return this.snapshot()
+  }
+
+  private async reached(wait: StatusWait): Promise<boolean> {
+    const sql = this.ctx.storage.sql
+    if (wait.untilIdle === true) {
+      return sql.exec("SELECT name FROM durability_alarms WHERE name = 'renew' AND status = 'pending'").toArray().length === 0
+    }
+    if (wait.invoices === undefined) return true
+    const ids = sql.exec<{ id: string }>("SELECT id FROM invoices").toArray().map((row) => row.id)
+    if (ids.length < wait.invoices) return false
+    // A renewal being retried (it crashed after invoicing) is not settled yet either.
+    const retrying = sql.exec("SELECT name FROM durability_alarms WHERE name = 'renew' AND attempt > 0").toArray()
+    if (retrying.length > 0) return false
+    const results = await Promise.all(ids.map((id) => this.billing.chargeInvoice.getResult(id)))
+    return results.every((result) => result.status === "completed" || result.status === "failed")
+  }
+
+  private async snapshot(): Promise<SubscriptionStatus> {
     const sql = this.ctx.storage.sql
     const invoices = sql.exec<Record<keyof InvoiceRow, SqlStorageValue>>(
       "SELECT id, period, amount_cents, renewal_time, created_at FROM invoices ORDER BY created_at DESC LIMIT 5"
@@ -397,12 +440,15 @@ export class Subscription extends DurableObject<Env> {
   /** The `chargeInvoice` handler: one call to the payment provider, keyed by the invoice id. */
   private async chargeInvoice(call: DurableCall<InvoicePayload>): Promise<ChargeReceipt> {
     const payments = this.env.PAYMENTS.get(this.env.PAYMENTS.idFromName("payments"))
-    const receipt = await payments.charge({
+    const outcome = await payments.charge({
       idempotencyKey: call.id,
       customer: call.payload.subscriptionId,
       amountCents: call.payload.amountCents,
       description: `${call.payload.subscriptionId} period ${call.payload.period}`
     })
+    // Thrown here, in the handler: the library records it and retries on its schedule.
+    if (!outcome.ok) throw new Error(outcome.declined)
+    const { receipt } = outcome
     console.log(`chargeInvoice: ${call.id} attempt ${call.attempt} -> ${receipt.chargeId}`)
     return { chargeId: receipt.chargeId, amountCents: receipt.amountCents, replayed: receipt.replayed }
   }
@@ -419,10 +465,12 @@ export class Subscription extends DurableObject<Env> {
 export const HELP = `  # subscription-renewals (promise API): renew every 10 s, charge each invoice once
   curl -X POST http://127.0.0.1:8787/subscriptions/alice/subscribe -d '{"plan":"pro","amountCents":1200,"periodMs":10000}'
   curl http://127.0.0.1:8787/subscriptions/alice/status
+  curl 'http://127.0.0.1:8787/subscriptions/alice/status?invoices=1'   # waits until 1 invoice is settled
   curl -X POST http://127.0.0.1:8787/subscriptions/payments/fail-next -d '{"count":2}'   # next 2 charges fail
   curl http://127.0.0.1:8787/subscriptions/payments          # charges by idempotency key + every attempt
   curl -X POST http://127.0.0.1:8787/subscriptions/alice/crashNextRenewal   # next renew throws once, is retried
   curl -X POST http://127.0.0.1:8787/subscriptions/alice/cancel
+  curl 'http://127.0.0.1:8787/subscriptions/alice/status?until=idle'   # waits until no renewal is pending
   curl -X POST http://127.0.0.1:8787/subscriptions/alice/purgeHistory -d '{"olderThanMs":0}'
 `
 
@@ -469,9 +517,16 @@ export default {
     const subscription = env.SUBSCRIPTIONS.get(env.SUBSCRIPTIONS.idFromName(id))
     try {
       switch (action) {
-        case "status":
+        case "status": {
           if (!get) break
-          return json(await subscription.status())
+          const query = new URL(request.url).searchParams
+          const invoices = query.get("invoices")
+          if (invoices !== null && !isInt(Number(invoices), 0, 1_000)) return json({ error: "invoices must be 0..1000" }, 400)
+          return json(await subscription.status({
+            invoices: invoices === null ? undefined : Number(invoices),
+            untilIdle: query.get("until") === "idle"
+          }))
+        }
         case "subscribe": {
           if (!post) break
           const body = await readJson(request)
