@@ -8,6 +8,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { SerializedError } from "./Errors.js"
+import * as Logging from "./Logging.js"
 
 export interface Report {
   readonly event: string
@@ -81,17 +82,18 @@ export const make = (sink: Sink): Background => {
   })
 }
 
-// An object, not a JSON string: Workers Logs indexes an object's fields.
-const consoleReport = (report: Report): void => {
-  console.error({ event: report.event, ...report.details })
-}
-
-/** `ctx.waitUntil` (when the context has it) and structured `console.error` reports. */
-export const layerDurableObject = (ctx: { waitUntil?(promise: Promise<unknown>): void }): Layer.Layer<Background> =>
+/**
+ * `ctx.waitUntil` (when the context has it), and reports as `ERROR` entries to `sink` (default: one
+ * object per report on the console; Workers Logs indexes an object's fields).
+ */
+export const layerDurableObject = (
+  ctx: { waitUntil?(promise: Promise<unknown>): void },
+  sink: Logging.Sink = Logging.consoleSink
+): Layer.Layer<Background> =>
   Layer.succeed(
     Background,
     make({
       waitUntil: ctx.waitUntil === undefined ? undefined : (promise) => ctx.waitUntil!(promise),
-      report: consoleReport
+      report: (report) => sink({ level: "ERROR", event: report.event, ...report.details })
     })
   )

@@ -13,7 +13,6 @@ import * as Cause from "effect/Cause"
 import * as HashMap from "effect/HashMap"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
-import type * as LogLevel from "effect/LogLevel"
 import type * as Lifecycle from "./Lifecycle.js"
 
 /** One log entry as an object: its level, its message, its annotations (and the cause, if any). */
@@ -27,28 +26,44 @@ export const toRecord = (options: Logger.Logger.Options<unknown>): Record<string
   return record
 }
 
-const byLevel = (level: LogLevel.LogLevel): (record: Record<string, unknown>) => void => {
-  switch (level._tag) {
-    case "Fatal":
-    case "Error":
-      return (record) => console.error(record)
-    case "Warning":
-      return (record) => console.warn(record)
-    case "Debug":
-    case "Trace":
-      return (record) => console.debug(record)
+/** Where entries go, one object each (`{ level, message, event, ... }`). */
+export type Sink = (entry: Readonly<Record<string, unknown>>) => void
+
+/** The Workers console, at the console method of the entry's level (`level` as `toRecord` writes it). */
+export const consoleSink: Sink = (entry) => {
+  switch (entry["level"]) {
+    case "FATAL":
+    case "ERROR":
+      return console.error(entry)
+    case "WARN":
+      return console.warn(entry)
+    case "DEBUG":
+    case "TRACE":
+      return console.debug(entry)
     default:
-      return (record) => console.log(record)
+      return console.log(entry)
   }
 }
 
+/** A logger that hands each entry to `sink` as one object. */
+export const toSink = (sink: Sink): Logger.Logger<unknown, void> =>
+  Logger.make((options) => {
+    try {
+      sink(toRecord(options))
+    } catch {
+      // A broken sink must not turn a log line into a failure.
+    }
+  })
+
 /** Writes each entry to the console as one object, at the console method of its level. */
-export const consoleLogger: Logger.Logger<unknown, void> = Logger.make((options) => {
-  byLevel(options.logLevel)(toRecord(options))
-})
+export const consoleLogger: Logger.Logger<unknown, void> = toSink(consoleSink)
+
+/** Replaces Effect's default (text) logger with one writing to `sink` (default: the console). */
+export const layer = (sink: Sink = consoleSink): Layer.Layer<never> =>
+  Logger.replace(Logger.defaultLogger, toSink(sink))
 
 /** Replaces Effect's default (text) logger with `consoleLogger`. Part of `Scheduler.layerDurableObject`. */
-export const layerConsole: Layer.Layer<never> = Logger.replace(Logger.defaultLogger, consoleLogger)
+export const layerConsole: Layer.Layer<never> = layer(consoleSink)
 
 /** An `onLifecycleEvent` hook that logs every event as one object (`{ event: "durability.lifecycle", ... }`). */
 export const logLifecycle: Lifecycle.LifecycleHook = (event) => {

@@ -56,6 +56,11 @@ export interface SchedulerOptions {
   readonly onAlarmRetry?: ((info: AlarmRetryInfo) => void | PromiseLike<void>) | undefined
   /** Included in `AlarmRetryInfo`. */
   readonly objectId?: string | undefined
+  /**
+   * Where the library's diagnostics go, one object per entry (`{ level, message, event, ... }`: failures for
+   * good, timeouts, failed alarm passes). Default: the Workers console. Used by `layerDurableObject`.
+   */
+  readonly log?: Logging.Sink | undefined
 }
 
 export interface SchedulerConfig {
@@ -65,6 +70,7 @@ export interface SchedulerConfig {
   readonly liveTimers: boolean
   readonly onAlarmRetry: ((info: AlarmRetryInfo) => void | PromiseLike<void>) | undefined
   readonly objectId: string | undefined
+  readonly log: Logging.Sink | undefined
 }
 
 /** How long the engine must stay idle before owed upkeep (reconciling after settles) runs. */
@@ -120,6 +126,13 @@ export const resolveConfig = Effect.fn("Scheduler.resolveConfig")(function*(opti
       message: `onAlarmRetry must be a function, got ${shown(options.onAlarmRetry)}`
     })
   }
+  if (options.log !== undefined && typeof options.log !== "function") {
+    return yield* new InvalidOptionError({
+      field: "log",
+      kind: "type",
+      message: `log must be a function, got ${shown(options.log)}`
+    })
+  }
   if (options.objectId !== undefined && typeof options.objectId !== "string") {
     return yield* new InvalidOptionError({
       field: "objectId",
@@ -133,7 +146,8 @@ export const resolveConfig = Effect.fn("Scheduler.resolveConfig")(function*(opti
     alarmHandoffMs,
     liveTimers: options.liveTimers ?? false,
     onAlarmRetry: options.onAlarmRetry,
-    objectId: options.objectId
+    objectId: options.objectId,
+    log: options.log
   } satisfies SchedulerConfig
 })
 
@@ -588,7 +602,7 @@ export const layerWith = (
 
 /**
  * The whole engine over a Durable Object's own storage, alarm and `waitUntil`, with Effect's logger
- * writing structured objects to the Workers console (`Logging.layerConsole`):
+ * writing structured objects to the Workers console (or to `options.log`):
  * provide it once per object instance (e.g. to a `ManagedRuntime` built in the
  * constructor). It builds synchronously and does no I/O; run `warm` before
  * serving (inside `blockConcurrencyWhile`).
@@ -596,8 +610,12 @@ export const layerWith = (
 export const layerDurableObject = (
   ctx: DurabilityContext,
   options: SchedulerOptions = {}
-): Layer.Layer<Services, InvalidOptionError> =>
-  Layer.provideMerge(
-    layerWith(StorageServiceModule.layerDurableObject(ctx), Background.layerDurableObject(ctx), options),
-    Logging.layerConsole
+): Layer.Layer<Services, InvalidOptionError> => {
+  // Checked by the scheduler layer, which fails to build on a bad value.
+  const given = typeof options === "object" && options !== null ? options.log : undefined
+  const sink = typeof given === "function" ? given : Logging.consoleSink
+  return Layer.provideMerge(
+    layerWith(StorageServiceModule.layerDurableObject(ctx), Background.layerDurableObject(ctx, sink), options),
+    Logging.layer(sink)
   )
+}

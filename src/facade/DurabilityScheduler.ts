@@ -34,7 +34,7 @@ const registry = new WeakMap<object, Internals>()
  */
 const byStorage = new WeakMap<object, DurabilityScheduler>()
 
-const SHARED_OPTIONS = ["alarmConcurrency", "alarmMinDelayMs", "alarmHandoffMs", "liveTimers", "onAlarmRetry"] as const
+const SHARED_OPTIONS = ["alarmConcurrency", "alarmMinDelayMs", "alarmHandoffMs", "liveTimers", "onAlarmRetry", "log"] as const
 
 const describeOption = (value: unknown): string => typeof value === "function" ? "a different function" : String(value)
 

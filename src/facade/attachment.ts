@@ -16,7 +16,7 @@ export type SchedulerAttachment =
   | { readonly scheduler: DurabilityScheduler; readonly context?: undefined }
   | ({ readonly context: DurabilityContext; readonly scheduler?: undefined } & DurabilitySchedulerOptions)
 
-const SCHEDULER_OPTIONS = ["alarmConcurrency", "alarmMinDelayMs", "alarmHandoffMs", "liveTimers", "onAlarmRetry"] as const
+const SCHEDULER_OPTIONS = ["alarmConcurrency", "alarmMinDelayMs", "alarmHandoffMs", "liveTimers", "onAlarmRetry", "log"] as const
 
 export interface Attached {
   readonly scheduler: DurabilityScheduler

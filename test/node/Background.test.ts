@@ -15,7 +15,7 @@ describe("Background.layerDurableObject", () => {
         spy.mockRestore()
       }
       expect(logged).toEqual([[
-        { event: "durability.alarm.failed", error: { name: "Error", message: "disk" }, retryInMs: 1000 }
+        { level: "ERROR", event: "durability.alarm.failed", error: { name: "Error", message: "disk" }, retryInMs: 1000 }
       ]])
     }))
 
@@ -36,7 +36,7 @@ describe("Background.layerDurableObject", () => {
         spy.mockRestore()
       }
       expect(logged).toEqual([
-        { event: "durability.background_execution.failed", error: { name: "TypeError", message: "lost" } }
+        { level: "ERROR", event: "durability.background_execution.failed", error: { name: "TypeError", message: "lost" } }
       ])
     }))
 })

@@ -637,3 +637,32 @@ describe("observability by default", () => {
     }
   })
 })
+
+describe("the log option", () => {
+  it("sends the library's diagnostics to a function of the application instead of the console", async () => {
+    const context = await memoryContext()
+    const entries: Array<Readonly<Record<string, unknown>>> = []
+    const errorSpy = vi.spyOn(console, "error")
+    try {
+      const durability = new Durability({
+        context,
+        log: (entry) => void entries.push(entry),
+        handlers: {
+          charge: () => {
+            throw new NonRetryableError("card declined")
+          }
+        }
+      })
+      await durability.charge({ id: "inv-1", payload: null })
+      await durability.charge.job("inv-1").wait({ timeoutMs: 60_000 })
+      expect(entries).toEqual([expect.objectContaining({ level: "ERROR", event: "durability.attempt.failed", id: "inv-1" })])
+      expect(errorSpy).not.toHaveBeenCalled()
+    } finally {
+      errorSpy.mockRestore()
+    }
+    const other = await memoryContext()
+    const bad = thrownBy(() => new DurabilityScheduler({ context: other, log: "console" as never }))
+    expect(bad).toBeInstanceOf(TypeError)
+    expect(bad.message).toBe('log must be a function, got "console"')
+  })
+})
