@@ -369,14 +369,19 @@ describe("the DurabilityScheduler facade in workerd", () => {
       )
       expect(noConfig).toBeInstanceOf(TypeError)
       expect((noConfig as Error).message).toBe("DurabilityScheduler needs a config object")
-      // The edges are accepted; on this object, whose scheduler has the same options, it is that one.
-      expect(make({ alarmMinDelayMs: 1_000 })()).toBe((instance as EngineObject).scheduler)
+      // This object already has its scheduler: another one with other options is refused.
+      expect((thrown(make({ alarmMinDelayMs: 2_000 })) as Error).message).toContain("pass it to every helper as { scheduler }")
+      expect((instance as EngineObject).scheduler).toBeInstanceOf(DurabilityScheduler)
     })
-    const bare = env.STORAGE_OBJECT.get(env.STORAGE_OBJECT.newUniqueId())
-    await runInDurableObject(bare, (_instance, state) => {
-      const options = { alarmMinDelayMs: 15_000, liveTimers: true, onAlarmRetry: () => undefined }
-      expect(new DurabilityScheduler({ context: state, ...options })).toBeInstanceOf(DurabilityScheduler)
-    })
+    // The edges are accepted, each on an object of its own; the same options again give the same scheduler.
+    for (const options of [{ alarmMinDelayMs: 1_000 }, { alarmMinDelayMs: 15_000, liveTimers: true }]) {
+      const bare = env.STORAGE_OBJECT.get(env.STORAGE_OBJECT.newUniqueId())
+      await runInDurableObject(bare, (_instance, state) => {
+        const scheduler = new DurabilityScheduler({ context: state, ...options })
+        expect(scheduler).toBeInstanceOf(DurabilityScheduler)
+        expect(new DurabilityScheduler({ context: state, ...options })).toBe(scheduler)
+      })
+    }
   })
 
   it("internals rejects objects it did not create", async () => {
