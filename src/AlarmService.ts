@@ -1,12 +1,13 @@
 /**
- * The object's one physical alarm and the one in-memory early timer.
+ * The object's wake-up: when the platform's one physical alarm is set, and the one in-memory early
+ * timer for work due sooner than the physical alarm may be set.
  *
- * The physical alarm survives eviction but the platform will not fire it
- * earlier than the engine's minimum delay allows; the early timer is a fiber
- * sleeping on Effect's `Clock` (so `TestClock` drives it) that runs the alarm
- * pass for work due sooner. It dies with the isolate, which is fine: the
- * physical alarm is always armed at or before the work's due time plus the
- * minimum delay.
+ * The engine says when the object must wake (`reconcile` with the earliest pending time, inside the
+ * transaction that changed the rows, so the lost-wakeup invariant holds); this service decides the
+ * physical alarm (never sooner than `alarmMinDelayMs` after a write, and one already inside
+ * `[earliest, target]` is kept, so frequent writes cannot postpone it) and the early timer (work
+ * inside the min-delay window, or any work with `liveTimers`). The timer is a fiber sleeping on
+ * Effect's `Clock` (so `TestClock` drives it); its fires reach the engine through `wakeup`.
  */
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -14,10 +15,11 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
-import * as Scope from "effect/Scope"
-import * as Fork from "./internal/fork.js"
-import * as Background from "./Background.js"
+import * as Queue from "effect/Queue"
+import type * as Scope from "effect/Scope"
 import type { StorageError } from "./Errors.js"
+import * as Fork from "./internal/fork.js"
+import { SchedulerConfig } from "./SchedulerConfig.js"
 import { StorageService } from "./StorageService.js"
 
 /** `setTimeout` (and so `Effect.sleep`) treats longer delays as zero or forever; the physical alarm covers them. */
@@ -41,25 +43,37 @@ const sleepUntil = (at: number, delay: number): Effect.Effect<void> =>
     )
 
 export interface AlarmService {
-  /** The physical alarm as last read or written (`undefined`: not read yet). */
-  readonly physical: Effect.Effect<number | null | undefined>
-  readonly setPhysical: (at: number) => Effect.Effect<void, StorageError>
-  readonly deletePhysical: Effect.Effect<void, StorageError>
-  /** Asks the platform (at warm-up). */
-  readonly readPhysical: Effect.Effect<number | null, StorageError>
-  /** The platform fired the physical alarm, which clears it. */
-  readonly physicalFired: Effect.Effect<void>
   /**
-   * Arms the one early timer for `at`, replacing any other; `null` cancels it.
-   * A delay over 2^31−1 ms is not armed.
+   * Inside the rows' transaction: the object must wake by `earliest` (`null`: nothing is pending).
+   * Sets the physical alarm to `max(earliest, now + alarmMinDelayMs)`, keeps one already inside
+   * `[earliest, that]`, deletes it when nothing is pending.
    */
+  readonly reconcile: (earliest: number | null) => Effect.Effect<void, StorageError>
+  /**
+   * Inside the rows' transaction, after one record became pending at `at` (which can only move the
+   * earliest pending time earlier): whether the known alarm is what `reconcile` would keep, so no
+   * read of the earliest time is needed.
+   */
+  readonly covers: (at: number) => Effect.Effect<boolean>
+  /** Arms the early timer for `at`, the earliest pending time it may run, when that is its business; otherwise disarms it. */
   readonly armTimer: (at: number | null) => Effect.Effect<void>
-  /** Makes sure the early timer fires at or before `at`: arms it unless it already does. */
+  /** Makes the early timer fire at or before `at` when that is its business. */
   readonly coverTimer: (at: number) => Effect.Effect<void>
   /** When the early timer will fire, if armed. */
   readonly timerAt: Effect.Effect<number | null>
-  /** What the early timer runs when it fires (the engine's alarm pass). */
-  readonly setTimerHandler: (run: Effect.Effect<void>) => Effect.Effect<void>
+  /** Waits for the early timer's next fire; the engine runs a timer pass for each. */
+  readonly wakeup: Effect.Effect<void>
+  /** The platform is delivering the physical alarm, which clears it (no I/O, so `TestClock` sees every step). */
+  readonly delivered: Effect.Effect<void>
+  /**
+   * A pass handing off before the platform's time limit: the continuation alarm at
+   * `now + alarmMinDelayMs`, unless one already wakes the object inside `[now, that]`.
+   */
+  readonly handoff: Effect.Effect<void, StorageError>
+  /** A pass that failed: its fallback alarm at `now + alarmMinDelayMs`, armed directly. */
+  readonly fallback: Effect.Effect<void, StorageError>
+  /** Reads the physical alarm from the platform (before serving); one already past arms the early timer. */
+  readonly warm: Effect.Effect<void, StorageError>
 }
 
 export const AlarmService: Context.Tag<AlarmService, AlarmService> = Context.GenericTag<AlarmService>(
@@ -71,67 +85,110 @@ interface ArmedTimer {
   readonly fiber: Fiber.RuntimeFiber<void>
 }
 
-export const make: Effect.Effect<
-  AlarmService,
-  never,
-  StorageService | Background.Background | Scope.Scope
-> = Effect.gen(function*() {
-  const storage = yield* StorageService
-  const background = yield* Background.Background
-  const scope = yield* Effect.scope
-  let handler: Effect.Effect<void> = Effect.void
-  let timer: ArmedTimer | undefined
+export const make: Effect.Effect<AlarmService, never, StorageService | SchedulerConfig | Scope.Scope> = Effect.gen(
+  function*() {
+    const storage = yield* StorageService
+    const config = yield* SchedulerConfig
+    const scope = yield* Effect.scope
+    const fires = yield* Queue.unbounded<void>()
+    let timer: ArmedTimer | undefined
 
-  // The pass runs in the timer's own fiber (a fork would be one more scheduler turn before due
-  // work starts). Detached from the timer slot first: the pass re-arms the timer, which must not
-  // interrupt the pass itself.
-  const fire = (self: () => ArmedTimer | undefined) =>
-    Effect.gen(function*() {
-      if (timer === self()) timer = undefined
-      yield* Effect.withFiberRuntime((fiber) => background.waitUntil(Fork.settled(fiber)))
-      yield* handler
-    })
+    // The early timer's business: work due inside the min-delay window (or any work, with liveTimers).
+    const forTimer = (at: number, now: number) => config.liveTimers || at - now < config.alarmMinDelayMs
 
-  // Callers race (settles, passes, writes); re-arming must be one step at a time.
-  const lock = yield* Effect.makeSemaphore(1)
+    // Detached from the slot first: the pass this fire starts re-arms the timer.
+    const fire = (self: () => ArmedTimer | undefined) =>
+      Effect.suspend(() => {
+        if (timer === self()) timer = undefined
+        return Effect.asVoid(Queue.offer(fires, undefined))
+      })
 
-  const armTimer = (at: number | null): Effect.Effect<void> => lock.withPermits(1)(arm(at))
+    // Callers race (settles, passes, writes); re-arming must be one step at a time.
+    const lock = yield* Effect.makeSemaphore(1)
 
-  const coverTimer = (at: number): Effect.Effect<void> =>
-    lock.withPermits(1)(Effect.suspend(() => timer !== undefined && timer.at <= at ? Effect.void : arm(at)))
+    const arm = (at: number | null): Effect.Effect<void> =>
+      Effect.gen(function*() {
+        if (timer !== undefined && at !== null && timer.at === at) return
+        const previous = timer
+        timer = undefined
+        if (previous !== undefined) yield* Fiber.interruptFork(previous.fiber)
+        if (at === null) return
+        const delay = Math.max(0, at - (yield* Clock.currentTimeMillis))
+        if (delay > MAX_TIMER_DELAY_MS) return
+        let armed: ArmedTimer | undefined
+        const fiber = yield* Fork.detached(
+          Effect.zipRight(sleepUntil(at, delay), Effect.suspend(() => fire(() => armed))),
+          scope
+        )
+        armed = { at, fiber }
+        timer = armed
+      })
 
-  const arm = (at: number | null): Effect.Effect<void> =>
-    Effect.gen(function*() {
-      if (timer !== undefined && at !== null && timer.at === at) return
-      const previous = timer
-      timer = undefined
-      if (previous !== undefined) yield* Fiber.interruptFork(previous.fiber)
-      if (at === null) return
-      const delay = Math.max(0, at - (yield* Clock.currentTimeMillis))
-      if (delay > MAX_TIMER_DELAY_MS) return
-      let armed: ArmedTimer | undefined
-      const fiber = yield* Fork.detached(
-        Effect.zipRight(sleepUntil(at, delay), Effect.suspend(() => fire(() => armed))),
-        scope
+    const armTimer = (at: number | null): Effect.Effect<void> =>
+      lock.withPermits(1)(
+        Effect.flatMap(Clock.currentTimeMillis, (now) => arm(at !== null && forTimer(at, now) ? at : null))
       )
-      armed = { at, fiber }
-      timer = armed
+
+    const coverTimer = (at: number): Effect.Effect<void> =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        forTimer(at, now)
+          ? lock.withPermits(1)(Effect.suspend(() => timer !== undefined && timer.at <= at ? Effect.void : arm(at)))
+          : Effect.void)
+
+    const reconcile = (earliest: number | null): Effect.Effect<void, StorageError> =>
+      Effect.flatMap(storage.alarm, (current) => {
+        if (earliest === null) return current === null ? Effect.void : storage.deleteAlarm
+        return Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          const target = Math.max(earliest, now + config.alarmMinDelayMs)
+          // Keeping an alarm inside [earliest, target] means frequent writes cannot keep postponing it.
+          const keep = typeof current === "number" && current >= earliest && current <= target
+          return keep ? Effect.void : storage.setAlarm(target)
+        })
+      })
+
+    // A new record due at `at` can only make the earliest pending time earlier. A known alarm in
+    // [at, max(at, now + minDelay)] is then exactly what reconciling would keep.
+    const covers = (at: number): Effect.Effect<boolean> =>
+      Effect.flatMap(storage.alarm, (current) =>
+        Effect.map(
+          Clock.currentTimeMillis,
+          (now) => typeof current === "number" && current >= at && current <= Math.max(at, now + config.alarmMinDelayMs)
+        ))
+
+    const continuation = (keepFrom: (now: number) => number) =>
+      Effect.flatMap(storage.alarm, (current) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          const target = now + config.alarmMinDelayMs
+          return typeof current === "number" && current >= keepFrom(now) && current <= target
+            ? Effect.void
+            : storage.setAlarm(target)
+        }))
+
+    return AlarmService.of({
+      reconcile,
+      covers,
+      armTimer,
+      coverTimer,
+      timerAt: Effect.sync(() => timer?.at ?? null),
+      wakeup: Queue.take(fires),
+      delivered: storage.alarmFired,
+      // The alarm armed when the pass started may already be past (a handoff later than the minimum
+      // delay): the platform would re-run alarm() at once. One still ahead and not later is kept.
+      handoff: continuation((now) => now + 1),
+      fallback: Effect.flatMap(Clock.currentTimeMillis, (now) => storage.setAlarm(now + config.alarmMinDelayMs)),
+      warm: Effect.gen(function*() {
+        const stored = yield* storage.readAlarm
+        // A stored alarm already past is one the platform did not deliver (wrangler dev does not fire an
+        // alarm set before a reload; workerd#3566): run what is overdue now instead of waiting for a write.
+        if (stored !== null && stored <= (yield* Clock.currentTimeMillis)) {
+          yield* lock.withPermits(1)(arm(stored))
+        }
+      })
     })
+  }
+)
 
-  return AlarmService.of({
-    physical: storage.alarm,
-    setPhysical: storage.setAlarm,
-    deletePhysical: storage.deleteAlarm,
-    readPhysical: storage.readAlarm,
-    physicalFired: storage.alarmFired,
-    armTimer,
-    coverTimer,
-    timerAt: Effect.sync(() => timer?.at ?? null),
-    setTimerHandler: (run) => Effect.sync(() => (handler = run))
-  })
-})
-
-export const layer: Layer.Layer<AlarmService, never, StorageService | Background.Background> = Layer.scoped(
+export const layer: Layer.Layer<AlarmService, never, StorageService | SchedulerConfig> = Layer.scoped(
   AlarmService,
   make
 )

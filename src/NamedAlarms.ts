@@ -27,7 +27,6 @@ import * as MigrationSql from "./internal/migrationSql.js"
 import type { AlarmInvocationInfo } from "./internal/platform.js"
 import * as Policy from "./internal/policy.js"
 import * as Validate from "./internal/validate.js"
-import * as Watchers from "./internal/watchers.js"
 import type * as Lifecycle from "./Lifecycle.js"
 import * as Migrations from "./Migrations.js"
 import * as Scheduler from "./Scheduler.js"
@@ -172,81 +171,79 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
   Scheduler.Scheduler | StorageService | Background.Background | RequirementsOf<Defs>
 > =>
   Effect.gen(function*() {
-    const storage = yield* StorageService
-    const scheduler = yield* Scheduler.Scheduler
     const context = yield* Effect.context<RequirementsOf<Defs>>()
-    const definitionOf = (name: string) =>
-      Capability.ownDefinition(definitions, name)
-    const timeoutError = (name: string) => (timeoutMs: number) =>
-      new DurableAlarmTimeoutError({ message: `Durable alarm "${name}" timed out after ${timeoutMs}ms`, timeoutMs })
-    // A timeout's outcome is unknown, so it is final unless the alarm opted into retrying it.
-    const { fallback, policies } = yield* Capability.resolveDefinitions({
-      owner: "DurabilityAlarms",
-      definitions,
-      execution: options,
-      timeoutError,
-      isTerminal: (name) => definitionOf(name)?.retryTimeouts === true ? undefined : isAlarmTimeout
-    })
-    for (const [name, definition] of Object.entries(definitions)) {
-      if (definition.retryTimeouts !== undefined && typeof definition.retryTimeouts !== "boolean") {
-        return yield* new InvalidOptionError({
-          field: `methods.${name}.retryTimeouts`,
-          kind: "type",
-          message: `methods.${name}.retryTimeouts must be a boolean, got ${Validate.shown(definition.retryTimeouts)}`
-        })
-      }
-    }
-    if (!(yield* Migrations.isCurrent(CAPABILITY, migrations))) yield* migrate()
-    const watchers = Watchers.make()
-
-    const run = (execution: Scheduler.Execution): Effect.Effect<unknown, unknown> =>
-      Effect.suspend(() => {
-        const name = execution.key
-        const definition = definitionOf(name)
-        if (definition === undefined) {
-          return Effect.fail(new NonRetryableError({ message: `No named alarm handler registered for "${name}"` }))
-        }
-        const info: DurableAlarmInfo = {
-          name,
-          scheduledTime: Number(execution.row.scheduled_at),
-          attempt: execution.attempt,
-          isRetry: execution.attempt > 1,
-          retryCount: execution.attempt - 1,
-          idempotencyKey: `${IDEMPOTENCY_PREFIX}${execution.generation}`,
-          signal: execution.signal,
-          platform: execution.platform
-        }
-        return Capability.provideCaptured(
-          definition.handler(info) as Effect.Effect<unknown, unknown, RequirementsOf<Defs>>,
-          context
-        )
-      })
-
-    const handle = yield* scheduler.attach({
+    const definitionOfName = (name: string) => Capability.ownDefinition(definitions, name)
+    const { definitionOf, handle, purgeBefore, storage, watchers } = yield* Capability.make<AnyAlarmDefinition, unknown>({
       kind: CAPABILITY,
+      owner: "DurabilityAlarms",
+      module: "NamedAlarms",
       table: TABLE,
       keyColumn: "name",
-      policy: (row) => policies.get(String(row.name)) ?? fallback(String(row.name)),
-      attemptLimits: Capability.attemptLimits("name", policies, fallback),
-      run,
-      // Success deletes only the occurrence that ran, never its replacement.
-      complete: (execution) =>
-        Effect.map(
-          storage.exec(
-            `DELETE FROM durability_alarms
-             WHERE name = ? AND generation_id = ? AND status = 'pending' AND attempt = ? RETURNING name`,
-            [execution.key, execution.generation, execution.attempt]
+      nameColumn: "name",
+      entityKind: "named_alarm",
+      migrations,
+      definitions,
+      options,
+      timeoutError: (name) => (timeoutMs) =>
+        new DurableAlarmTimeoutError({ message: `Durable alarm "${name}" timed out after ${timeoutMs}ms`, timeoutMs }),
+      // A timeout's outcome is unknown, so it is final unless the alarm opted into retrying it.
+      isTerminal: (name) => definitionOfName(name)?.retryTimeouts === true ? undefined : isAlarmTimeout,
+      check: (definitions) => {
+        for (const [name, definition] of Object.entries(definitions)) {
+          if (definition.retryTimeouts !== undefined && typeof definition.retryTimeouts !== "boolean") {
+            return new InvalidOptionError({
+              field: `methods.${name}.retryTimeouts`,
+              kind: "type",
+              message: `methods.${name}.retryTimeouts must be a boolean, got ${Validate.shown(definition.retryTimeouts)}`
+            })
+          }
+        }
+        return undefined
+      },
+      // One handler per name at a time: a new occurrence waits for a purged one that ignores its abort.
+      releaseKeysOnPurge: false,
+      purgeReason: () => new Error("Durable alarm was purged"),
+      participant: ({ definitionOf, storage }) => ({
+        run: (execution) =>
+          Effect.suspend(() => {
+            const name = execution.key
+            const definition = definitionOf(name)
+            if (definition === undefined) {
+              return Effect.fail(new NonRetryableError({ message: `No named alarm handler registered for "${name}"` }))
+            }
+            const info: DurableAlarmInfo = {
+              name,
+              scheduledTime: Number(execution.row.scheduled_at),
+              attempt: execution.attempt,
+              isRetry: execution.attempt > 1,
+              retryCount: execution.attempt - 1,
+              idempotencyKey: `${IDEMPOTENCY_PREFIX}${execution.generation}`,
+              signal: execution.signal,
+              platform: execution.platform
+            }
+            return Capability.provideCaptured(
+              definition.handler(info) as Effect.Effect<unknown, unknown, RequirementsOf<Defs>>,
+              context
+            )
+          }),
+        // Success deletes only the occurrence that ran, never its replacement.
+        complete: (execution) =>
+          Effect.map(
+            storage.exec(
+              `DELETE FROM durability_alarms
+               WHERE name = ? AND generation_id = ? AND status = 'pending' AND attempt = ? RETURNING name`,
+              [execution.key, execution.generation, execution.attempt]
+            ),
+            (rows) => rows.length > 0
           ),
-          (rows) => rows.length > 0
-        ),
-      describe: (row) => `named alarm "${String(row.name)}"`,
-      entity: (row) => ({
-        entityKind: "named_alarm",
-        alarm: String(row.name),
-        id: String(row.name),
-        generation: String(row.generation_id)
-      }),
-      onEvent: Capability.observe(watchers, options.onLifecycleEvent)
+        describe: (row) => `named alarm "${String(row.name)}"`,
+        entity: (row) => ({
+          entityKind: "named_alarm",
+          alarm: String(row.name),
+          id: String(row.name),
+          generation: String(row.generation_id)
+        })
+      })
     })
 
     const checkName = (name: unknown) =>
@@ -329,21 +326,6 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
         attempt: 0,
         scheduledTime: at
       }))
-    })
-
-    const purgeBefore = Effect.fn("NamedAlarms.purgeBefore")(function*(before: number | Date) {
-      const cutoff = yield* Validate.timestamp("timestamp", before)
-      return yield* Capability.purge({
-        storage,
-        handle,
-        watchers,
-        table: TABLE,
-        keyColumn: "name",
-        entityKind: "named_alarm",
-        before: cutoff,
-        releaseKeys: false,
-        reason: () => new Error("Durable alarm was purged")
-      })
     })
 
     return { schedule, get, cancel, list, purgeBefore } as unknown as NamedAlarms<Defs>

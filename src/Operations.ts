@@ -41,7 +41,6 @@ import * as ListQuery from "./internal/listQuery.js"
 import * as MigrationSql from "./internal/migrationSql.js"
 import * as Policy from "./internal/policy.js"
 import * as Validate from "./internal/validate.js"
-import * as Watchers from "./internal/watchers.js"
 import type * as Lifecycle from "./Lifecycle.js"
 import * as Migrations from "./Migrations.js"
 import * as Scheduler from "./Scheduler.js"
@@ -260,6 +259,13 @@ const timeoutError = (operation: string) => (timeoutMs: number) =>
 const isSerializationFailure = (error: unknown): error is DurableResultSerializationError =>
   error instanceof DurableResultSerializationError
 
+/** The error of a result that cannot be stored: terminal, so the side effect is not run again. */
+const unstorable = (operation: string, detail: string, cause?: unknown) =>
+  new DurableResultSerializationError({
+    message: `The result of operation "${operation}" ${detail}`,
+    ...(cause === undefined ? {} : { cause })
+  })
+
 /**
  * Attaches the operations capability to the scheduler: migrates its table,
  * checks the definitions, and returns the typed API.
@@ -270,121 +276,92 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
 ): Effect.Effect<
   Operations<Defs>,
   InvalidOptionError | ParticipantConflictError | MigrationError | StorageError,
-  Scheduler.Scheduler | StorageService | Background.Background | RequirementsOf<Defs>
+  Scheduler.Scheduler | StorageService | RequirementsOf<Defs>
 > =>
   Effect.gen(function*() {
-    const storage = yield* StorageService
-    const scheduler = yield* Scheduler.Scheduler
     const context = yield* Effect.context<RequirementsOf<Defs>>()
-    const { fallback, policies } = yield* Capability.resolveDefinitions({
-      owner: "Durability",
-      definitions,
-      execution: options,
-      timeoutError
-    })
-    if (!(yield* Migrations.isCurrent(CAPABILITY, migrations))) yield* migrate()
-
-    const watchers = Watchers.make()
-    const definitionOf = (operation: string) =>
-      Capability.ownDefinition(definitions, operation)
-
-    const run = (execution: Scheduler.Execution): Effect.Effect<unknown, unknown> =>
-      Effect.gen(function*() {
-        const operation = String(execution.row.operation)
-        const definition = definitionOf(operation)
-        if (definition === undefined) {
-          return yield* new NonRetryableError({ message: `No handler registered for operation "${operation}"` })
-        }
-        // The payload was valid when registered; if it no longer decodes, retrying cannot help.
-        const payload = yield* Effect.mapError(
-          definition.payload.decode(Json.decode(String(execution.row.payload))),
-          (cause) =>
-            new NonRetryableError({ message: `The stored payload of operation "${operation}" does not decode`, cause })
-        )
-        const call: DurableCall<unknown> = {
-          id: execution.key,
-          operation,
-          payload,
-          attempt: execution.attempt,
-          signal: execution.signal
-        }
-        const result = yield* Capability.provideCaptured(
-          definition.handler(call as never) as Effect.Effect<unknown, unknown, RequirementsOf<Defs>>,
-          context
-        )
-        const encoded = yield* Effect.mapError(
-          definition.result.encode(result as never),
-          (cause) =>
-            new DurableResultSerializationError({
-              message: `The result of operation "${operation}" does not match its schema`,
-              cause
-            })
-        )
-        const checked = Json.check(encoded)
-        if (!checked.ok) {
-          return yield* new DurableResultSerializationError({
-            message: `The result of operation "${operation}" is not JSON-serializable: ${
-              checked.reason.replace(/^value/, "result")
-            }`
-          })
-        }
-        // Over the row limit the completing write would fail, and the attempt (with its side effect)
-        // would run again; `complete` also maps the storage's own refusal of payload + result.
-        const text = Json.encode(encoded)
-        const bytes = Json.oversizedBytes(text)
-        if (bytes !== undefined) {
-          return yield* new DurableResultSerializationError({
-            message: `The result of operation "${operation}" is ${bytes} bytes as JSON; ` +
-              `a stored row is limited to ${Json.MAX_ROW_BYTES} bytes`
-          })
-        }
-        return new StorableResult(text)
-      }).pipe(
-        // A result that cannot be stored must not re-run the side effect; the engine only
-        // sees results through `complete`, so carry it there as a marked success.
-        Effect.catchIf(isSerializationFailure, (error) => Effect.succeed(new Unstorable(error)))
-      )
-
-    const complete = (execution: Scheduler.Execution, value: unknown) =>
-      Effect.gen(function*() {
-        if (value instanceof Unstorable) return yield* Effect.fail(value.error)
-        const result = (value as StorableResult).text
-        const now = yield* Clock.currentTimeMillis
-        const updated = yield* storage.exec(
-          `UPDATE durability_calls SET status = 'completed', result = ?, completed_at = ?,
-             last_error = NULL, last_error_name = NULL
-           WHERE id = ? AND generation_id = ? AND status = 'pending' AND attempt = ? RETURNING id`,
-          [result, now, execution.key, execution.generation, execution.attempt]
-        ).pipe(
-          // Payload and result together over the row limit: retrying cannot help (terminal, not re-run).
-          Effect.catchIf((error) => error.message.includes("SQLITE_TOOBIG"), (error) =>
-            Effect.fail(
-              new DurableResultSerializationError({
-                message: `The result of operation "${String(execution.row.operation)}" does not fit in a stored row ` +
-                  `with its payload: ${error.message}`,
-                cause: error
-              })
-            ))
-        )
-        return updated.length > 0
-      })
-
-    const handle = yield* scheduler.attach({
+    const { definitionOf, handle, purgeBefore, storage, watchers } = yield* Capability.make<AnyOperationDefinition, string>({
       kind: CAPABILITY,
+      owner: "Durability",
+      module: "Operations",
       table: TABLE,
       keyColumn: "id",
-      policy: (row) => policies.get(String(row.operation)) ?? fallback(String(row.operation)),
-      attemptLimits: Capability.attemptLimits("operation", policies, fallback),
-      run,
-      complete,
-      entity: (row) => ({
-        entityKind: "operation",
-        operation: String(row.operation),
-        id: String(row.id),
-        generation: String(row.generation_id)
-      }),
-      describe: (row) => `operation "${String(row.operation)}" (id "${String(row.id)}")`,
-      onEvent: Capability.observe(watchers, options.onLifecycleEvent)
+      nameColumn: "operation",
+      entityKind: "operation",
+      migrations,
+      definitions,
+      options,
+      timeoutError,
+      // A result that cannot be stored must not re-run its side effect.
+      isTerminal: () => isSerializationFailure,
+      releaseKeysOnPurge: true,
+      purgeReason: () => new Error("Durable operation was purged"),
+      participant: ({ definitionOf, storage }) => ({
+        // Succeeds with the result's stored JSON: encoded once, and its size checked before `complete`.
+        run: (execution) =>
+          Effect.gen(function*() {
+            const operation = String(execution.row.operation)
+            const definition = definitionOf(operation)
+            if (definition === undefined) {
+              return yield* new NonRetryableError({ message: `No handler registered for operation "${operation}"` })
+            }
+            // The payload was valid when registered; if it no longer decodes, retrying cannot help.
+            const payload = yield* Effect.mapError(
+              definition.payload.decode(Json.decode(String(execution.row.payload))),
+              (cause) =>
+                new NonRetryableError({ message: `The stored payload of operation "${operation}" does not decode`, cause })
+            )
+            const call: DurableCall<unknown> = {
+              id: execution.key,
+              operation,
+              payload,
+              attempt: execution.attempt,
+              signal: execution.signal
+            }
+            const result = yield* Capability.provideCaptured(
+              definition.handler(call as never) as Effect.Effect<unknown, unknown, RequirementsOf<Defs>>,
+              context
+            )
+            const encoded = yield* Effect.mapError(
+              definition.result.encode(result as never),
+              (cause) => unstorable(operation, "does not match its schema", cause)
+            )
+            const checked = Json.check(encoded)
+            if (!checked.ok) {
+              return yield* unstorable(operation, `is not JSON-serializable: ${checked.reason.replace(/^value/, "result")}`)
+            }
+            // Over the row limit the completing write would fail, and the attempt (with its side effect)
+            // would run again; `complete` also maps the storage's own refusal of payload + result.
+            const text = Json.encode(encoded)
+            const bytes = Json.oversizedBytes(text)
+            if (bytes !== undefined) {
+              return yield* unstorable(operation, `is ${bytes} bytes as JSON; a stored row is limited to ${Json.MAX_ROW_BYTES} bytes`)
+            }
+            return text
+          }),
+        complete: (execution, text) =>
+          Effect.flatMap(Clock.currentTimeMillis, (now) =>
+            storage.exec(
+              `UPDATE durability_calls SET status = 'completed', result = ?, completed_at = ?,
+                 last_error = NULL, last_error_name = NULL
+               WHERE id = ? AND generation_id = ? AND status = 'pending' AND attempt = ? RETURNING id`,
+              [text, now, execution.key, execution.generation, execution.attempt]
+            ).pipe(
+              Effect.map((updated) => updated.length > 0),
+              // Payload and result together over the row limit: retrying cannot help (terminal, not re-run).
+              Effect.catchIf((error) => error.message.includes("SQLITE_TOOBIG"), (error) =>
+                Effect.fail(
+                  unstorable(String(execution.row.operation), `does not fit in a stored row with its payload: ${error.message}`, error)
+                ))
+            )),
+        entity: (row) => ({
+          entityKind: "operation",
+          operation: String(row.operation),
+          id: String(row.id),
+          generation: String(row.generation_id)
+        }),
+        describe: (row) => `operation "${String(row.operation)}" (id "${String(row.id)}")`
+      })
     })
 
     const checkOperation = (operation: string) =>
@@ -528,21 +505,6 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
         return yield* toResult(operation, yield* readRow(operation, id))
       })
 
-    const purgeBefore = Effect.fn("Operations.purgeBefore")(function*(before: number | Date) {
-      const cutoff = yield* Validate.timestamp("timestamp", before)
-      return yield* Capability.purge({
-        storage,
-        handle,
-        watchers,
-        table: TABLE,
-        keyColumn: "id",
-        entityKind: "operation",
-        before: cutoff,
-        releaseKeys: true,
-        reason: () => new Error("Durable operation was purged")
-      })
-    })
-
     const cancel = Effect.fn("Operations.cancel")(function*(operation: string, id: string) {
       yield* checkOperation(operation)
       yield* Validate.key("id", id)
@@ -605,16 +567,6 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
 
     return { register, getResult, wait, purgeBefore, cancel, list } as unknown as Operations<Defs>
   })
-
-/** Carries a result's stored JSON from `run` (which checked its size) to `complete`: encoded once. */
-class StorableResult {
-  constructor(readonly text: string) {}
-}
-
-/** Carries a result that could not be stored from `run` to `complete`. */
-class Unstorable {
-  constructor(readonly error: DurableResultSerializationError) {}
-}
 
 const duplicate = (id: string, existing: string, requested: string) =>
   new DuplicateDurableCallError({

@@ -19,6 +19,7 @@ import * as Exit from "effect/Exit"
 import * as FiberId from "effect/FiberId"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import { SchedulerConfig } from "./SchedulerConfig.js"
 export interface Permit {
   /** Returns the permit; idempotent: a second release does nothing. A released permit is handed directly to the oldest waiter, otherwise returned to the pool. */
   readonly release: Effect.Effect<void>
@@ -99,4 +100,11 @@ export const make = (permits: number): Effect.Effect<PermitSemaphore> =>
     })
   })
 
-export const layer = (permits: number): Layer.Layer<PermitSemaphore> => Layer.effect(PermitSemaphore, make(permits))
+/** `permits` permits. */
+export const layerCapacity = (permits: number): Layer.Layer<PermitSemaphore> => Layer.effect(PermitSemaphore, make(permits))
+
+/** The engine's permits: `alarmConcurrency` of them. */
+export const layer: Layer.Layer<PermitSemaphore, never, SchedulerConfig> = Layer.effect(
+  PermitSemaphore,
+  Effect.flatMap(SchedulerConfig, (config) => make(config.alarmConcurrency))
+)

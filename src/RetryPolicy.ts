@@ -37,6 +37,9 @@ export type Decision =
 
 export const DEFAULT_MAX_ATTEMPTS = 5
 
+/** How long an attempt may run before its signal is aborted and it counts as timed out. */
+export const DEFAULT_ATTEMPT_TIMEOUT_MS = 300_000
+
 /**
  * Builds a schedule from a delay function of the 1-based failed attempt. The
  * raw value is checked here, so NaN, negative (even −0.1), fractional overflow

@@ -6,14 +6,15 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
-import { ObjectRuntime } from "../internal/objectRuntime.js"
 import * as Scheduler from "../Scheduler.js"
+import * as SchedulerConfig from "../SchedulerConfig.js"
+import { ObjectRuntime } from "./objectRuntime.js"
 import { toError } from "./errors.js"
 
 export type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
-export type { AlarmRetryInfo } from "../Scheduler.js"
+export type { AlarmRetryInfo } from "../SchedulerConfig.js"
 
-export type DurabilitySchedulerOptions = Omit<Scheduler.SchedulerOptions, "objectId">
+export type DurabilitySchedulerOptions = Omit<SchedulerConfig.SchedulerOptions, "objectId">
 
 export interface DurabilitySchedulerConfig extends DurabilitySchedulerOptions {
   /** The object's `ctx` (`DurableObjectState`) of a SQLite-backed class. */
@@ -22,7 +23,7 @@ export interface DurabilitySchedulerConfig extends DurabilitySchedulerOptions {
 
 interface Internals {
   readonly runtime: ObjectRuntime
-  readonly config: Scheduler.SchedulerConfig
+  readonly config: SchedulerConfig.SchedulerConfig
 }
 
 const registry = new WeakMap<object, Internals>()
@@ -64,7 +65,7 @@ export class DurabilityScheduler {
     const context = checkContext(config.context)
     const { context: _context, ...options } = config
     const resolved = Effect.runSync(
-      Effect.either(Scheduler.resolveConfig({ ...options, objectId: objectIdOf(context) }))
+      Effect.either(SchedulerConfig.resolve({ ...options, objectId: objectIdOf(context) }))
     )
     if (Either.isLeft(resolved)) throw toError(resolved.left)
     const existing = byStorage.get(context.storage)

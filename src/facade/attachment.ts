@@ -4,13 +4,13 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import { reservedBy } from "../internal/capability.js"
-import type { ObjectRuntime } from "../internal/objectRuntime.js"
+import { handlerMapProblem } from "../internal/capability.js"
+import type { ObjectRuntime } from "./objectRuntime.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
 import * as StorageService from "../StorageService.js"
 import type * as Migrations from "../Migrations.js"
 import { checkContext, DurabilityScheduler, type DurabilitySchedulerOptions, internals } from "./DurabilityScheduler.js"
-import { fromCause } from "./errors.js"
+import { fromCause, toError } from "./errors.js"
 
 export type SchedulerAttachment =
   | { readonly scheduler: DurabilityScheduler; readonly context?: undefined }
@@ -65,18 +65,10 @@ export const migrateWith = (
  * members. Symbol keys are refused rather than skipped (such a handler could never be called).
  */
 export const checkHandlers = (handlers: unknown, owner: string): Record<string, unknown> => {
-  if (typeof handlers !== "object" || handlers === null || Array.isArray(handlers)) {
-    throw new TypeError("handlers must be an object")
-  }
-  if (Object.getOwnPropertySymbols(handlers).length > 0) {
-    throw new TypeError("handlers must be keyed by strings (a symbol-keyed handler could never be called)")
-  }
-  const map = handlers as Record<string, unknown>
-  for (const name of Object.keys(map)) {
-    if (reservedBy(owner).has(name)) throw new Error(`"${name}" is reserved by ${owner}`)
-    if (typeof map[name] !== "function") throw new TypeError(`handlers.${name} must be a function`)
-  }
-  return map
+  const problem = handlerMapProblem(owner, handlers, (entry) => entry)
+  if (problem === undefined) return handlers as Record<string, unknown>
+  // A reserved name has always been a plain Error here; the rest are TypeErrors.
+  throw problem.reserved ? new Error(problem.error.message) : toError(problem.error)
 }
 
 /** Whether `value` may be a promise; a `then` getter that throws makes it one (the promise rejects). */

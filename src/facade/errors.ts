@@ -3,8 +3,9 @@
  * equal to the Effect API's tag, because Workers RPC carries only `name` and
  * `message` across the wire.
  */
-import * as Cause from "effect/Cause"
-import * as Option from "effect/Option"
+import type * as Cause from "effect/Cause"
+import { errorOf } from "../internal/cause.js"
+
 const named = <N extends string>(name: N) =>
   class extends Error {
     override readonly name: N = name
@@ -58,10 +59,4 @@ export const toError = (error: unknown): Error => {
 }
 
 /** The error a failed Effect stands for: its typed failure, else its defect. */
-export const fromCause = (cause: Cause.Cause<unknown>): Error =>
-  toError(
-    Option.getOrElse(
-      Option.orElse(Cause.failureOption(cause), () => Cause.dieOption(cause)),
-      () => new Error("The operation was interrupted")
-    )
-  )
+export const fromCause = (cause: Cause.Cause<unknown>): Error => toError(errorOf(cause, "The operation was interrupted"))

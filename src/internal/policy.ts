@@ -31,7 +31,7 @@ export interface Resolved {
 }
 
 export const defaults: Resolved = {
-  attemptTimeoutMs: 300_000,
+  attemptTimeoutMs: RetryPolicy.DEFAULT_ATTEMPT_TIMEOUT_MS,
   maxAttempts: RetryPolicy.DEFAULT_MAX_ATTEMPTS,
   schedule: RetryPolicy.defaultSchedule
 }

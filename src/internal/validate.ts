@@ -4,7 +4,7 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import { InvalidInputError } from "../Errors.js"
+import { InvalidInputError, InvalidOptionError } from "../Errors.js"
 import * as Json from "./json.js"
 
 export const MAX_KEY_LENGTH = 512
@@ -97,3 +97,13 @@ export const json = (field: string, value: unknown): Effect.Effect<string, Inval
     }
     return Effect.succeed(text)
   })
+
+/** An option that must be a positive safe integer (the fallback when absent). */
+export const positiveInteger = (field: string, value: unknown, fallback: number): Effect.Effect<number, InvalidOptionError> =>
+  value === undefined
+    ? Effect.succeed(fallback)
+    : typeof value === "number" && Number.isSafeInteger(value) && value > 0
+    ? Effect.succeed(value)
+    : Effect.fail(
+      new InvalidOptionError({ field, kind: "range", message: `${field} must be a positive integer, got ${shown(value)}` })
+    )

@@ -77,16 +77,17 @@ export const make = (options: TestObjectOptions = {}): Effect.Effect<TestObject,
     const storage = options.storage ?? (yield* MemoryStorage.make)
     const background = yield* TestBackground.make
     const schedulerOptions = options.scheduler ?? {}
-    const scope = yield* Scope.make()
-    const context = yield* Layer.buildWithScope(
-      TestScheduler.layer(storage, background.layer, schedulerOptions),
-      scope
-    )
     const logged: Array<Readonly<Record<string, unknown>>> = []
     // Collected instead of printed (a test reads `logs`). The logger is a fiber setting, not a service:
-    // provided on every run, it reaches the fibers the engine forks from there (eager starts, timers, passes).
+    // set while the engine is built and on every run, it reaches every fiber the engine forks
+    // (its wake-up loop when built; eager starts and passes from runs).
     const loggers = HashSet.make(Logger.make((entry) => void logged.push(Logging.toRecord(entry))))
     const collect = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.locally(effect, FiberRef.currentLoggers, loggers)
+    const scope = yield* Scope.make()
+    const context = yield* collect(Layer.buildWithScope(
+      TestScheduler.layer(storage, background.layer, schedulerOptions),
+      scope
+    ))
     const run = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       collect(Effect.provide(effect, context)) as Effect.Effect<A, E, Exclude<R, Scheduler.Services>>
     const evict = Scope.close(scope, Exit.void)

@@ -29,6 +29,7 @@ import * as Migrations from "../../src/Migrations.js"
 import * as NamedAlarms from "../../src/NamedAlarms.js"
 import * as Operations from "../../src/Operations.js"
 import * as Scheduler from "../../src/Scheduler.js"
+import * as SchedulerConfig from "../../src/SchedulerConfig.js"
 import * as MemoryStorage from "../../src/testing/MemoryStorage.js"
 import * as TestBackground from "../../src/testing/TestBackground.js"
 import * as TestDurability from "../../src/testing/TestDurability.js"
@@ -284,7 +285,7 @@ describe("Effect API: constructor options", () => {
       const background = yield* TestBackground.make
       for (const [label, options, field, kind] of schedulerCases) {
         const expected = { tag: "InvalidOptionError", field, kind }
-        yield* expectRejected(object.storage, `resolveConfig: ${label}`, Scheduler.resolveConfig(options as never), expected)
+        yield* expectRejected(object.storage, `resolveConfig: ${label}`, SchedulerConfig.resolve(options as never), expected)
         // The whole engine over the same storage: the layer fails to build.
         yield* expectRejected(
           object.storage,

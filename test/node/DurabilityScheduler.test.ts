@@ -8,8 +8,6 @@ import { DurabilityScheduler } from "../../src/index.js"
 import { internals } from "../../src/facade/DurabilityScheduler.js"
 import type { DurabilityContext } from "../../src/internal/platform.js"
 import * as MemoryStorage from "../../src/testing/MemoryStorage.js"
-import * as Migrations from "../../src/Migrations.js"
-import { StorageService } from "../../src/StorageService.js"
 
 const memoryContext = async (): Promise<DurabilityContext & { readonly memory: MemoryStorage.MemoryStorage }> => {
   const memory = await Effect.runPromise(MemoryStorage.make)
@@ -89,22 +87,5 @@ describe("DurabilityScheduler runtime", () => {
     expect(first).toBeInstanceOf(Error)
     expect(first).toMatchObject({ name: "StorageError", message: expect.stringContaining("storage unavailable") })
     await expect(scheduler.alarm()).resolves.toBeUndefined()
-  })
-
-  it("runs prepared steps (a capability's migrations) before serving, and again after a failure", async () => {
-    const context = await memoryContext()
-    const scheduler = new DurabilityScheduler({ context })
-    const runtime = internals(scheduler).runtime
-    let attempts = 0
-    runtime.prepare(Effect.gen(function*() {
-      if (attempts++ === 0) return yield* Effect.fail(new Error("first warm-up fails"))
-      yield* Migrations.migrate("widgets", [{ name: "widgets_0001", up: "CREATE TABLE widgets (id TEXT)", down: "DROP TABLE widgets" }])
-    }))
-    await expect(scheduler.alarm()).rejects.toThrow("first warm-up fails")
-    await expect(scheduler.alarm()).resolves.toBeUndefined()
-    const tables = await runtime.run(Effect.flatMap(StorageService, (storage) =>
-      storage.exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'widgets'")))
-    expect(tables).toEqual([{ name: "widgets" }])
-    expect(attempts).toBe(2)
   })
 })

@@ -225,7 +225,7 @@ describe("PermitSemaphore", () => {
       const semaphore = yield* PermitSemaphore.PermitSemaphore
       expect(semaphore.capacity).toBe(4)
       expect(yield* semaphore.available).toBe(4)
-    }).pipe(Effect.provide(PermitSemaphore.layer(4))))
+    }).pipe(Effect.provide(PermitSemaphore.layerCapacity(4))))
 
   it.effect("200 fibers through 3 permits: at most 3 held, all finish", () =>
     Effect.gen(function*() {

@@ -6,6 +6,7 @@ import type * as Lifecycle from "../../src/Lifecycle.js"
 import * as PermitSemaphore from "../../src/PermitSemaphore.js"
 import * as RetryPolicy from "../../src/RetryPolicy.js"
 import * as Scheduler from "../../src/Scheduler.js"
+import * as SchedulerConfig from "../../src/SchedulerConfig.js"
 import { StorageService } from "../../src/StorageService.js"
 import * as MemoryStorage from "../../src/testing/MemoryStorage.js"
 import * as TestBackground from "../../src/testing/TestBackground.js"
@@ -629,10 +630,10 @@ describe("options", () => {
         [{ onAlarmRetry: 1 as unknown as () => void }, "onAlarmRetry must be a function, got 1", "type"]
       ]
       for (const [options, message, kind] of cases) {
-        const error = yield* Effect.flip(Scheduler.resolveConfig(options))
+        const error = yield* Effect.flip(SchedulerConfig.resolve(options))
         expect(error).toMatchObject({ _tag: "InvalidOptionError", message, kind })
       }
-      expect(yield* Scheduler.resolveConfig({})).toMatchObject({
+      expect(yield* SchedulerConfig.resolve({})).toMatchObject({
         alarmConcurrency: 10,
         alarmMinDelayMs: 15_000,
         alarmHandoffMs: 840_000,

@@ -54,7 +54,7 @@ export const table = (options: TaskTableOptions): Effect.Effect<Scheduler.Durabl
   policy: () => ({
     maxAttempts: options.maxAttempts ?? RetryPolicy.DEFAULT_MAX_ATTEMPTS,
     schedule: options.schedule ?? RetryPolicy.defaultSchedule,
-    attemptTimeoutMs: options.attemptTimeoutMs ?? Scheduler.defaults.attemptTimeoutMs,
+    attemptTimeoutMs: options.attemptTimeoutMs ?? RetryPolicy.DEFAULT_ATTEMPT_TIMEOUT_MS,
     timeoutError: (timeoutMs) =>
       new DurableAttemptTimeoutError({ message: `Task attempt timed out after ${timeoutMs} ms`, timeoutMs })
   }),

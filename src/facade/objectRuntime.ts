@@ -7,15 +7,17 @@
  * is the warm-up: it runs inside `blockConcurrencyWhile` when the context has
  * it, and a failed warm-up is retried by the next call instead of being cached,
  * so a transient storage error cannot wedge the object.
+ * Facade machinery, not exported.
  * @internal
  */
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
-import { fromCause } from "../facade/errors.js"
+import type { DurabilityContext } from "../internal/platform.js"
 import * as Scheduler from "../Scheduler.js"
-import type { DurabilityContext } from "./platform.js"
+import type * as SchedulerConfig from "../SchedulerConfig.js"
+import { fromCause } from "./errors.js"
 
 type Services = Scheduler.Services
 
@@ -36,29 +38,15 @@ const hooksOf = (context: DurabilityContext): RuntimeHooks | undefined =>
 
 export class ObjectRuntime {
   private readonly runtime: ManagedRuntime.ManagedRuntime<Services, never>
-  private readonly steps: Array<Effect.Effect<void, unknown, Services>> = [
-    Effect.flatMap(Scheduler.Scheduler, (engine) => engine.warm)
-  ]
   private ready: Promise<void> | undefined
 
-  constructor(private readonly context: DurabilityContext, config: Scheduler.SchedulerConfig) {
-    // The config was validated by the caller, so the build cannot fail.
-    const engine = Layer.orDie(Scheduler.layerDurableObject(context, config))
+  constructor(private readonly context: DurabilityContext, config: SchedulerConfig.SchedulerConfig) {
+    // Resolved by the facade's constructor: the build checks nothing again and cannot fail.
+    const engine = Scheduler.layerDurableObjectResolved(context, config)
     const hooks = hooksOf(context)
     this.runtime = ManagedRuntime.make(hooks === undefined ? engine : Layer.provide(engine, hooks.layer))
     this.block()
     hooks?.started(this)
-  }
-
-  /**
-   * Adds a step (a capability's migrations) to the warm-up. Steps run in order
-   * before any call is served; all of them run again after a failure, so each
-   * must be idempotent.
-   */
-  prepare(step: Effect.Effect<void, unknown, Services>): void {
-    this.steps.push(step)
-    this.ready = undefined
-    this.block()
   }
 
   private block(): void {
@@ -69,7 +57,7 @@ export class ObjectRuntime {
   }
 
   private warm(): Promise<void> {
-    this.ready ??= this.runtime.runPromiseExit(Effect.forEach(this.steps, (step) => step, { discard: true })).then(
+    this.ready ??= this.runtime.runPromiseExit(Effect.flatMap(Scheduler.Scheduler, (engine) => engine.warm)).then(
       (exit) => {
         if (Exit.isFailure(exit)) {
           this.ready = undefined

@@ -1,0 +1,125 @@
+/**
+ * The engine's extension point: a capability (operations, named alarms, your own table) takes part
+ * in the object's scheduler by attaching a `DurableTable`: its table, with the standard attempt
+ * columns, and how to run and settle one record. `Scheduler.attach` returns a `TableHandle`, the
+ * capability's only way to write pending work (so the physical alarm is reconciled in the same
+ * transaction) and to start it.
+ *
+ * The standard columns: `<key> TEXT PRIMARY KEY, generation_id TEXT, status TEXT ('pending' | …),
+ * attempt INTEGER, next_attempt_at INTEGER, last_error TEXT, last_error_name TEXT`, indexed on
+ * `(status, next_attempt_at)`.
+ */
+import type * as Effect from "effect/Effect"
+import type { StorageError } from "./Errors.js"
+import type { AlarmInvocationInfo } from "./internal/platform.js"
+import type * as Lifecycle from "./Lifecycle.js"
+import type * as RetryPolicy from "./RetryPolicy.js"
+import type { Row } from "./StorageService.js"
+
+/** One attempt of one record, as its handler sees it. */
+export interface Execution {
+  readonly key: string
+  readonly generation: string
+  /** 1-based; already durably counted when the handler runs. */
+  readonly attempt: number
+  /** The record as stored when the attempt was claimed. */
+  readonly row: Row
+  /** Aborted on timeout, purge, cancel or shutdown. Cooperative: the handler decides to stop. */
+  readonly signal: AbortSignal
+  /** The platform's alarm info when a physical alarm started this attempt. */
+  readonly platform: AlarmInvocationInfo | undefined
+}
+
+export interface AttemptPolicy extends RetryPolicy.RetryPolicy {
+  readonly attemptTimeoutMs: number
+  /** What the signal is aborted with, and the failure recorded, when an attempt times out. */
+  readonly timeoutError: (timeoutMs: number) => unknown
+  /**
+   * Failures that end the record whatever its remaining attempts (besides `NonRetryableError` and
+   * exhausted attempts): e.g. a named alarm's timeout, or a result that cannot be stored.
+   */
+  readonly isTerminal?: ((error: unknown) => boolean) | undefined
+}
+
+/** Each record's `maxAttempts` by one of its columns (see `DurableTable.attemptLimits`). */
+export interface AttemptLimits {
+  /** The column the policy depends on (e.g. the operation name). */
+  readonly column: string
+  readonly byValue: ReadonlyMap<string, number>
+  /** For values not in `byValue`. */
+  readonly otherwise: number
+}
+
+/**
+ * A capability's participation: its table and how to run a record. `A` is what `run` succeeds with
+ * and `complete` stores.
+ */
+export interface DurableTable<A = unknown> {
+  /** Unique per scheduler, e.g. "operations". */
+  readonly kind: string
+  readonly table: string
+  readonly keyColumn: string
+  /** Rows started per alarm pass; the rest follow from the re-armed timer or alarm. Default 100. */
+  readonly dueBatchSize?: number | undefined
+  readonly policy: (row: Row) => AttemptPolicy
+  /**
+   * Every record's `maxAttempts` as a function of one column (what `policy` decides by), so the
+   * engine can claim a record in one statement instead of reading it first. Optional.
+   */
+  readonly attemptLimits?: AttemptLimits | undefined
+  /** The handler. Its failures are decided by the policy; its success goes to `complete`. */
+  readonly run: (execution: Execution) => Effect.Effect<A, unknown>
+  /**
+   * Persists a success, conditionally on (key, generation, pending, attempt). Runs synchronously
+   * inside the settle transaction; returns whether the row matched. A failure other than
+   * `StorageError` is decided by the policy like a handler's failure (typically terminal).
+   */
+  readonly complete: (execution: Execution, value: A) => Effect.Effect<boolean, unknown>
+  /** How messages name the record, e.g. `operation "resize" (id "a")`. */
+  readonly describe: (row: Row) => string
+  /** The entity fields of lifecycle events about `row`. */
+  readonly entity: (row: Row) => Lifecycle.LifecycleEntity
+  readonly onEvent?: Lifecycle.LifecycleHook | undefined
+}
+
+/** A record a write made pending. */
+export interface PendingRecord {
+  readonly key: string
+  readonly at: number
+  /** Start it now (eagerly) if a permit is free. */
+  readonly start?: boolean | undefined
+}
+
+/** What an attached capability can do with the engine. */
+export interface TableHandle {
+  /** Runs `body` and the alarm reconciliation atomically; re-arms the early timer after commit. */
+  readonly write: <B, E>(body: Effect.Effect<B, E>) => Effect.Effect<B, E | StorageError>
+  /**
+   * For a write whose only effect on pending work is making records pending (an insert, or a
+   * reschedule), as `pending` reads them from the body's result: the alarm and the early timer are
+   * made to cover them from memory when they can (no reconciliation read), and those with `start`
+   * start at once while permits are free.
+   */
+  readonly writePending: <B, E>(
+    body: Effect.Effect<B, E>,
+    pending: (result: B) => PendingRecord | ReadonlyArray<PendingRecord> | undefined
+  ) => Effect.Effect<B, E | StorageError>
+  /**
+   * Starts the record now if a permit is free right now; never waits. Returns whether it started.
+   * With `dueBy`, a record whose next attempt was moved past that time meanwhile is left to its schedule.
+   */
+  readonly tryStart: (key: string, options?: { readonly dueBy?: number | undefined }) => Effect.Effect<boolean>
+  /**
+   * Aborts running executions whose key matches, best effort (purge, cancel). With `release`, their
+   * keys stop counting as executing here at once: a new record under the same key can start while
+   * the aborted handler winds down (its settle is fenced by generation). Without it, a new record
+   * waits for the old handler to end (one handler per key at a time).
+   */
+  readonly abort: (
+    matches: (key: string) => boolean,
+    reason: unknown,
+    options?: { readonly release?: boolean | undefined }
+  ) => Effect.Effect<number>
+  /** Emits a lifecycle event to this table's hook. */
+  readonly emit: (build: (timestamp: number) => Lifecycle.LifecycleEvent) => Effect.Effect<void>
+}

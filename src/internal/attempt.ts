@@ -1,0 +1,373 @@
+/**
+ * The attempt lifecycle every table shares: the per-key lock, a durable claim before the handler
+ * runs, the handler under a timeout with an `AbortSignal`, a settle conditional on (key, generation,
+ * pending, attempt), and the retry time persisted from the policy's `Schedule`.
+ *
+ * An execution runs in the engine's scope and keeps its key and permit until the handler has really
+ * ended, even after a timeout was persisted, so an abort-ignoring handler never overlaps its own
+ * retry; callers resume as soon as the outcome is durable.
+ * @internal
+ */
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Background from "../Background.js"
+import type { AttemptPolicy, Execution } from "../DurableTable.js"
+import { DurableAttemptsExhaustedError, type SerializedError, type StorageError } from "../Errors.js"
+import * as Lifecycle from "../Lifecycle.js"
+import type * as PermitSemaphore from "../PermitSemaphore.js"
+import * as RetryPolicy from "../RetryPolicy.js"
+import type { Row } from "../StorageService.js"
+import { errorOf } from "./cause.js"
+import type * as Deadlines from "./deadlines.js"
+import type { Run } from "./engine.js"
+import * as Fork from "./fork.js"
+import { Outcome } from "./outcome.js"
+import { type ActiveExecution, begin } from "./participant.js"
+import type { AlarmInvocationInfo } from "./platform.js"
+
+export interface Start {
+  readonly permit?: PermitSemaphore.Permit | undefined
+  readonly platform?: AlarmInvocationInfo | undefined
+  /** A pass's time: the row must still be due then (an attempt may have settled since the due scan). */
+  readonly dueBy?: number | undefined
+}
+
+const emit = (
+  run: Run,
+  row: Row,
+  build: (entity: Lifecycle.LifecycleEntity, timestamp: number) => Lifecycle.LifecycleEvent
+): Effect.Effect<void> => {
+  const { table } = run.participant
+  return table.onEvent === undefined
+    ? Effect.void
+    : Lifecycle.emitTo(run.engine.background, table.onEvent, (timestamp) => build(table.entity(row), timestamp))
+}
+
+/**
+ * Logs what no caller sees, once: through Effect's `Logger`, annotated with the record's entity
+ * fields, so an application without a lifecycle hook still learns that work failed for good.
+ */
+const logOutcome = (
+  run: Run,
+  row: Row,
+  level: "error" | "warning",
+  event: string,
+  message: string,
+  fields: Readonly<Record<string, unknown>>
+): Effect.Effect<void> =>
+  (level === "error" ? Effect.logError(message) : Effect.logWarning(message)).pipe(
+    Effect.annotateLogs({ event, ...run.participant.table.entity(row), ...fields })
+  )
+
+/**
+ * Waits for `fiber` for at most `ms`; `None` means the time ran out first (the fiber keeps
+ * running). An observer and a shared deadline, not a race of two fibers: this runs once per attempt.
+ */
+export const awaitWithin = <A, E>(
+  deadlines: Deadlines.Deadlines,
+  fiber: Fiber.RuntimeFiber<A, E>,
+  ms: number
+): Effect.Effect<Option.Option<Exit.Exit<A, E>>> =>
+  Effect.suspend(() => {
+    const outcome = new Outcome<Option.Option<Exit.Exit<A, E>>>()
+    fiber.addObserver((exit) => outcome.succeed(Option.some(exit)))
+    return Effect.flatMap(
+      deadlines.after(ms, () => outcome.succeed(Option.none())),
+      (cancel) => Effect.ensuring(outcome.await, Effect.sync(cancel))
+    )
+  })
+
+/**
+ * Runs one record, or attaches to its execution in this isolate. Resolves when the outcome is
+ * durable; the execution itself runs on in the engine's scope.
+ */
+export const execute = (run: Run, key: string, start: Start): Effect.Effect<void, StorageError> =>
+  Effect.suspend(() => {
+    const running = run.participant.active.get(key)
+    if (running !== undefined) {
+      return start.permit === undefined ? running.persisted.await : Effect.zipRight(start.permit.release, running.persisted.await)
+    }
+    const entry = begin(run.participant, key, new Outcome())
+    return Effect.zipRight(Fork.detached(own(run, key, entry, start), run.engine.scope), entry.persisted.await)
+  })
+
+/** Starts the record as its own fiber when a permit is free right now; nobody awaits it. */
+export const tryStart = (run: Run, key: string, dueBy: number | undefined): Effect.Effect<boolean> =>
+  Effect.flatMap(run.engine.permits.tryAcquire, (permit) => {
+    if (Option.isNone(permit)) return Effect.succeed(false)
+    if (run.participant.active.has(key)) return Effect.as(permit.value.release, true)
+    const entry = begin(run.participant, key, new Outcome())
+    const { background, scope } = run.engine
+    const owner = Effect.catchAllCause(own(run, key, entry, { permit: permit.value, dueBy }), (cause) =>
+      background.report("durability.background_execution.failed", {
+        kind: run.participant.table.kind,
+        id: key,
+        error: Background.serializeError(errorOf(cause))
+      }))
+    return Effect.flatMap(Fork.detached(owner, scope), (fiber) => Effect.as(background.waitUntil(Fork.settled(fiber)), true))
+  })
+
+/** The execution itself, from claim to release; its outcome also completes `entry.persisted`. */
+const own = (run: Run, key: string, entry: ActiveExecution, start: Start): Effect.Effect<void, StorageError> => {
+  const { participant } = run
+  const body = participant.claimDue === undefined ? readThenClaim(run, key, entry, start) : claimDirectly(run, key, entry, start)
+  return (start.permit === undefined ? body : Effect.ensuring(body, start.permit.release)).pipe(
+    Effect.onExit((exit) =>
+      Effect.suspend(() => {
+        if (participant.active.get(key) === entry) participant.active.delete(key)
+        entry.persisted.done(Exit.asVoid(exit))
+        // After an infrastructure failure the early timer is not re-armed: the row is still due, so it
+        // would fire at once and fail again in a hot loop. The fallback alarm (or the registration's
+        // alarm) retries it after the minimum delay.
+        return Exit.isSuccess(exit) ? run.engine.upkeep.afterRelease(entry.revisit) : Effect.void
+      })
+    )
+  )
+}
+
+const withPermit = <A, E>(run: Run, given: PermitSemaphore.Permit | undefined, use: Effect.Effect<A, E>) =>
+  given !== undefined
+    ? Effect.ensuring(use, given.release)
+    : Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(restore(run.engine.permits.acquire), (permit) => Effect.ensuring(restore(use), permit.release))
+    )
+
+/** Reads the record, then claims it once a permit is free (limits that depend on more than one column). */
+const readThenClaim = (run: Run, key: string, entry: ActiveExecution, start: Start) =>
+  Effect.flatMap(run.engine.storage.exec(run.participant.sql.read, [key]), ([row]) => {
+    if (row === undefined || row.status !== "pending") return Effect.void
+    if (start.dueBy !== undefined && Number(row.next_attempt_at) > start.dueBy) return Effect.void
+    const policy = run.participant.table.policy(row)
+    return withPermit(
+      run,
+      start.permit,
+      Effect.flatMap(
+        run.engine.storage.exec(run.participant.sql.claim, [key, String(row.generation_id), policy.maxAttempts]),
+        ([claimed]) =>
+          claimed === undefined
+            ? exhaust(run, key, row, policy)
+            : attempt(run, key, row, Number(claimed.attempt), entry, start.platform)
+      )
+    )
+  })
+
+/**
+ * Claims the record in one statement once a permit is free (the attempt is counted only when it
+ * can run). Only when nothing was claimed is the record read, to tell "not due" from "out of attempts".
+ */
+const claimDirectly = (run: Run, key: string, entry: ActiveExecution, start: Start) => {
+  const { participant } = run
+  const claimDue = participant.claimDue!
+  const dueBy = start.dueBy ?? Number.MAX_SAFE_INTEGER
+  const { storage } = run.engine
+  return withPermit(
+    run,
+    start.permit,
+    Effect.flatMap(storage.exec(claimDue.sql, [key, dueBy, ...claimDue.bindings]), ([claimed]) =>
+      claimed !== undefined
+        ? attempt(run, key, claimed, Number(claimed.attempt), entry, start.platform)
+        : Effect.flatMap(storage.exec(participant.sql.read, [key]), ([row]) =>
+          row === undefined || row.status !== "pending" || Number(row.next_attempt_at) > dueBy
+            ? Effect.void
+            : exhaust(run, key, row, participant.table.policy(row))))
+  )
+}
+
+const attempt = (
+  run: Run,
+  key: string,
+  row: Row,
+  attemptNumber: number,
+  entry: ActiveExecution,
+  platform: AlarmInvocationInfo | undefined
+) =>
+  Effect.gen(function*() {
+    const { participant } = run
+    const policy = participant.table.policy(row)
+    yield* emit(run, row, (entity, timestamp) => ({ ...entity, type: "attempt_started", timestamp, attempt: attemptNumber }))
+
+    const controller = new AbortController()
+    const execution: Execution = {
+      key,
+      generation: String(row.generation_id),
+      attempt: attemptNumber,
+      row,
+      signal: controller.signal,
+      platform
+    }
+    const startedAt = yield* Clock.currentTimeMillis
+    const handler = yield* Effect.fork(Effect.suspend(() => participant.table.run(execution)))
+    entry.abort = (reason) => {
+      controller.abort(reason)
+      Effect.runFork(Fiber.interrupt(handler))
+    }
+    const finished = yield* awaitWithin(run.engine.deadlines, handler, policy.attemptTimeoutMs).pipe(
+      Effect.onInterrupt(() => Effect.sync(() => controller.abort(new Error("The execution was interrupted"))))
+    )
+    let outcome: Exit.Exit<unknown, unknown>
+    if (Option.isSome(finished)) {
+      outcome = finished.value
+    } else {
+      const timeout = policy.timeoutError(policy.attemptTimeoutMs)
+      controller.abort(timeout)
+      yield* Fiber.interruptFork(handler)
+      outcome = Exit.fail(timeout)
+      yield* logOutcome(
+        run,
+        row,
+        "warning",
+        "durability.attempt.timed_out",
+        `Durable ${participant.table.describe(row)}: attempt ${attemptNumber} timed out after ${policy.attemptTimeoutMs}ms`,
+        { attempt: attemptNumber, timeoutMs: policy.attemptTimeoutMs }
+      )
+    }
+    const durationMs = (yield* Clock.currentTimeMillis) - startedAt
+    yield* settle(run, { execution, entry, policy, outcome, durationMs })
+    entry.persisted.succeed(undefined)
+    // An abort-ignoring handler keeps the key and the permit until it really ends.
+    yield* Fiber.await(handler)
+  })
+
+interface Settled {
+  readonly execution: Execution
+  readonly entry: ActiveExecution
+  readonly policy: AttemptPolicy
+  readonly outcome: Exit.Exit<unknown, unknown>
+  readonly durationMs: number
+}
+
+const isStorageError = (error: unknown): error is StorageError =>
+  typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "StorageError"
+
+const settle = (run: Run, settled: Settled): Effect.Effect<void, StorageError> => {
+  const { durationMs, execution, outcome, policy } = settled
+  if (Exit.isFailure(outcome)) {
+    const error = errorOf(outcome.cause)
+    return settleFailure(run, settled, error, policy.isTerminal?.(error) ?? false)
+  }
+  return Effect.flatMap(
+    Effect.either(run.engine.upkeep.settleWrite(run.participant.table.complete(execution, outcome.value), undefined)),
+    (completed) => {
+      if (completed._tag === "Left") {
+        if (isStorageError(completed.left)) return Effect.fail(completed.left)
+        // The value could not be stored: the policy decides (typically terminal: never re-run the side effect).
+        return settleFailure(run, settled, completed.left, policy.isTerminal?.(completed.left) ?? false)
+      }
+      if (!completed.right) return Effect.void
+      return emit(run, execution.row, (entity, timestamp) => ({
+        ...entity,
+        type: "attempt_settled",
+        outcome: "completed",
+        timestamp,
+        attempt: execution.attempt,
+        durationMs
+      }))
+    }
+  )
+}
+
+const settleFailure = (run: Run, settled: Settled, error: unknown, terminal: boolean) =>
+  Effect.gen(function*() {
+    const { durationMs, entry, execution, policy } = settled
+    const { participant } = run
+    const decision = yield* RetryPolicy.decide(policy, execution.attempt, error, { terminal })
+    const recorded = storableError(Background.serializeError(decision._tag === "Fail" ? decision.error : error))
+    const retryAt = decision._tag === "Retry" ? decision.at : undefined
+    const nextAttemptAt = retryAt ?? Number(execution.row.next_attempt_at)
+    const matched = yield* run.engine.upkeep.settleWrite(
+      run.engine.storage.exec(participant.sql.settleFailure, [
+        decision._tag === "Retry" ? "pending" : "failed",
+        nextAttemptAt,
+        recorded.message,
+        recorded.name,
+        execution.key,
+        execution.generation,
+        execution.attempt
+      ]),
+      retryAt
+    )
+    if (matched.length === 0) return
+    if (retryAt !== undefined && entry.revisit !== "refresh") entry.revisit = retryAt
+    if (decision._tag === "Fail") {
+      yield* logOutcome(
+        run,
+        execution.row,
+        "error",
+        "durability.attempt.failed",
+        `Durable ${participant.table.describe(execution.row)} failed for good on attempt ${execution.attempt}: ` +
+          `${recorded.name}: ${recorded.message}`,
+        { attempt: execution.attempt, error: recorded }
+      )
+    }
+    yield* emit(run, execution.row, (entity, timestamp) =>
+      decision._tag === "Retry"
+        ? {
+          ...entity,
+          type: "attempt_settled",
+          outcome: "retry_scheduled",
+          timestamp,
+          attempt: execution.attempt,
+          durationMs,
+          error: recorded,
+          nextAttemptAt
+        }
+        : {
+          ...entity,
+          type: "attempt_settled",
+          outcome: "failed",
+          timestamp,
+          attempt: execution.attempt,
+          durationMs,
+          error: recorded
+        })
+  })
+
+/** The longest error message stored with a record (a row over the storage limit could never be written). */
+export const MAX_ERROR_MESSAGE_CHARS = 8_192
+
+const clip = (text: string, max: number): string => {
+  if (text.length <= max) return text
+  // Never cut a surrogate pair in half.
+  const end = /[\uD800-\uDBFF]/.test(text.charAt(max - 1)) ? max - 1 : max
+  return `${text.slice(0, end)}… (${text.length - end} more characters)`
+}
+
+/** The error as stored and reported: bounded, so settling a failure cannot fail on its size. */
+const storableError = (error: SerializedError): SerializedError => ({
+  name: clip(error.name, 256),
+  message: clip(error.message, MAX_ERROR_MESSAGE_CHARS)
+})
+
+const exhaust = (run: Run, key: string, row: Row, policy: AttemptPolicy) =>
+  Effect.gen(function*() {
+    const error = new DurableAttemptsExhaustedError({
+      message: `Durable ${run.participant.table.describe(row)} exhausted its ${policy.maxAttempts} attempts`,
+      attempts: policy.maxAttempts
+    })
+    const [first] = yield* run.engine.upkeep.settleWrite(
+      run.engine.storage.exec(run.participant.sql.exhaust, [
+        error.message,
+        error._tag,
+        key,
+        String(row.generation_id),
+        policy.maxAttempts
+      ]),
+      undefined
+    )
+    if (first === undefined) return
+    yield* logOutcome(run, row, "error", "durability.attempts_exhausted", error.message, {
+      attempt: Number(first.attempt),
+      error: { name: error._tag, message: error.message }
+    })
+    yield* emit(run, row, (entity, timestamp) => ({
+      ...entity,
+      type: "terminal",
+      timestamp,
+      attempt: Number(first.attempt),
+      reason: "attempts_exhausted",
+      error: { name: error._tag, message: error.message }
+    }))
+  })

@@ -1,0 +1,67 @@
+/**
+ * What `Scheduler.attach` gives a capability: its writes of pending work, eager starts, aborts and
+ * lifecycle events, all bound to its table.
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import type { PendingRecord, TableHandle } from "../DurableTable.js"
+import * as Lifecycle from "../Lifecycle.js"
+import * as Attempt from "./attempt.js"
+import type { Run } from "./engine.js"
+
+const asList = (made: PendingRecord | ReadonlyArray<PendingRecord> | undefined): ReadonlyArray<PendingRecord> =>
+  made === undefined ? [] : Array.isArray(made) ? made : [made as PendingRecord]
+
+export const make = (run: Run): TableHandle => {
+  const { engine, participant } = run
+  const { upkeep } = engine
+
+  const tryStart: TableHandle["tryStart"] = (key, options) => Attempt.tryStart(run, key, options?.dueBy)
+
+  const writePending: TableHandle["writePending"] = (body, pending) =>
+    Effect.gen(function*() {
+      const result = yield* engine.storage.transaction(
+        Effect.tap(body, (value) => {
+          const made = asList(pending(value))
+          if (made.length === 0) return Effect.void
+          // The earliest new time is the only one that can move the alarm earlier.
+          return upkeep.cover(made.reduce((at, record) => Math.min(at, record.at), Number.MAX_SAFE_INTEGER))
+        })
+      )
+      let startable = true
+      for (const made of asList(pending(result))) {
+        const running = participant.active.get(made.key)
+        if (running !== undefined) {
+          // The timer skips a running key; its release looks again.
+          running.revisit = "refresh"
+          continue
+        }
+        // Once a permit is refused, the rest of a batch is left to the timer or the alarm.
+        if (startable && made.start === true && (yield* tryStart(made.key, { dueBy: made.at }))) continue
+        if (made.start === true) startable = false
+        yield* engine.alarms.coverTimer(made.at)
+      }
+      return result
+    })
+
+  return {
+    write: upkeep.write,
+    writePending,
+    tryStart,
+    abort: (matches, reason, options) =>
+      Effect.suspend(() => {
+        let aborted = 0
+        for (const [key, entry] of participant.active) {
+          if (!matches(key)) continue
+          entry.abort(reason)
+          if (options?.release === true) participant.active.delete(key)
+          aborted++
+        }
+        // A released key may have a new record the early timer skipped while the key was busy.
+        return options?.release === true && aborted > 0
+          ? Effect.as(upkeep.afterRelease("refresh"), aborted)
+          : Effect.succeed(aborted)
+      }),
+    emit: (build) => Lifecycle.emitTo(engine.background, participant.table.onEvent, build)
+  }
+}

@@ -1,0 +1,161 @@
+/**
+ * An alarm pass: every table's due rows (a batch each), run under the shared permits, raced against
+ * the platform's time limit. A pass started by the platform re-arms the physical alarm before any
+ * work runs, hands off (returns, the work continuing) before `alarmHandoffMs`, and after a failure
+ * arms its own fallback alarm, so the platform's few retries are only the last resort.
+ * @internal
+ */
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Background from "../Background.js"
+import type { StorageError } from "../Errors.js"
+import type { AlarmRetryInfo } from "../SchedulerConfig.js"
+import * as Attempt from "./attempt.js"
+import { errorOf } from "./cause.js"
+import type { Engine, Run } from "./engine.js"
+import * as Fork from "./fork.js"
+import type { Participant } from "./participant.js"
+import type { AlarmInvocationInfo } from "./platform.js"
+
+/** The due rows one table's share of a pass took (queued, so other passes and the timer leave them). */
+interface DueBatch {
+  readonly run: Run
+  /** Taken keys not started yet. */
+  readonly waiting: Set<string>
+  readonly keys: ReadonlyArray<string>
+}
+
+/** Takes up to a batch of the table's due rows. Pair with `release`. */
+const takeDue = (run: Run, now: number): Effect.Effect<DueBatch, StorageError> => {
+  const { participant } = run
+  const batch = participant.dueBatchSize
+  // Rows another pass already took are left to it (and do not count against this batch).
+  return Effect.map(run.engine.storage.exec(participant.sql.due, [now, batch + participant.queued.size]), (scanned) => {
+    const keys = scanned.map((row) => String(row.key)).filter((key) => !participant.queued.has(key)).slice(0, batch)
+    for (const key of keys) participant.queued.add(key)
+    return { run, waiting: new Set(keys), keys }
+  })
+}
+
+/** Gives back the keys of a batch that never started (the pass failed or was interrupted). */
+const release = (batch: DueBatch): void => {
+  for (const key of batch.waiting) batch.run.participant.queued.delete(key)
+  batch.waiting.clear()
+}
+
+/** Runs a taken batch, bounded by the pool; every row gets its chance, then the first infrastructure failure fails the pass. */
+const runBatch = (batch: DueBatch, now: number, platform: AlarmInvocationInfo | undefined) =>
+  Effect.gen(function*() {
+    const { run, waiting } = batch
+    const take = (key: string) => Effect.sync(() => waiting.delete(key) && run.participant.queued.delete(key))
+    const one = (key: string) =>
+      Effect.zipRight(take(key), Effect.exit(Attempt.execute(run, key, { platform, dueBy: now })))
+    // One due row (a timer pass for one alarm, typically) runs in this fiber: no fork to wait for.
+    const exits = batch.keys.length === 1
+      ? [yield* one(batch.keys[0]!)]
+      : yield* Effect.forEach(batch.keys, one, { concurrency: run.engine.config.alarmConcurrency })
+    const failed = exits.find(Exit.isFailure)
+    if (failed !== undefined) return yield* failed
+  })
+
+const runDue = (engine: Engine, participants: ReadonlyArray<Participant>, startedAt: number, info: AlarmInvocationInfo | undefined) =>
+  Effect.suspend(() => {
+    engine.upkeep.passes.running++
+    const batches: Array<DueBatch> = []
+    return Effect.gen(function*() {
+      for (const participant of participants) batches.push(yield* takeDue({ engine, participant }, startedAt))
+      // The pass can take long (a handler attached to, a full pool): arm the timer now for later work
+      // it did not take. Work already due waits for this pass to end.
+      yield* engine.upkeep.reported(engine.upkeep.refreshTimer(startedAt))
+      yield* Effect.forEach(batches, (batch) => runBatch(batch, startedAt, info), {
+        concurrency: "unbounded",
+        discard: true
+      })
+    }).pipe(Effect.ensuring(Effect.sync(() => {
+      engine.upkeep.passes.running--
+      batches.forEach(release)
+    })))
+  })
+
+/** After a failed pass: the fallback alarm, the report and the `onAlarmRetry` hook. */
+const armFallback = (engine: Engine, cause: unknown, info: AlarmInvocationInfo | undefined) =>
+  Effect.gen(function*() {
+    const { background, config } = engine
+    yield* engine.alarms.fallback
+    const error = Background.serializeError(cause)
+    yield* background.report("durability.alarm.failed", { error, retryInMs: config.alarmMinDelayMs })
+    const hook = config.onAlarmRetry
+    if (hook === undefined) return
+    const retryInfo: AlarmRetryInfo = {
+      error,
+      retryInMs: config.alarmMinDelayMs,
+      ...(info === undefined ? {} : { isRetry: info.isRetry, retryCount: info.retryCount }),
+      ...(config.objectId === undefined ? {} : { objectId: config.objectId })
+    }
+    const hookFailed = (failure: unknown) =>
+      background.report("durability.alarm.retry_hook_failed", { error: Background.serializeError(failure) })
+    try {
+      const returned = hook(retryInfo)
+      if (returned !== undefined && typeof returned.then === "function") {
+        yield* background.waitUntil(
+          Promise.resolve(returned).then(() => undefined, (failure) => Effect.runSync(hookFailed(failure)))
+        )
+      }
+    } catch (failure) {
+      yield* hookFailed(failure)
+    }
+  })
+
+/** A pass started by the early timer: it leaves the physical alarm alone and runs to the end. */
+export const timerPass = (engine: Engine, participants: ReadonlyArray<Participant>): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    yield* runDue(engine, participants, yield* Clock.currentTimeMillis, undefined)
+    yield* engine.upkeep.write(Effect.void)
+  }).pipe(
+    Effect.catchAllCause((cause) =>
+      Effect.catchAllCause(
+        armFallback(engine, errorOf(cause), undefined),
+        () => engine.background.report("durability.background_execution.failed", { error: Background.serializeError(errorOf(cause)) })
+      )
+    )
+  )
+
+/**
+ * A pass started by the platform. Fails only when the pass failed AND its fallback alarm could not
+ * be armed, so the platform's own retries are the last resort.
+ */
+export const alarmPass = (
+  engine: Engine,
+  participants: ReadonlyArray<Participant>,
+  info: AlarmInvocationInfo | undefined
+): Effect.Effect<void, unknown> =>
+  Effect.gen(function*() {
+    // The platform consumed the alarm. Re-arm it before any work runs, so a crash in this pass is
+    // recovered by our own alarm, not only by the platform's few retries.
+    yield* engine.alarms.delivered
+    yield* engine.storage.transaction(engine.upkeep.reconcile)
+    const startedAt = yield* Clock.currentTimeMillis
+    const work = yield* Fork.detached(runDue(engine, participants, startedAt, info), engine.scope)
+    const remaining = Math.max(0, engine.config.alarmHandoffMs - ((yield* Clock.currentTimeMillis) - startedAt))
+    const finished = yield* Effect.timeoutOption(Fiber.await(work), Duration.millis(remaining))
+    if (Option.isNone(finished)) {
+      // Hand off before the platform's wall-time limit; the work keeps running and the next pass attaches to it.
+      yield* engine.background.waitUntil(Fork.settled(work))
+      yield* engine.alarms.handoff
+      return
+    }
+    yield* finished.value
+    yield* engine.upkeep.write(Effect.void)
+  }).pipe(
+    Effect.catchAllCause((cause) =>
+      Effect.catchAllCause(
+        armFallback(engine, errorOf(cause), info),
+        // Only now does the platform's limited retry take over.
+        () => Effect.failCause(cause)
+      )
+    )
+  )
