@@ -1,14 +1,14 @@
 /**
- * Where work that outlives a call goes, and where failures nobody awaits are
- * reported. In a Durable Object that is `ctx.waitUntil` and one `console.error`
- * of an object per failure (`{ event: "durability.alarm.failed", … }`), whose
- * fields Workers Logs indexes.
+ * Where work that outlives a call goes (in a Durable Object, `ctx.waitUntil`), and how failures
+ * nobody awaits are reported: one `ERROR` entry through Effect's `Logger`, annotated with the
+ * event and its fields (`Scheduler.layerDurableObject` writes each entry to the Workers console
+ * as one object, whose fields Workers Logs indexes). The test kit's `TestBackground` records them.
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Runtime from "effect/Runtime"
 import type { SerializedError } from "./Errors.js"
-import * as Logging from "./Logging.js"
 
 export interface Report {
   readonly event: string
@@ -52,48 +52,60 @@ const safeString = (value: unknown): string => {
 
 export interface Sink {
   readonly waitUntil?: ((promise: Promise<unknown>) => void) | undefined
-  readonly report: (report: Report) => void
+  /** Where reports go; by default, Effect's logger of the fiber that reports (see `logReport`). */
+  readonly report?: ((report: Report) => void) | undefined
 }
+
+/** A report as a log entry: `ERROR`, message = the event, the details as annotations. */
+export const logReport = (event: string, details: Readonly<Record<string, unknown>>): Effect.Effect<void> =>
+  Effect.annotateLogs(Effect.logError(event), { event, ...details })
 
 /** Builds the service over plain callbacks. */
 export const make = (sink: Sink): Background => {
-  const report: Background["report"] = (event, details) =>
+  const record = sink.report
+  const report: Background["report"] = record === undefined ? logReport : (event, details) =>
     Effect.sync(() => {
       try {
-        sink.report({ event, details })
+        record({ event, details })
       } catch {
         // A broken sink must not turn a report into a new failure.
       }
     })
   return Background.of({
     report,
+    // A rejection settles after this fiber moved on: it is reported with the logger in force here.
     waitUntil: (promise) =>
-      Effect.sync(() => {
-        const guarded = promise.then(
-          () => undefined,
-          (error) => Effect.runSync(report("durability.background_execution.failed", { error: serializeError(error) }))
-        )
-        try {
-          sink.waitUntil?.(guarded)
-        } catch (error) {
-          Effect.runSync(report("durability.background_execution.failed", { error: serializeError(error) }))
-        }
-      })
+      Effect.flatMap(Effect.runtime<never>(), (runtime) =>
+        Effect.sync(() => {
+          const failed = (error: unknown) =>
+            Runtime.runSync(runtime, report("durability.background_execution.failed", { error: serializeError(error) }))
+          const guarded = promise.then(() => undefined, failed)
+          try {
+            sink.waitUntil?.(guarded)
+          } catch (error) {
+            failed(error)
+          }
+        }))
   })
 }
 
 /**
- * `ctx.waitUntil` (when the context has it), and reports as `ERROR` entries to `sink` (default: one
- * object per report on the console; Workers Logs indexes an object's fields).
+ * Hands `promise` to `waitUntil`; its rejection runs `onRejected` (a report) with the logger in
+ * force where this was called, not Effect's default one.
  */
-export const layerDurableObject = (
-  ctx: { waitUntil?(promise: Promise<unknown>): void },
-  sink: Logging.Sink = Logging.consoleSink
-): Layer.Layer<Background> =>
+export const waitUntilOr = (
+  background: Background,
+  promise: PromiseLike<unknown>,
+  onRejected: (error: unknown) => Effect.Effect<void>
+): Effect.Effect<void> =>
+  Effect.flatMap(Effect.runtime<never>(), (runtime) =>
+    background.waitUntil(
+      Promise.resolve(promise).then(() => undefined, (error) => Runtime.runSync(runtime, onRejected(error)))
+    ))
+
+/** `ctx.waitUntil` (when the context has it); reports through Effect's logger. */
+export const layerDurableObject = (ctx: { waitUntil?(promise: Promise<unknown>): void }): Layer.Layer<Background> =>
   Layer.succeed(
     Background,
-    make({
-      waitUntil: ctx.waitUntil === undefined ? undefined : (promise) => ctx.waitUntil!(promise),
-      report: (report) => sink({ level: "ERROR", event: report.event, ...report.details })
-    })
+    make({ waitUntil: ctx.waitUntil === undefined ? undefined : (promise) => ctx.waitUntil!(promise) })
   )

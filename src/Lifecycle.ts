@@ -69,16 +69,10 @@ export type LifecycleEvent =
 export type LifecycleHook = (event: LifecycleEvent) => void | PromiseLike<void>
 
 /**
- * Calls `hook` with the event built from the current time. Never fails; a
- * returned promise is handed to `waitUntil` and its rejection reported.
+ * Calls `hook` with the event built from the current time. Never fails; a returned promise is
+ * handed to `waitUntil` and its rejection reported. The background is given, not looked up: this
+ * is on the engine's hot path (no context lookup or provision per event).
  */
-export const emit = (
-  hook: LifecycleHook | undefined,
-  build: (timestamp: number) => LifecycleEvent
-): Effect.Effect<void, never, Background.Background> =>
-  hook === undefined ? Effect.void : Effect.flatMap(Background.Background, (background) => emitTo(background, hook, build))
-
-/** `emit` with the background given (the engine's hot path: no context lookup or provision per event). */
 export const emitTo = (
   background: Background.Background,
   hook: LifecycleHook | undefined,
@@ -100,5 +94,5 @@ export const emitTo = (
       return failed(error)
     }
     if (returned === undefined || typeof returned.then !== "function") return Effect.void
-    return background.waitUntil(Promise.resolve(returned).then(() => undefined, (error) => Effect.runSync(failed(error))))
+    return Background.waitUntilOr(background, returned, failed)
   })

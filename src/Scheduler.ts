@@ -154,7 +154,7 @@ const overDurableObject = (
 ): Layer.Layer<Services, InvalidOptionError> => {
   const sink = typeof log === "function" ? log : Logging.consoleSink
   return Layer.provideMerge(
-    layerWith(StorageService.layerDurableObject(ctx), Background.layerDurableObject(ctx, sink), config),
+    layerWith(StorageService.layerDurableObject(ctx), Background.layerDurableObject(ctx), config),
     Logging.layer(sink)
   )
 }

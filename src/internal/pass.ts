@@ -101,9 +101,7 @@ const armFallback = (engine: Engine, cause: unknown, info: AlarmInvocationInfo |
     try {
       const returned = hook(retryInfo)
       if (returned !== undefined && typeof returned.then === "function") {
-        yield* background.waitUntil(
-          Promise.resolve(returned).then(() => undefined, (failure) => Effect.runSync(hookFailed(failure)))
-        )
+        yield* Background.waitUntilOr(background, returned, hookFailed)
       }
     } catch (failure) {
       yield* hookFailed(failure)

@@ -1,42 +1,48 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
-import { vi } from "vitest"
+import { Effect, Layer } from "effect"
 import * as Background from "../../src/Background.js"
+import * as Logging from "../../src/Logging.js"
+
+/** The Durable Object background over `ctx`, with Effect's logger collecting entries as objects. */
+const collecting = (ctx: { waitUntil?(promise: Promise<unknown>): void }) => {
+  const logged: Array<Readonly<Record<string, unknown>>> = []
+  const layer = Layer.merge(Background.layerDurableObject(ctx), Logging.layer((entry) => void logged.push(entry)))
+  return { logged, layer }
+}
 
 describe("Background.layerDurableObject", () => {
-  it.effect("reports a failure as one console.error of an object (Workers Logs indexes its fields)", () =>
+  it.effect("reports a failure as one ERROR entry of Effect's logger, its fields as annotations", () =>
     Effect.gen(function*() {
-      const logged: Array<ReadonlyArray<unknown>> = []
-      const spy = vi.spyOn(console, "error").mockImplementation((...args: Array<unknown>) => void logged.push(args))
-      try {
-        const background = yield* Effect.provide(Background.Background, Background.layerDurableObject({}))
-        yield* background.report("durability.alarm.failed", { error: { name: "Error", message: "disk" }, retryInMs: 1000 })
-      } finally {
-        spy.mockRestore()
-      }
-      expect(logged).toEqual([[
-        { level: "ERROR", event: "durability.alarm.failed", error: { name: "Error", message: "disk" }, retryInMs: 1000 }
-      ]])
+      const { layer, logged } = collecting({})
+      yield* Effect.provide(
+        Effect.flatMap(Background.Background, (background) =>
+          background.report("durability.alarm.failed", { error: { name: "Error", message: "disk" }, retryInMs: 1000 })),
+        layer
+      )
+      expect(logged).toEqual([{
+        level: "ERROR",
+        message: "durability.alarm.failed",
+        event: "durability.alarm.failed",
+        error: { name: "Error", message: "disk" },
+        retryInMs: 1000
+      }])
     }))
 
-  it.effect("hands background promises to ctx.waitUntil and reports their rejection", () =>
+  it.effect("hands background promises to ctx.waitUntil and reports their later rejection through the same logger", () =>
     Effect.gen(function*() {
       const waited: Array<Promise<unknown>> = []
-      const logged: Array<unknown> = []
-      const spy = vi.spyOn(console, "error").mockImplementation((entry: unknown) => void logged.push(entry))
-      try {
-        const background = yield* Effect.provide(
-          Background.Background,
-          Background.layerDurableObject({ waitUntil: (promise) => void waited.push(promise) })
-        )
-        yield* background.waitUntil(Promise.reject(new TypeError("lost")))
-        expect(waited).toHaveLength(1)
-        yield* Effect.promise(() => waited[0]!)
-      } finally {
-        spy.mockRestore()
-      }
-      expect(logged).toEqual([
-        { level: "ERROR", event: "durability.background_execution.failed", error: { name: "TypeError", message: "lost" } }
-      ])
+      const { layer, logged } = collecting({ waitUntil: (promise) => void waited.push(promise) })
+      yield* Effect.provide(
+        Effect.flatMap(Background.Background, (background) => background.waitUntil(Promise.reject(new TypeError("lost")))),
+        layer
+      )
+      expect(waited).toHaveLength(1)
+      yield* Effect.promise(() => waited[0]!)
+      expect(logged).toEqual([{
+        level: "ERROR",
+        message: "durability.background_execution.failed",
+        event: "durability.background_execution.failed",
+        error: { name: "TypeError", message: "lost" }
+      }])
     }))
 })
