@@ -8,9 +8,10 @@
  * terminal unless `retryTimeouts` (the outcome of a timed-out side effect is
  * unknown).
  */
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import type * as Background from "./Background.js"
 import {
   DurableAlarmTimeoutError,
   DurableCanceledError,
@@ -168,7 +169,7 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
 ): Effect.Effect<
   NamedAlarms<Defs>,
   InvalidOptionError | ParticipantConflictError | MigrationError | StorageError,
-  Scheduler.Scheduler | StorageService | Background.Background | RequirementsOf<Defs>
+  Scheduler.Scheduler | StorageService | RequirementsOf<Defs>
 > =>
   Effect.gen(function*() {
     const context = yield* Effect.context<RequirementsOf<Defs>>()
@@ -330,3 +331,18 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
 
     return { schedule, get, cancel, list, purgeBefore } as unknown as NamedAlarms<Defs>
   })
+
+/** A service tag for an application's named alarms, when you want them in a layer. */
+export const tag = <Defs extends Record<string, AnyAlarmDefinition>>(key: string) =>
+  Context.GenericTag<NamedAlarms<Defs>>(key)
+
+/** The capability as a layer over the engine (provide the handlers' requirements to it). */
+export const layer = <const Defs extends Record<string, AnyAlarmDefinition>>(
+  service: Context.Tag<NamedAlarms<Defs>, NamedAlarms<Defs>>,
+  definitions: Defs,
+  options: NamedAlarmsOptions = {}
+): Layer.Layer<
+  NamedAlarms<Defs>,
+  InvalidOptionError | ParticipantConflictError | MigrationError | StorageError,
+  Scheduler.Scheduler | StorageService | RequirementsOf<Defs>
+> => Layer.effect(service, make(definitions, options))

@@ -19,7 +19,6 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Background from "./Background.js"
 import {
   DuplicateDurableCallError,
   DurableAttemptTimeoutError,
@@ -588,5 +587,5 @@ export const layer = <const Defs extends Record<string, AnyOperationDefinition>>
 ): Layer.Layer<
   Operations<Defs>,
   InvalidOptionError | ParticipantConflictError | MigrationError | StorageError,
-  Scheduler.Scheduler | StorageService | Background.Background | RequirementsOf<Defs>
+  Scheduler.Scheduler | StorageService | RequirementsOf<Defs>
 > => Layer.effect(service, make(definitions, options))

@@ -188,15 +188,14 @@ export const make = (storage: DurableObjectStorageLike): Effect.Effect<StorageSe
     })
   })
 
-/** The service over a Durable Object's own storage (`ctx.storage`, SQLite-backed classes only). */
-export const layerDurableObject = (ctx: { readonly storage: DurableObjectStorageLike }): Layer.Layer<
-  StorageService
-> => Layer.effect(StorageService, make(ctx.storage))
-
 /**
- * The service over an in-memory SQLite database (see `MemoryStorage` in
- * `durability/testing`). Keep the `storage` object to simulate eviction: a new
- * layer over the same object sees every committed row and the alarm.
+ * The service over any SQLite-backed storage: an object's `ctx.storage`, or the in-memory one of
+ * `durability/testing` (keep that object to simulate eviction: a new layer over it sees every
+ * committed row and the alarm).
  */
-export const layerMemory = (storage: DurableObjectStorageLike): Layer.Layer<StorageService> =>
+export const layer = (storage: DurableObjectStorageLike): Layer.Layer<StorageService> =>
   Layer.effect(StorageService, make(storage))
+
+/** The service over a Durable Object's own storage (`ctx.storage`, SQLite-backed classes only). */
+export const layerDurableObject = (ctx: { readonly storage: DurableObjectStorageLike }): Layer.Layer<StorageService> =>
+  layer(ctx.storage)

@@ -3,6 +3,7 @@
  */
 export * as AlarmService from "./AlarmService.js"
 export * as Background from "./Background.js"
+export * as DurableTable from "./DurableTable.js"
 export * as Errors from "./Errors.js"
 export * as Lifecycle from "./Lifecycle.js"
 export * as Logging from "./Logging.js"
@@ -12,4 +13,5 @@ export * as Operations from "./Operations.js"
 export * as PermitSemaphore from "./PermitSemaphore.js"
 export * as RetryPolicy from "./RetryPolicy.js"
 export * as Scheduler from "./Scheduler.js"
+export * as SchedulerConfig from "./SchedulerConfig.js"
 export * as StorageService from "./StorageService.js"

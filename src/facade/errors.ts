@@ -21,7 +21,6 @@ export class DurableAttemptsExhaustedError extends named("DurableAttemptsExhaust
 export class DurableAttemptTimeoutError extends named("DurableAttemptTimeoutError") {}
 export class DurabilityStorageError extends named("StorageError") {}
 export class DurabilityMigrationError extends named("MigrationError") {}
-export class ParticipantConflictError extends named("ParticipantConflictError") {}
 export class DuplicateDurableCallError extends named("DuplicateDurableCallError") {}
 export class DurableResultSerializationError extends named("DurableResultSerializationError") {}
 export class DurableAlarmTimeoutError extends named("DurableAlarmTimeoutError") {}
@@ -34,7 +33,6 @@ const byTag: Record<string, new(message: string, options?: { readonly cause?: un
   DurableAttemptTimeoutError,
   StorageError: DurabilityStorageError,
   MigrationError: DurabilityMigrationError,
-  ParticipantConflictError,
   DuplicateDurableCallError,
   DurableResultSerializationError,
   DurableAlarmTimeoutError,

@@ -9,9 +9,11 @@
  * @internal
  */
 import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
 import * as Option from "effect/Option"
 import * as Background from "../Background.js"
 import type { AttemptPolicy, Execution } from "../DurableTable.js"
@@ -24,7 +26,6 @@ import { errorOf } from "./cause.js"
 import type * as Deadlines from "./deadlines.js"
 import type { Run } from "./engine.js"
 import * as Fork from "./fork.js"
-import { Outcome } from "./outcome.js"
 import { type ActiveExecution, begin } from "./participant.js"
 import type { AlarmInvocationInfo } from "./platform.js"
 
@@ -72,11 +73,11 @@ export const awaitWithin = <A, E>(
   ms: number
 ): Effect.Effect<Option.Option<Exit.Exit<A, E>>> =>
   Effect.suspend(() => {
-    const outcome = new Outcome<Option.Option<Exit.Exit<A, E>>>()
-    fiber.addObserver((exit) => outcome.succeed(Option.some(exit)))
+    const outcome = Deferred.unsafeMake<Option.Option<Exit.Exit<A, E>>>(FiberId.none)
+    fiber.addObserver((exit) => Deferred.unsafeDone(outcome, Exit.succeed(Option.some(exit))))
     return Effect.flatMap(
-      deadlines.after(ms, () => outcome.succeed(Option.none())),
-      (cancel) => Effect.ensuring(outcome.await, Effect.sync(cancel))
+      deadlines.after(ms, () => Deferred.unsafeDone(outcome, Exit.succeed(Option.none()))),
+      (cancel) => Effect.ensuring(Deferred.await(outcome), Effect.sync(cancel))
     )
   })
 
@@ -88,10 +89,10 @@ export const execute = (run: Run, key: string, start: Start): Effect.Effect<void
   Effect.suspend(() => {
     const running = run.participant.active.get(key)
     if (running !== undefined) {
-      return start.permit === undefined ? running.persisted.await : Effect.zipRight(start.permit.release, running.persisted.await)
+      return start.permit === undefined ? Deferred.await(running.persisted) : Effect.zipRight(start.permit.release, Deferred.await(running.persisted))
     }
-    const entry = begin(run.participant, key, new Outcome())
-    return Effect.zipRight(Fork.detached(own(run, key, entry, start), run.engine.scope), entry.persisted.await)
+    const entry = begin(run.participant, key)
+    return Effect.zipRight(Fork.detached(own(run, key, entry, start), run.engine.scope), Deferred.await(entry.persisted))
   })
 
 /** Starts the record as its own fiber when a permit is free right now; nobody awaits it. */
@@ -99,7 +100,7 @@ export const tryStart = (run: Run, key: string, dueBy: number | undefined): Effe
   Effect.flatMap(run.engine.permits.tryAcquire, (permit) => {
     if (Option.isNone(permit)) return Effect.succeed(false)
     if (run.participant.active.has(key)) return Effect.as(permit.value.release, true)
-    const entry = begin(run.participant, key, new Outcome())
+    const entry = begin(run.participant, key)
     const { background, scope } = run.engine
     const owner = Effect.catchAllCause(own(run, key, entry, { permit: permit.value, dueBy }), (cause) =>
       background.report("durability.background_execution.failed", {
@@ -118,7 +119,7 @@ const own = (run: Run, key: string, entry: ActiveExecution, start: Start): Effec
     Effect.onExit((exit) =>
       Effect.suspend(() => {
         if (participant.active.get(key) === entry) participant.active.delete(key)
-        entry.persisted.done(Exit.asVoid(exit))
+        Deferred.unsafeDone(entry.persisted, Exit.asVoid(exit))
         // After an infrastructure failure the early timer is not re-armed: the row is still due, so it
         // would fire at once and fail again in a hot loop. The fallback alarm (or the registration's
         // alarm) retries it after the minimum delay.
@@ -226,7 +227,7 @@ const attempt = (
     }
     const durationMs = (yield* Clock.currentTimeMillis) - startedAt
     yield* settle(run, { execution, entry, policy, outcome, durationMs })
-    entry.persisted.succeed(undefined)
+    Deferred.unsafeDone(entry.persisted, Exit.void)
     // An abort-ignoring handler keeps the key and the permit until it really ends.
     yield* Fiber.await(handler)
   })

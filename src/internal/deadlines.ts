@@ -3,6 +3,12 @@
  * interruption per attempt). Deadlines of one timeout length arrive in time order, so each length
  * keeps a linked list (O(1) add and cancel) and the fiber sleeps, on `Clock`, until the earliest
  * head. It is re-armed only when a new deadline comes before the one it sleeps for.
+ *
+ * Measured against a sleeping fiber per attempt (`Effect.forkIn(Effect.delay(fire, ms), scope)`,
+ * cancelled by interruption) with `bench/ab.mjs 2000 5` on 2026-12-02: 7.5 % less workerd CPU per
+ * operation at the median (310 vs 335 µs), 15 % at the minimum, so it stays. (The engine's one-shot
+ * signals were measured the same way: a hand-written promise-like saved 1.7 % against `Deferred`,
+ * under the 5 % bar, so they are `Deferred`s.)
  * @internal
  */
 import * as Clock from "effect/Clock"

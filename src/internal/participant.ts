@@ -3,10 +3,11 @@
  * (the per-key lock) and which a running pass took and has not started yet.
  * @internal
  */
+import * as Deferred from "effect/Deferred"
+import * as FiberId from "effect/FiberId"
 import type { StorageError } from "../Errors.js"
 import type { DurableTable } from "../DurableTable.js"
 import type { SqlValue } from "../StorageService.js"
-import type { Outcome } from "./outcome.js"
 import * as TableSql from "./tableSql.js"
 
 /**
@@ -17,7 +18,7 @@ export type Revisit = number | "refresh" | undefined
 
 export interface ActiveExecution {
   /** Done once the outcome is durable (or the execution failed); passes attach here instead of re-running. */
-  readonly persisted: Outcome<void, StorageError>
+  readonly persisted: Deferred.Deferred<void, StorageError>
   abort: (reason: unknown) => void
   revisit: Revisit
 }
@@ -70,8 +71,12 @@ export const make = <A>(table: DurableTable<A>, defaultBatchSize: number): Parti
 }
 
 /** Registers the key's execution synchronously, before any storage read, so two starters cannot both miss it. */
-export const begin = (participant: Participant<any>, key: string, persisted: Outcome<void, StorageError>): ActiveExecution => {
-  const entry: ActiveExecution = { persisted, abort: () => undefined, revisit: undefined }
+export const begin = (participant: Participant<any>, key: string): ActiveExecution => {
+  const entry: ActiveExecution = {
+    persisted: Deferred.unsafeMake(FiberId.none),
+    abort: () => undefined,
+    revisit: undefined
+  }
   participant.active.set(key, entry)
   return entry
 }

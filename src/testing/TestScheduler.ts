@@ -24,7 +24,7 @@ export const layer = (
   background: Layer.Layer<Background.Background>,
   options: Scheduler.SchedulerOptions = {}
 ): Layer.Layer<Services, InvalidOptionError> =>
-  Scheduler.layerWith(StorageService.layerMemory(storage), background, options)
+  Scheduler.layerWith(StorageService.layer(storage), background, options)
 
 /**
  * Does what the platform does when the physical alarm is due: moves the clock to

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Clock, Effect, Fiber, Option, Random, TestClock } from "effect"
+import { Clock, Effect, Fiber, Layer, Option, Random, TestClock } from "effect"
 import { DurableAlarmTimeoutError, NonRetryableError } from "../../src/Errors.js"
 import type * as Lifecycle from "../../src/Lifecycle.js"
 import * as NamedAlarms from "../../src/NamedAlarms.js"
@@ -41,6 +41,24 @@ describe("NamedAlarms smoke", () => {
       expect(seen[0]?.idempotencyKey).toMatch(/^durability-alarm:v1:/)
       expect(object.storage.alarmAt).toBeNull()
       yield* TestClock.adjust(0)
+    }))
+})
+
+describe("NamedAlarms.layer", () => {
+  it.scoped("builds the capability as a service under an application's tag", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const fired: Array<string> = []
+      const definitions = { renew: NamedAlarms.alarm({ handler: (info) => Effect.sync(() => fired.push(info.name)) }) }
+      const Reminders = NamedAlarms.tag<typeof definitions>("app/Reminders")
+      const layer = NamedAlarms.layer(Reminders, definitions)
+      const context = yield* object.run(Layer.build(layer))
+      const alarms = yield* Effect.provide(Reminders, context)
+      yield* object.run(alarms.schedule("renew", 60_000))
+      expect(object.storage.alarmAt).toBe(60_000)
+      yield* TestClock.adjust(60_000)
+      expect(fired).toEqual(["renew"])
+      expect(rowOf(object, "renew")).toBeUndefined()
     }))
 })
 

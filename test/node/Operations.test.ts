@@ -40,6 +40,23 @@ const brief = (event: Lifecycle.LifecycleEvent) =>
 
 const fails = (message: string) => Effect.fail(new Error(message))
 
+describe("Operations.layer", () => {
+  it.scoped("builds the capability as a service under an application's tag", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const definitions = {
+        charge: Operations.operation({ handler: (call: Call<{ readonly cents: number }>) => Effect.succeed(call.payload.cents * 2) })
+      }
+      const Billing = Operations.tag<typeof definitions>("app/Billing")
+      const context = yield* object.run(Layer.build(Operations.layer(Billing, definitions)))
+      const ops = yield* Effect.provide(Billing, context)
+      yield* object.run(ops.register("charge", { id: "inv-1", payload: { cents: 500 } }))
+      yield* TestClock.adjust(0)
+      expect(yield* object.run(ops.getResult("charge", "inv-1"))).toMatchObject({ status: "completed", result: 1000 })
+      expect(yield* rowOf(object, "inv-1")).toMatchObject({ status: "completed", result: stored(1000) })
+    }))
+})
+
 describe("registration", () => {
   it.effect("commits the row and arms the alarm before the handler runs; the row is pending during the handler", () =>
     Effect.gen(function*() {
