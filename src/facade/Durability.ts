@@ -8,10 +8,10 @@ import * as Effect from "effect/Effect"
 import type { LifecycleHook } from "../Lifecycle.js"
 import * as Operations from "../Operations.js"
 import type { IsJson } from "../internal/jsonType.js"
-import type { RetriesOptions } from "../internal/policy.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
-import { attach, checkHandlers, fromPromise, migrateWith, type MigrationResult, type SchedulerAttachment } from "./attachment.js"
-import type { DurabilityScheduler } from "./DurabilityScheduler.js"
+import type * as Scheduler from "../Scheduler.js"
+import { fromPromise, migrateWith, type MigrationResult, type SchedulerAttachment } from "./attachment.js"
+import { build, type DurabilityMethodOptions, Helper, type HelperSpec, pickExecution } from "./helper.js"
 
 export type DurableCall<P> = Operations.DurableCall<P>
 export type DurableOperationResult<R> = Operations.OperationResult<R>
@@ -35,15 +35,7 @@ export type HandlerMap = Record<string, BivariantHandler<DurableCall<unknown>>>
 export type PayloadOf<H> = H extends (call: DurableCall<infer P>) => unknown ? P : never
 export type ResultOf<H> = H extends (call: DurableCall<never>) => infer R ? Awaited<R> : never
 
-export interface DurabilityRetryOptions {
-  readonly maxAttempts?: number | undefined
-  readonly delay?: ((attempt: number) => number) | undefined
-}
-
-export interface DurabilityMethodOptions {
-  readonly attemptTimeoutMs?: number | undefined
-  readonly retries?: DurabilityRetryOptions | undefined
-}
+export type { DurabilityMethodOptions, DurabilityRetryOptions } from "./helper.js"
 
 export interface DurabilityOptions<H extends HandlerMap> extends DurabilityMethodOptions {
   readonly handlers: H
@@ -116,92 +108,49 @@ export interface DurabilityConstructor {
 
 type Service = Operations.Operations<Record<string, Operations.AnyOperationDefinition>>
 
-class DurabilityImpl {
-  readonly #scheduler: DurabilityScheduler
-  readonly #run: <A, E>(effect: Effect.Effect<A, E, never>) => Promise<A>
-  readonly #service: Service
+const spec: HelperSpec<DurabilityMethodOptions, Operations.AnyOperationDefinition, Service> = {
+  owner: "Durability",
+  define: (handler, method) => {
+    const run = handler as (call: DurableCall<unknown>) => unknown
+    return Operations.operation({
+      handler: (call: DurableCall<unknown>) => fromPromise(() => run(call)),
+      ...pickExecution(method)
+    })
+  },
+  make: (definitions, options) => Operations.make(definitions, options) as Effect.Effect<Service, unknown, Scheduler.Services>
+}
 
+class DurabilityImpl extends Helper<Service> {
   constructor(config: DurabilityConfig<HandlerMap>) {
-    if (typeof config !== "object" || config === null) throw new TypeError("Durability needs a config object")
-    const handlers = checkHandlers(config.handlers, "Durability")
-    checkMethods(handlers, config.methods)
-    const { scheduler, runtime } = attach(config)
-    this.#scheduler = scheduler
-    this.#run = (effect) => runtime.run(effect)
-    const definitions: Record<string, Operations.AnyOperationDefinition> = {}
-    for (const name of Object.keys(handlers)) {
-      const handler = handlers[name] as (call: DurableCall<unknown>) => unknown
-      const method = config.methods?.[name]
-      definitions[name] = Operations.operation({
-        handler: (call: DurableCall<unknown>) => fromPromise(() => handler(call)),
-        ...pickExecution(method)
-      })
-    }
-    this.#service = runtime.runSync(
-      Operations.make(definitions, {
-        ...pickExecution(config),
-        ...(config.onLifecycleEvent === undefined ? {} : { onLifecycleEvent: config.onLifecycleEvent })
-      })
-    ) as Service
-    for (const name of Object.keys(handlers)) this.#define(name)
+    const built = build(config, spec)
+    super(built)
+    for (const name of built.names) this.#define(name)
   }
 
   #define(name: string): void {
-    const service = this.#service
-    const run = this.#run
-    const method = (call: DurableRegistration<unknown>) => run(service.register(name, call as never))
-    const getResult = (id: string) => run(service.getResult(name, id))
+    const run = <A, E>(call: (service: Service) => Effect.Effect<A, E>) => Helper.run(this, call)
+    const getResult = (id: string) => run((service) => service.getResult(name, id))
+    const method = (call: DurableRegistration<unknown>) => run((service) => service.register(name, call as never))
     Object.defineProperties(method, {
       getResult: { value: getResult },
-      cancel: { value: (id: string) => run(service.cancel(name, id)) },
-      list: { value: (options?: DurableListOptions) => run(service.list(name, options)) },
+      cancel: { value: (id: string) => run((service) => service.cancel(name, id)) },
+      list: { value: (options?: DurableListOptions) => run((service) => service.list(name, options)) },
       job: {
         value: (id: string): DurableJobHandle<unknown> => ({
           getResult: () => getResult(id),
           wait: (options: DurableJobWaitOptions) =>
             typeof options !== "object" || options === null
               ? Promise.reject(new TypeError("wait needs { timeoutMs }"))
-              : run(service.wait(name, id, options.timeoutMs))
+              : run((service) => service.wait(name, id, options.timeoutMs))
         })
       }
     })
-    Object.defineProperty(this, name, { value: method, enumerable: true })
-  }
-
-  alarm(info?: AlarmInvocationInfo): Promise<void> {
-    return this.#scheduler.alarm(info)
-  }
-
-  purgeBefore(before: number | Date): Promise<number> {
-    return this.#run(this.#service.purgeBefore(before))
+    Helper.method(this, name, method)
   }
 
   static migrate(context: DurabilityContext, target?: string | null): MigrationResult {
     return migrateWith(context, Operations.migrate, target)
   }
 }
-
-/** `methods` must be an object of objects, keyed by handler names (a typo would silently drop its options). */
-export const checkMethods = (handlers: Record<string, unknown>, methods: unknown): void => {
-  if (methods === undefined) return
-  if (typeof methods !== "object" || methods === null || Array.isArray(methods)) {
-    throw new TypeError("methods must be an object")
-  }
-  for (const [name, options] of Object.entries(methods)) {
-    if (!Object.prototype.hasOwnProperty.call(handlers, name)) {
-      throw new TypeError(`methods.${name} does not name a handler`)
-    }
-    if (options !== undefined && (typeof options !== "object" || options === null)) {
-      throw new TypeError(`methods.${name} must be an object`)
-    }
-  }
-}
-
-/** The execution options as given; the Effect API checks them and names the field. */
-export const pickExecution = (options: DurabilityMethodOptions | undefined): Operations.ExecutionOptions =>
-  options === undefined ? {} : {
-    ...(options.attemptTimeoutMs === undefined ? {} : { attemptTimeoutMs: options.attemptTimeoutMs }),
-    ...(options.retries === undefined ? {} : { retries: options.retries as RetriesOptions })
-  }
 
 export const Durability: DurabilityConstructor = DurabilityImpl as unknown as DurabilityConstructor

@@ -8,9 +8,10 @@ import * as Option from "effect/Option"
 import type { LifecycleHook } from "../Lifecycle.js"
 import * as NamedAlarms from "../NamedAlarms.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
-import { attach, checkHandlers, fromPromise, migrateWith, type MigrationResult, type SchedulerAttachment } from "./attachment.js"
-import { type BivariantHandler, checkMethods, type DurabilityMethodOptions, pickExecution } from "./Durability.js"
-import type { DurabilityScheduler } from "./DurabilityScheduler.js"
+import type * as Scheduler from "../Scheduler.js"
+import { fromPromise, migrateWith, type MigrationResult, type SchedulerAttachment } from "./attachment.js"
+import type { BivariantHandler } from "./Durability.js"
+import { build, type DurabilityMethodOptions, Helper, type HelperSpec, pickExecution } from "./helper.js"
 
 export type DurableAlarmInfo<Name extends string = string> = NamedAlarms.DurableAlarmInfo<Name>
 
@@ -63,58 +64,39 @@ export interface DurabilityAlarmsConstructor {
 
 type Service = NamedAlarms.NamedAlarms<Record<string, NamedAlarms.AnyAlarmDefinition>>
 
-class DurabilityAlarmsImpl {
-  readonly #scheduler: DurabilityScheduler
-  readonly #service: Service
-  readonly #runtime: ReturnType<typeof attach>["runtime"]
+const spec: HelperSpec<DurabilityAlarmMethodOptions, NamedAlarms.AnyAlarmDefinition, Service> = {
+  owner: "DurabilityAlarms",
+  define: (handler, method) => {
+    const run = handler as (info: DurableAlarmInfo) => unknown
+    return NamedAlarms.alarm({
+      handler: (info) => fromPromise(() => run(info)),
+      ...pickExecution(method),
+      ...(method?.retryTimeouts === undefined ? {} : { retryTimeouts: method.retryTimeouts })
+    })
+  },
+  make: (definitions, options) => NamedAlarms.make(definitions, options) as Effect.Effect<Service, unknown, Scheduler.Services>
+}
 
+class DurabilityAlarmsImpl extends Helper<Service> {
   constructor(config: DurabilityAlarmsConfig<AlarmHandlerMap>) {
-    if (typeof config !== "object" || config === null) throw new TypeError("DurabilityAlarms needs a config object")
-    const handlers = checkHandlers(config.handlers, "DurabilityAlarms")
-    checkMethods(handlers, config.methods)
-    const { scheduler, runtime } = attach(config)
-    this.#scheduler = scheduler
-    this.#runtime = runtime
-    const definitions: Record<string, NamedAlarms.AlarmDefinition<unknown, never>> = {}
-    for (const name of Object.keys(handlers)) {
-      const handler = handlers[name] as (info: DurableAlarmInfo) => unknown
-      const method = config.methods?.[name]
-      definitions[name] = NamedAlarms.alarm({
-        handler: (info) => fromPromise(() => handler(info)),
-        ...pickExecution(method),
-        ...(method?.retryTimeouts === undefined ? {} : { retryTimeouts: method.retryTimeouts })
-      })
+    const built = build(config, spec)
+    super(built)
+    for (const name of built.names) {
+      const schedule: DurableNamedAlarm = (scheduledTime) => Helper.run(this, (service) => service.schedule(name, scheduledTime))
+      Helper.method(this, name, schedule)
     }
-    this.#service = runtime.runSync(
-      NamedAlarms.make(definitions, {
-        ...pickExecution(config),
-        ...(config.onLifecycleEvent === undefined ? {} : { onLifecycleEvent: config.onLifecycleEvent })
-      })
-    ) as Service
-    for (const name of Object.keys(handlers)) {
-      const schedule: DurableNamedAlarm = (scheduledTime) => runtime.run(this.#service.schedule(name, scheduledTime))
-      Object.defineProperty(this, name, { value: schedule, enumerable: true })
-    }
-  }
-
-  alarm(info?: AlarmInvocationInfo): Promise<void> {
-    return this.#scheduler.alarm(info)
-  }
-
-  purgeBefore(before: number | Date): Promise<number> {
-    return this.#runtime.run(this.#service.purgeBefore(before))
   }
 
   get(name: string): Promise<DurableNamedAlarmState | undefined> {
-    return this.#runtime.run(Effect.map(this.#service.get(name), Option.getOrUndefined))
+    return Helper.run(this, (service) => Effect.map(service.get(name), Option.getOrUndefined))
   }
 
   cancel(name: string): Promise<boolean> {
-    return this.#runtime.run(this.#service.cancel(name))
+    return Helper.run(this, (service) => service.cancel(name))
   }
 
   list(): Promise<ReadonlyArray<DurableNamedAlarmState>> {
-    return this.#runtime.run(this.#service.list)
+    return Helper.run(this, (service) => service.list)
   }
 
   static migrate(context: DurabilityContext, target?: string | null): MigrationResult {
