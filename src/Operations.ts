@@ -32,6 +32,7 @@ import {
   type SerializedError,
   type StorageError
 } from "./Errors.js"
+import type { PendingRecord } from "./DurableTable.js"
 import * as Capability from "./internal/capability.js"
 import * as Codec from "./internal/codec.js"
 import * as Json from "./internal/json.js"
@@ -162,6 +163,16 @@ export interface Operations<Defs extends Record<string, AnyOperationDefinition>>
   readonly register: <K extends keyof Defs & string>(
     operation: K,
     call: RegisterCall<PayloadOf<Defs[K]>>
+  ) => Effect.Effect<void, InvalidInputError | DuplicateDurableCallError | StorageError>
+  /**
+   * Registers many calls of one operation in one transaction: every call is checked first (a bad one
+   * fails the batch with `InvalidInputError` naming `calls[i]` and writes nothing), then all are
+   * written or, on a `DuplicateDurableCallError` or `StorageError`, none. Each call then behaves as
+   * if registered alone (an id already registered for this operation is a no-op).
+   */
+  readonly registerMany: <K extends keyof Defs & string>(
+    operation: K,
+    calls: Iterable<RegisterCall<PayloadOf<Defs[K]>>>
   ) => Effect.Effect<void, InvalidInputError | DuplicateDurableCallError | StorageError>
   /**
    * Cancels a pending call: it fails with `DurableCanceledError` and is never retried; a running
@@ -440,48 +451,91 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
       })
 
     // Untraced: this is the hot path, and a span (with its captured call site) costs more than the write (bench B1).
-    const register = Effect.fnUntraced(function*(operation: string, call: RegisterCall<unknown>) {
-      yield* checkOperation(operation)
+    /** A call checked and encoded, before any storage access (a bad one leaves storage unchanged). */
+    const prepare = Effect.fnUntraced(function*(operation: string, call: RegisterCall<unknown>, now: number, field: string) {
       if (typeof call !== "object" || call === null) {
         return yield* new InvalidInputError({
-          field: "call",
+          field,
           kind: "type",
-          message: `call must be { id, payload }, got ${Validate.shown(call)}`
+          message: `${field} must be { id, payload }, got ${Validate.shown(call)}`
         })
       }
-      const id = yield* Validate.key("id", call.id)
+      const id = yield* Validate.key(field === "call" ? "id" : `${field}.id`, call.id)
+      const payloadField = field === "call" ? "payload" : `${field}.payload`
       const encoded = yield* Effect.mapError(
         definitionOf(operation)!.payload.encode(call.payload as never),
         (error) =>
-          new InvalidInputError({ field: "payload", kind: "type", message: Codec.describeParseError("payload", error) })
+          new InvalidInputError({ field: payloadField, kind: "type", message: Codec.describeParseError(payloadField, error) })
       )
-      const payload = yield* Validate.json("payload", encoded)
-      const now = yield* Clock.currentTimeMillis
+      const payload = yield* Validate.json(payloadField, encoded)
       const at = yield* dueTime(call, now)
-      const generation = crypto.randomUUID()
-      const inserted = yield* handle.writePending(Effect.gen(function*() {
+      return { id, payload, at, generation: crypto.randomUUID() }
+    })
+    type Prepared = Effect.Effect.Success<ReturnType<typeof prepare>>
+
+    const insert = (operation: string, call: Prepared, now: number) =>
+      Effect.gen(function*() {
         const rows = yield* storage.exec(
           `INSERT INTO durability_calls (id, operation, payload, status, attempt, next_attempt_at, generation_id, created_at)
            VALUES (?, ?, ?, 'pending', 0, ?, ?, ?) ON CONFLICT (id) DO NOTHING RETURNING id`,
-          [id, operation, payload, at, generation, now]
+          [call.id, operation, call.payload, call.at, call.generation, now]
         )
         if (rows.length > 0) return true
-        const [winner] = yield* storage.exec("SELECT operation FROM durability_calls WHERE id = ?", [id])
+        const [winner] = yield* storage.exec("SELECT operation FROM durability_calls WHERE id = ?", [call.id])
         if (winner !== undefined && winner.operation !== operation) {
-          return yield* duplicate(id, String(winner.operation), operation)
+          return yield* duplicate(call.id, String(winner.operation), operation)
         }
         return false
-      }), (inserted) => inserted ? { key: id, at, start: at <= now } : undefined)
-      if (!inserted) return
-      yield* handle.emit((timestamp) => ({
-        type: "registered",
-        entityKind: "operation",
-        operation,
-        id,
-        generation,
-        timestamp,
-        attempt: 0
-      }))
+      })
+
+    /** Writes the calls in one transaction (all or none), then starts what a free permit can take. */
+    const write = (operation: string, calls: ReadonlyArray<Prepared>, now: number) =>
+      Effect.gen(function*() {
+        const inserted = yield* handle.writePending(
+          Effect.forEach(calls, (call) => Effect.map(insert(operation, call, now), (fresh) => fresh ? call : undefined)),
+          (written) => {
+            const records: Array<PendingRecord> = []
+            for (const call of written) if (call !== undefined) records.push({ key: call.id, at: call.at, start: call.at <= now })
+            return records
+          }
+        )
+        for (const call of inserted) {
+          if (call === undefined) continue
+          yield* handle.emit((timestamp) => ({
+            type: "registered",
+            entityKind: "operation",
+            operation,
+            id: call.id,
+            generation: call.generation,
+            timestamp,
+            attempt: 0
+          }))
+        }
+      })
+
+    const register = Effect.fnUntraced(function*(operation: string, call: RegisterCall<unknown>) {
+      yield* checkOperation(operation)
+      const now = yield* Clock.currentTimeMillis
+      yield* write(operation, [yield* prepare(operation, call, now, "call")], now)
+    })
+
+    const registerMany = Effect.fn("Operations.registerMany")(function*(
+      operation: string,
+      calls: Iterable<RegisterCall<unknown>>
+    ) {
+      yield* checkOperation(operation)
+      if (typeof calls !== "object" || calls === null || typeof (calls as Iterable<unknown>)[Symbol.iterator] !== "function") {
+        return yield* new InvalidInputError({
+          field: "calls",
+          kind: "type",
+          message: `calls must be an array (or iterable) of { id, payload }, got ${Validate.shown(calls)}`
+        })
+      }
+      const now = yield* Clock.currentTimeMillis
+      const prepared: Array<Prepared> = []
+      let index = 0
+      for (const call of calls) prepared.push(yield* prepare(operation, call, now, `calls[${index++}]`))
+      if (prepared.length > 0) yield* write(operation, prepared, now)
     })
 
     const wait = (operation: string, id: string, timeoutMs: number) =>
@@ -564,7 +618,7 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
         : { items }
     })
 
-    return { register, getResult, wait, purgeBefore, cancel, list } as unknown as Operations<Defs>
+    return { register, registerMany, getResult, wait, purgeBefore, cancel, list } as unknown as Operations<Defs>
   })
 
 const duplicate = (id: string, existing: string, requested: string) =>

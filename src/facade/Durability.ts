@@ -66,6 +66,11 @@ export interface DurableOperation<P, R> {
    * or a `Date`) or `delayMs` it runs no earlier than that; otherwise at once when a permit is free.
    */
   (call: DurableRegistration<P>): Promise<void>
+  /**
+   * Registers many calls in one transaction: all are checked first (a bad one rejects the batch with a
+   * `TypeError`/`RangeError` naming `calls[i]`, nothing written), then all are written or none.
+   */
+  many(calls: ReadonlyArray<DurableRegistration<P>>): Promise<void>
   getResult(id: string): Promise<DurableOperationResult<R>>
   job(id: string): DurableJobHandle<R>
   /**
@@ -133,6 +138,10 @@ class DurabilityImpl extends Helper<Service> {
     const method = (call: DurableRegistration<unknown>) => run((service) => service.register(name, call as never))
     Object.defineProperties(method, {
       getResult: { value: getResult },
+      many: {
+        value: (calls: ReadonlyArray<DurableRegistration<unknown>>) =>
+          run((service) => service.registerMany(name, calls as never))
+      },
       cancel: { value: (id: string) => run((service) => service.cancel(name, id)) },
       list: { value: (options?: DurableListOptions) => run((service) => service.list(name, options)) },
       job: {

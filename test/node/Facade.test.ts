@@ -577,6 +577,27 @@ describe("managing work from the promise face", () => {
     expect(badLimit).toBeInstanceOf(RangeError)
   })
 
+  it("registers a batch with many(): one transaction, all or none, a bad call named by its index", async () => {
+    const context = await memoryContext()
+    const durability = new Durability({
+      context,
+      handlers: { send: (call: DurableCall<{ readonly to: string }>) => call.payload.to, other: () => undefined }
+    })
+    await durability.other({ id: "taken", payload: null, delayMs: 3_600_000 })
+    const bad = await durability.send.many([{ id: "m-1", payload: { to: "a" } }, { id: "", payload: { to: "b" } }])
+      .then(() => undefined, (e: Error) => e)
+    expect(bad).toBeInstanceOf(TypeError)
+    expect(bad?.message).toMatch(/^calls\[1\]\.id must be a non-empty string/)
+    const duplicate = await durability.send.many([{ id: "m-1", payload: { to: "a" } }, { id: "taken", payload: { to: "b" } }])
+      .then(() => undefined, (e: Error) => e)
+    expect(duplicate?.name).toBe("DuplicateDurableCallError")
+    expect(await durability.send.getResult("m-1")).toEqual({ status: "not_found" })
+
+    await durability.send.many([{ id: "m-1", payload: { to: "a" } }, { id: "m-2", payload: { to: "b" } }])
+    expect(await durability.send.job("m-1").wait({ timeoutMs: 5_000 })).toMatchObject({ status: "completed", result: "a" })
+    expect(await durability.send.job("m-2").wait({ timeoutMs: 5_000 })).toMatchObject({ status: "completed", result: "b" })
+  })
+
   it("reads, lists and cancels named alarms; a Date schedules; get, cancel and list are reserved names", async () => {
     const context = await memoryContext()
     const alarms = new DurabilityAlarms({ context, handlers: { renew: () => undefined, expire: () => undefined } })

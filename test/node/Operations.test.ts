@@ -11,6 +11,8 @@ import type * as Lifecycle from "../../src/Lifecycle.js"
 import * as Operations from "../../src/Operations.js"
 import * as PermitSemaphore from "../../src/PermitSemaphore.js"
 import * as Scheduler from "../../src/Scheduler.js"
+import * as FaultyStorage from "../../src/testing/FaultyStorage.js"
+import * as MemoryStorage from "../../src/testing/MemoryStorage.js"
 import * as TestDurability from "../../src/testing/TestDurability.js"
 
 type TestObject = TestDurability.TestObject
@@ -319,6 +321,92 @@ describe("registration", () => {
       })
       expect(object.storage.statements).toHaveLength(statements)
       expect(object.storage.snapshot()).toEqual(before)
+    }))
+})
+
+describe("registerMany", () => {
+  const pendingIds = (object: TestObject) =>
+    object.storage.sql.exec("SELECT id FROM durability_calls WHERE status = 'pending' ORDER BY id").toArray().map((row) => row.id)
+
+  it.effect("writes a batch in one transaction; free permits start calls at once, the timer the rest; events for new ids only", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make({ scheduler: { alarmConcurrency: 3 } })
+      const gate = yield* Deferred.make<void>()
+      const started: Array<string> = []
+      const { events, hook } = recorder()
+      const ops = yield* object.run(Operations.make({
+        charge: Operations.operation({
+          handler: (call: Call<number>) => Effect.zipRight(Effect.sync(() => started.push(call.id)), Deferred.await(gate))
+        })
+      }, { onLifecycleEvent: hook }))
+      yield* object.run(ops.register("charge", { id: "c-0", payload: 0, delayMs: 60_000 }))
+      const calls = Array.from({ length: 6 }, (_, i) => ({ id: `c-${i}`, payload: i }))
+      yield* object.run(ops.registerMany("charge", [...calls, { id: "later", payload: 9, delayMs: 30_000 }]))
+      expect(pendingIds(object)).toEqual(["c-0", "c-1", "c-2", "c-3", "c-4", "c-5", "later"])
+      // c-0 was already registered (for later): a no-op, as `register` is.
+      expect(events.filter((event) => event.type === "registered").map((event) => "id" in event && event.id))
+        .toEqual(["c-0", "c-1", "c-2", "c-3", "c-4", "c-5", "later"])
+      expect(object.storage.alarmAt).toBe(15_000)
+      yield* TestClock.adjust(0)
+      expect(started).toEqual(["c-1", "c-2", "c-3"])
+      yield* Deferred.succeed(gate, undefined)
+      yield* TestClock.adjust(0)
+      expect(started).toEqual(["c-1", "c-2", "c-3", "c-4", "c-5"])
+      yield* TestClock.adjust(60_000)
+      expect(started).toEqual(["c-1", "c-2", "c-3", "c-4", "c-5", "later", "c-0"])
+      expect(pendingIds(object)).toEqual([])
+      yield* object.run(ops.registerMany("charge", []))
+      expect(pendingIds(object)).toEqual([])
+    }))
+
+  it.effect("a bad call fails the whole batch with an InvalidInputError naming it; storage is untouched", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const ops = yield* object.run(Operations.make({ charge: Operations.operation({ handler: () => Effect.void }) }))
+      const before = object.storage.snapshot()
+      const statements = object.storage.statements.length
+      const badId = yield* Effect.flip(object.run(ops.registerMany("charge", [{ id: "a", payload: 1 }, { id: "", payload: 2 }])))
+      expect(badId).toMatchObject({ _tag: "InvalidInputError", field: "calls[1].id" })
+      const badPayload = yield* Effect.flip(
+        object.run(ops.registerMany("charge", [{ id: "a", payload: 1 }, { id: "b", payload: 1 }, { id: "c", payload: () => 1 }]))
+      )
+      expect(badPayload).toMatchObject({ _tag: "InvalidInputError", field: "calls[2].payload" })
+      const notCalls = yield* Effect.flip(object.run(ops.registerMany("charge", 42 as never)))
+      expect(notCalls).toMatchObject({
+        _tag: "InvalidInputError",
+        field: "calls",
+        message: "calls must be an array (or iterable) of { id, payload }, got 42"
+      })
+      expect(yield* Effect.flip(object.run(ops.registerMany("charge", [null as never])))).toMatchObject({
+        field: "calls[0]",
+        message: "calls[0] must be { id, payload }, got null"
+      })
+      expect(object.storage.statements).toHaveLength(statements)
+      expect(object.storage.snapshot()).toEqual(before)
+    }))
+
+  it.effect("all or none: an id owned by another operation, or a failed statement, rolls the whole batch back", () =>
+    Effect.gen(function*() {
+      const storage = FaultyStorage.make(yield* MemoryStorage.make)
+      const object = yield* TestDurability.make({ storage })
+      const ops = yield* object.run(Operations.make({
+        charge: Operations.operation({ handler: () => Effect.never }),
+        refund: Operations.operation({ handler: () => Effect.never })
+      }))
+      yield* object.run(ops.register("refund", { id: "r-1", payload: 1, delayMs: 60_000 }))
+      const before = storage.inner.snapshot()
+      const duplicate = yield* Effect.flip(
+        object.run(ops.registerMany("charge", [{ id: "c-1", payload: 1 }, { id: "r-1", payload: 2 }, { id: "c-2", payload: 3 }]))
+      )
+      expect(duplicate).toMatchObject({ _tag: "DuplicateDurableCallError", id: "r-1", existing: "refund", requested: "charge" })
+      expect(storage.inner.snapshot()).toEqual(before)
+      storage.failCall("sql", storage.calls("sql") + 2)
+      const failed = yield* Effect.flip(
+        object.run(ops.registerMany("charge", [{ id: "c-1", payload: 1 }, { id: "c-2", payload: 2 }, { id: "c-3", payload: 3 }]))
+      )
+      expect(failed).toMatchObject({ _tag: "StorageError" })
+      expect(storage.inner.snapshot()).toEqual(before)
+      expect(pendingIds(object)).toEqual(["r-1"])
     }))
 })
 
