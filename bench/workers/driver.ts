@@ -30,6 +30,8 @@ export interface BenchTarget {
   reset(): void
   /** Registers `count` operations due now, ids `op-<start + i>`, one after another. */
   register(start: number, count: number): Promise<void>
+  /** The same calls through the implementation's batch API (one transaction), where it has one. */
+  registerBatch?(start: number, count: number): Promise<void>
   /** Resolves once `target` operations have run (or the timeout passed). */
   waitDone(target: number, timeoutMs: number): Promise<Progress>
   /** Schedules each named alarm at its time. */
@@ -145,7 +147,11 @@ const scenarios: Record<string, (stub: BenchTarget, p: Params) => Promise<unknow
     await stub.reset()
     const start = p.start ?? 0
     const t0 = Date.now()
-    for (let i = 0; i < n; i += batch) await stub.register(start + i, Math.min(batch, n - i))
+    const api = p.api ?? "single"
+    for (let i = 0; i < n; i += batch) {
+      if (api === "batch") await stub.registerBatch!(start + i, Math.min(batch, n - i))
+      else await stub.register(start + i, Math.min(batch, n - i))
+    }
     const registeredAt = Date.now()
     const progress = await stub.waitDone(n, timeoutMs)
     const t1 = Date.now()
@@ -153,6 +159,7 @@ const scenarios: Record<string, (stub: BenchTarget, p: Params) => Promise<unknow
     return {
       n,
       batch,
+      api,
       before,
       done: progress.done,
       registerMs: registeredAt - t0,

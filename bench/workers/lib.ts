@@ -70,6 +70,11 @@ export class LibBench extends DurableObject<Record<string, unknown>> implements 
     for (let i = start; i < start + count; i++) await this.ops.tick({ id: `op-${i}`, payload: { n: i } })
   }
 
+  async registerBatch(start: number, count: number): Promise<void> {
+    const calls = Array.from({ length: count }, (_, i) => ({ id: `op-${start + i}`, payload: { n: start + i } }))
+    await this.ops.tick.many(calls)
+  }
+
   waitDone(target: number, timeoutMs: number) {
     return this.tracker.waitDone(target, timeoutMs)
   }
