@@ -1,6 +1,6 @@
 /**
  * Managing work over RPC in workerd (real SQLite, real alarms): registrations that
- * start later, cancel and list of operations, get / cancel / list of named alarms.
+ * start later, batches, cancel and list of operations, get / cancel / list of named alarms.
  */
 import { env, runInDurableObject } from "cloudflare:test"
 import { expect, it } from "vitest"
@@ -30,6 +30,36 @@ it("delayMs and runAt (a number or a Date) start a call no earlier than its time
     expect(run.at).toBeGreaterThanOrEqual(start + delay)
   }
   expect(runs.find((run) => run.what === "send date")!.at).toBeGreaterThanOrEqual(start + delay + 200)
+  expect(await waitFor(() => stub.alarmAt(), (at) => at === null)).toBeNull()
+})
+
+it("many(): a batch commits in one transaction; due calls run at once, a later one through the real alarm", async () => {
+  const stub = managed()
+  const start = Date.now()
+  const delay = ManagedObject.MIN_DELAY_MS + 300
+  await stub.sendMany([{ id: "b-1" }, { id: "b-2" }, { id: "b-later", delayMs: delay }])
+  const first = await waitFor(() => stub.runs(), (runs) => runs.length === 2)
+  expect(first.map((run) => run.what).sort()).toEqual(["send b-1", "send b-2"])
+  expect(await stub.result("send", "b-later")).toMatchObject({ status: "pending", attempt: 0 })
+  const all = await waitFor(() => stub.runs(), (runs) => runs.length === 3, 6_000)
+  expect(all[2]).toMatchObject({ what: "send b-later" })
+  expect(all[2]!.at).toBeGreaterThanOrEqual(start + delay)
+  expect(await stub.result("send", "b-later")).toMatchObject({ status: "completed", result: { to: "b-later" } })
+  expect(await waitFor(() => stub.alarmAt(), (at) => at === null)).toBeNull()
+})
+
+it("many(): all or none; an id owned by another operation rejects the batch and writes none of it", async () => {
+  const stub = managed()
+  await stub.send("taken", {})
+  await waitFor(resultOf(stub, "send", "taken"), (result) => result.status === "completed")
+  // A rejection crossing RPC would break the pool's isolated storage: assert inside the object.
+  await runInDurableObject(stub, async (instance: ManagedObject, state) => {
+    const error = await instance.durability.hold.many([{ id: "fresh", payload: null }, { id: "taken", payload: null }])
+      .then(() => undefined, (e: Error) => e)
+    expect(error?.name).toBe("DuplicateDurableCallError")
+    const rows = state.storage.sql.exec("SELECT id, operation FROM durability_calls ORDER BY id").toArray()
+    expect(rows).toEqual([{ id: "taken", operation: "send" }])
+  })
   expect(await waitFor(() => stub.alarmAt(), (at) => at === null)).toBeNull()
 })
 

@@ -72,6 +72,13 @@ export class ManagedObject extends DurableObject {
     })
   }
 
+  /** A batch of `send` calls in one transaction (`durability.send.many`). */
+  sendMany(calls: ReadonlyArray<{ readonly id: string; readonly delayMs?: number }>): Promise<void> {
+    return this.durability.send.many(
+      calls.map(({ delayMs, id }) => ({ id, payload: { to: id }, ...(delayMs === undefined ? {} : { delayMs }) }))
+    )
+  }
+
   hold(id: string): Promise<void> {
     return this.durability.hold({ id, payload: null })
   }
