@@ -135,34 +135,24 @@ export const make: Effect.Effect<AlarmService, never, StorageService | Scheduler
           ? lock.withPermits(1)(Effect.suspend(() => timer !== undefined && timer.at <= at ? Effect.void : arm(at)))
           : Effect.void)
 
+    // Keeping an alarm inside [earliest, target] means frequent writes cannot keep postponing it.
+    const targetFor = (earliest: number, now: number) => Math.max(earliest, now + config.alarmMinDelayMs)
+    const keeps = (current: number | null | undefined, earliest: number, now: number) =>
+      typeof current === "number" && current >= earliest && current <= targetFor(earliest, now)
+
     const reconcile = (earliest: number | null): Effect.Effect<void, StorageError> =>
       Effect.flatMap(storage.alarm, (current) => {
         if (earliest === null) return current === null ? Effect.void : storage.deleteAlarm
-        return Effect.flatMap(Clock.currentTimeMillis, (now) => {
-          const target = Math.max(earliest, now + config.alarmMinDelayMs)
-          // Keeping an alarm inside [earliest, target] means frequent writes cannot keep postponing it.
-          const keep = typeof current === "number" && current >= earliest && current <= target
-          return keep ? Effect.void : storage.setAlarm(target)
-        })
+        return Effect.flatMap(
+          Clock.currentTimeMillis,
+          (now) => keeps(current, earliest, now) ? Effect.void : storage.setAlarm(targetFor(earliest, now))
+        )
       })
 
-    // A new record due at `at` can only make the earliest pending time earlier. A known alarm in
-    // [at, max(at, now + minDelay)] is then exactly what reconciling would keep.
+    // A new record due at `at` can only make the earliest pending time earlier: a known alarm that
+    // reconciling with `at` would keep needs no read of the earliest time.
     const covers = (at: number): Effect.Effect<boolean> =>
-      Effect.flatMap(storage.alarm, (current) =>
-        Effect.map(
-          Clock.currentTimeMillis,
-          (now) => typeof current === "number" && current >= at && current <= Math.max(at, now + config.alarmMinDelayMs)
-        ))
-
-    const continuation = (keepFrom: (now: number) => number) =>
-      Effect.flatMap(storage.alarm, (current) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) => {
-          const target = now + config.alarmMinDelayMs
-          return typeof current === "number" && current >= keepFrom(now) && current <= target
-            ? Effect.void
-            : storage.setAlarm(target)
-        }))
+      Effect.flatMap(storage.alarm, (current) => Effect.map(Clock.currentTimeMillis, (now) => keeps(current, at, now)))
 
     return AlarmService.of({
       reconcile,
@@ -173,8 +163,8 @@ export const make: Effect.Effect<AlarmService, never, StorageService | Scheduler
       wakeup: Queue.take(fires),
       delivered: storage.alarmFired,
       // The alarm armed when the pass started may already be past (a handoff later than the minimum
-      // delay): the platform would re-run alarm() at once. One still ahead and not later is kept.
-      handoff: continuation((now) => now + 1),
+      // delay): the platform would re-run alarm() at once. One still ahead, by now + minDelay, is kept.
+      handoff: Effect.flatMap(Clock.currentTimeMillis, (now) => reconcile(now + 1)),
       fallback: Effect.flatMap(Clock.currentTimeMillis, (now) => storage.setAlarm(now + config.alarmMinDelayMs)),
       warm: Effect.gen(function*() {
         const stored = yield* storage.readAlarm

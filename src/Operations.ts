@@ -428,21 +428,21 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
       })
 
     // When a registered call is due: now, `runAt`, or now + `delayMs`.
-    const dueTime = (call: RegisterCall<unknown>, now: number) =>
+    const dueTime = (call: RegisterCall<unknown>, now: number, fieldOf: (name: string) => string) =>
       Effect.gen(function*() {
         if (call.runAt !== undefined && call.delayMs !== undefined) {
           return yield* new InvalidInputError({
-            field: "runAt",
+            field: fieldOf("runAt"),
             kind: "type",
             message: "runAt and delayMs cannot both be given"
           })
         }
-        if (call.runAt !== undefined) return yield* Validate.timestamp("runAt", call.runAt)
+        if (call.runAt !== undefined) return yield* Validate.timestamp(fieldOf("runAt"), call.runAt)
         if (call.delayMs === undefined) return now
-        const delay = yield* Validate.milliseconds("delayMs", call.delayMs)
+        const delay = yield* Validate.milliseconds(fieldOf("delayMs"), call.delayMs)
         if (!Number.isSafeInteger(now + delay)) {
           return yield* new InvalidInputError({
-            field: "delayMs",
+            field: fieldOf("delayMs"),
             kind: "range",
             message: `delayMs ${delay} from now is not a safe integer timestamp`
           })
@@ -451,8 +451,13 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
       })
 
     // Untraced: this is the hot path, and a span (with its captured call site) costs more than the write (bench B1).
-    /** A call checked and encoded, before any storage access (a bad one leaves storage unchanged). */
-    const prepare = Effect.fnUntraced(function*(operation: string, call: RegisterCall<unknown>, now: number, field: string) {
+    /**
+     * A call checked and encoded, before any storage access (a bad one leaves storage unchanged).
+     * `path` places it in a batch (`calls[3]`): its fields are then named `calls[3].id`, ….
+     */
+    const prepare = Effect.fnUntraced(function*(operation: string, call: RegisterCall<unknown>, now: number, path?: string) {
+      const fieldOf = (name: string) => path === undefined ? name : `${path}.${name}`
+      const field = path ?? "call"
       if (typeof call !== "object" || call === null) {
         return yield* new InvalidInputError({
           field,
@@ -460,15 +465,15 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
           message: `${field} must be { id, payload }, got ${Validate.shown(call)}`
         })
       }
-      const id = yield* Validate.key(field === "call" ? "id" : `${field}.id`, call.id)
-      const payloadField = field === "call" ? "payload" : `${field}.payload`
+      const id = yield* Validate.key(fieldOf("id"), call.id)
+      const payloadField = fieldOf("payload")
       const encoded = yield* Effect.mapError(
         definitionOf(operation)!.payload.encode(call.payload as never),
         (error) =>
           new InvalidInputError({ field: payloadField, kind: "type", message: Codec.describeParseError(payloadField, error) })
       )
       const payload = yield* Validate.json(payloadField, encoded)
-      const at = yield* dueTime(call, now)
+      const at = yield* dueTime(call, now, fieldOf)
       return { id, payload, at, generation: crypto.randomUUID() }
     })
     type Prepared = Effect.Effect.Success<ReturnType<typeof prepare>>
@@ -516,7 +521,7 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
     const register = Effect.fnUntraced(function*(operation: string, call: RegisterCall<unknown>) {
       yield* checkOperation(operation)
       const now = yield* Clock.currentTimeMillis
-      yield* write(operation, [yield* prepare(operation, call, now, "call")], now)
+      yield* write(operation, [yield* prepare(operation, call, now)], now)
     })
 
     const registerMany = Effect.fn("Operations.registerMany")(function*(

@@ -75,6 +75,7 @@ export const make: Effect.Effect<Scheduler, never, Requirements | Scope.Scope> =
   const alarms = yield* AlarmService.AlarmService
   const background = yield* Background.Background
   const scope = yield* Effect.scope
+  const participants: Array<Participant.Participant> = []
   const engine: Engine = {
     config,
     storage,
@@ -83,16 +84,16 @@ export const make: Effect.Effect<Scheduler, never, Requirements | Scope.Scope> =
     background,
     scope,
     deadlines: Deadlines.make(scope),
-    upkeep: Upkeep.make({ storage, alarms, background, owed: yield* FiberHandle.make<void, never>() })
+    upkeep: Upkeep.make({ storage, alarms, background, participants, owed: yield* FiberHandle.make<void, never>() }),
+    participants
   }
-  const participants: Array<Participant.Participant> = []
 
   // Each fire of the early timer is a pass of its own (a long pass must not delay the next fire).
   yield* Fork.detached(
     Effect.forever(
       Effect.zipRight(
         alarms.wakeup,
-        Effect.flatMap(Fork.detached(Pass.timerPass(engine, participants), scope), (fiber) =>
+        Effect.flatMap(Fork.detached(Pass.timerPass(engine), scope), (fiber) =>
           background.waitUntil(Fork.settled(fiber)))
       )
     ),
@@ -116,14 +117,13 @@ export const make: Effect.Effect<Scheduler, never, Requirements | Scope.Scope> =
     }
     const participant = Participant.make(table, config.dueBatchSize)
     participants.push(participant as Participant.Participant)
-    engine.upkeep.attach(participant)
     return Handle.make({ engine, participant })
   })
 
   return Scheduler.of({
     config,
     attach,
-    alarm: (info) => Effect.withSpan(Pass.alarmPass(engine, participants, info), "Scheduler.alarm"),
+    alarm: (info) => Effect.withSpan(Pass.alarmPass(engine, info), "Scheduler.alarm"),
     warm: alarms.warm
   })
 })

@@ -35,7 +35,8 @@ const registry = new WeakMap<object, Internals>()
  */
 const byStorage = new WeakMap<object, DurabilityScheduler>()
 
-const SHARED_OPTIONS = ["alarmConcurrency", "alarmMinDelayMs", "alarmHandoffMs", "liveTimers", "onAlarmRetry", "log"] as const
+/** The options a user gives a scheduler (its object id comes from the context). */
+export const SCHEDULER_OPTIONS = ["alarmConcurrency", "alarmMinDelayMs", "alarmHandoffMs", "liveTimers", "onAlarmRetry", "log"] as const
 
 const describeOption = (value: unknown): string => typeof value === "function" ? "a different function" : String(value)
 
@@ -71,7 +72,7 @@ export class DurabilityScheduler {
     const existing = byStorage.get(context.storage)
     if (existing !== undefined) {
       const { config: current } = internals(existing)
-      const differs = SHARED_OPTIONS.find((key) => current[key] !== resolved.right[key])
+      const differs = SCHEDULER_OPTIONS.find((key) => current[key] !== resolved.right[key])
       if (differs === undefined) return existing
       throw new Error(
         `This Durable Object already has a DurabilityScheduler with ${differs} ${describeOption(current[differs])}, ` +

@@ -9,14 +9,18 @@ import type { ObjectRuntime } from "./objectRuntime.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
 import * as StorageService from "../StorageService.js"
 import type * as Migrations from "../Migrations.js"
-import { checkContext, DurabilityScheduler, type DurabilitySchedulerOptions, internals } from "./DurabilityScheduler.js"
+import {
+  checkContext,
+  DurabilityScheduler,
+  type DurabilitySchedulerOptions,
+  internals,
+  SCHEDULER_OPTIONS
+} from "./DurabilityScheduler.js"
 import { fromCause, toError } from "./errors.js"
 
 export type SchedulerAttachment =
   | { readonly scheduler: DurabilityScheduler; readonly context?: undefined }
   | ({ readonly context: DurabilityContext; readonly scheduler?: undefined } & DurabilitySchedulerOptions)
-
-const SCHEDULER_OPTIONS = ["alarmConcurrency", "alarmMinDelayMs", "alarmHandoffMs", "liveTimers", "onAlarmRetry", "log"] as const
 
 export interface Attached {
   readonly scheduler: DurabilityScheduler

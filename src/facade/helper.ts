@@ -42,7 +42,7 @@ export interface HelperSpec<M extends DurabilityMethodOptions, D, S> {
 }
 
 /** `methods` must be an object of objects, keyed by handler names (a typo would silently drop its options). */
-export const checkMethods = (handlers: Record<string, unknown>, methods: unknown): void => {
+const checkMethods = (handlers: Record<string, unknown>, methods: unknown): void => {
   if (methods === undefined) return
   if (typeof methods !== "object" || methods === null || Array.isArray(methods)) {
     throw new TypeError("methods must be an object")

@@ -22,6 +22,8 @@ export interface Engine {
   readonly scope: Scope.Scope
   readonly deadlines: Deadlines.Deadlines
   readonly upkeep: Upkeep
+  /** The attached tables, in attach order: passes and upkeep read them all. */
+  readonly participants: Array<Participant>
 }
 
 /** One table's work on one engine: what every step of an execution needs. */

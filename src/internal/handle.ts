@@ -20,16 +20,17 @@ export const make = (run: Run): TableHandle => {
 
   const writePending: TableHandle["writePending"] = (body, pending) =>
     Effect.gen(function*() {
+      let records: ReadonlyArray<PendingRecord> = []
       const result = yield* engine.storage.transaction(
         Effect.tap(body, (value) => {
-          const made = asList(pending(value))
-          if (made.length === 0) return Effect.void
+          records = asList(pending(value))
+          if (records.length === 0) return Effect.void
           // The earliest new time is the only one that can move the alarm earlier.
-          return upkeep.cover(made.reduce((at, record) => Math.min(at, record.at), Number.MAX_SAFE_INTEGER))
+          return upkeep.cover(records.reduce((at, record) => Math.min(at, record.at), Number.MAX_SAFE_INTEGER))
         })
       )
       let startable = true
-      for (const made of asList(pending(result))) {
+      for (const made of records) {
         const running = participant.active.get(made.key)
         if (running !== undefined) {
           // The timer skips a running key; its release looks again.

@@ -18,7 +18,6 @@ import * as Attempt from "./attempt.js"
 import { errorOf } from "./cause.js"
 import type { Engine, Run } from "./engine.js"
 import * as Fork from "./fork.js"
-import type { Participant } from "./participant.js"
 import type { AlarmInvocationInfo } from "./platform.js"
 
 /** The due rows one table's share of a pass took (queued, so other passes and the timer leave them). */
@@ -62,12 +61,12 @@ const runBatch = (batch: DueBatch, now: number, platform: AlarmInvocationInfo | 
     if (failed !== undefined) return yield* failed
   })
 
-const runDue = (engine: Engine, participants: ReadonlyArray<Participant>, startedAt: number, info: AlarmInvocationInfo | undefined) =>
+const runDue = (engine: Engine, startedAt: number, info: AlarmInvocationInfo | undefined) =>
   Effect.suspend(() => {
     engine.upkeep.passes.running++
     const batches: Array<DueBatch> = []
     return Effect.gen(function*() {
-      for (const participant of participants) batches.push(yield* takeDue({ engine, participant }, startedAt))
+      for (const participant of engine.participants) batches.push(yield* takeDue({ engine, participant }, startedAt))
       // The pass can take long (a handler attached to, a full pool): arm the timer now for later work
       // it did not take. Work already due waits for this pass to end.
       yield* engine.upkeep.reported(engine.upkeep.refreshTimer(startedAt))
@@ -109,17 +108,18 @@ const armFallback = (engine: Engine, cause: unknown, info: AlarmInvocationInfo |
   })
 
 /** A pass started by the early timer: it leaves the physical alarm alone and runs to the end. */
-export const timerPass = (engine: Engine, participants: ReadonlyArray<Participant>): Effect.Effect<void> =>
+export const timerPass = (engine: Engine): Effect.Effect<void> =>
   Effect.gen(function*() {
-    yield* runDue(engine, participants, yield* Clock.currentTimeMillis, undefined)
+    yield* runDue(engine, yield* Clock.currentTimeMillis, undefined)
     yield* engine.upkeep.write(Effect.void)
   }).pipe(
-    Effect.catchAllCause((cause) =>
-      Effect.catchAllCause(
-        armFallback(engine, errorOf(cause), undefined),
-        () => engine.background.report("durability.background_execution.failed", { error: Background.serializeError(errorOf(cause)) })
+    Effect.catchAllCause((cause) => {
+      const error = errorOf(cause)
+      return Effect.catchAllCause(
+        armFallback(engine, error, undefined),
+        () => engine.background.report("durability.background_execution.failed", { error: Background.serializeError(error) })
       )
-    )
+    })
   )
 
 /**
@@ -128,7 +128,6 @@ export const timerPass = (engine: Engine, participants: ReadonlyArray<Participan
  */
 export const alarmPass = (
   engine: Engine,
-  participants: ReadonlyArray<Participant>,
   info: AlarmInvocationInfo | undefined
 ): Effect.Effect<void, unknown> =>
   Effect.gen(function*() {
@@ -137,7 +136,7 @@ export const alarmPass = (
     yield* engine.alarms.delivered
     yield* engine.storage.transaction(engine.upkeep.reconcile)
     const startedAt = yield* Clock.currentTimeMillis
-    const work = yield* Fork.detached(runDue(engine, participants, startedAt, info), engine.scope)
+    const work = yield* Fork.detached(runDue(engine, startedAt, info), engine.scope)
     const remaining = Math.max(0, engine.config.alarmHandoffMs - ((yield* Clock.currentTimeMillis) - startedAt))
     const finished = yield* Effect.timeoutOption(Fiber.await(work), Duration.millis(remaining))
     if (Option.isNone(finished)) {

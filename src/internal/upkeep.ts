@@ -10,8 +10,7 @@
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import type * as FiberHandle from "effect/FiberHandle"
-import * as FiberHandleModule from "effect/FiberHandle"
+import * as FiberHandle from "effect/FiberHandle"
 import type * as AlarmService from "../AlarmService.js"
 import * as Background from "../Background.js"
 import type { StorageError } from "../Errors.js"
@@ -23,8 +22,6 @@ import * as TableSql from "./tableSql.js"
 export const UPKEEP_DELAY = Duration.millis(100)
 
 export interface Upkeep {
-  /** Adds a table to every upkeep read. */
-  readonly attach: (participant: Participant<any>) => void
   /** Inside a transaction: reconciles the physical alarm with the earliest pending time. */
   readonly reconcile: Effect.Effect<void, StorageError>
   /** Runs `body` and the reconciliation atomically, then re-arms the early timer. */
@@ -55,16 +52,22 @@ export const make = (options: {
   readonly alarms: AlarmService.AlarmService
   readonly background: Background.Background
   readonly owed: FiberHandle.FiberHandle<void, never>
+  /** The engine's attached tables (tables only attach, so their count tells whether the SQL is current). */
+  readonly participants: ReadonlyArray<Participant<any>>
 }): Upkeep => {
-  const { alarms, background, storage } = options
-  const participants: Array<Participant<any>> = []
+  const { alarms, background, participants, storage } = options
   // One statement over every participant's table for each upkeep read; rebuilt when one attaches.
-  let sql: { readonly earliest: string; readonly pending: string } | undefined
-  const statements = () =>
-    (sql ??= {
-      earliest: TableSql.earliestPendingOf(participants.map((p) => p.table.table)),
-      pending: TableSql.pendingByTimeOf(participants.map((p) => ({ table: p.table.table, key: p.table.keyColumn })))
-    })
+  let sql: { readonly tables: number; readonly earliest: string; readonly pending: string } | undefined
+  const statements = () => {
+    if (sql?.tables !== participants.length) {
+      sql = {
+        tables: participants.length,
+        earliest: TableSql.earliestPendingOf(participants.map((p) => p.table.table)),
+        pending: TableSql.pendingByTimeOf(participants.map((p) => ({ table: p.table.table, key: p.table.keyColumn })))
+      }
+    }
+    return sql
+  }
 
   let owed = false
   const passes = { running: 0 }
@@ -125,15 +128,11 @@ export const make = (options: {
         ? Effect.void
         : reported(revisit === "refresh" ? refreshTimer() : alarms.coverTimer(revisit)),
       Effect.suspend(() =>
-        owed && idle() ? Effect.asVoid(FiberHandleModule.run(options.owed, later, { onlyIfMissing: true })) : Effect.void
+        owed && idle() ? Effect.asVoid(FiberHandle.run(options.owed, later, { onlyIfMissing: true })) : Effect.void
       )
     )
 
   return {
-    attach: (participant) => {
-      participants.push(participant)
-      sql = undefined
-    },
     reconcile,
     write,
     settleWrite,

@@ -371,6 +371,10 @@ describe("registerMany", () => {
         object.run(ops.registerMany("charge", [{ id: "a", payload: 1 }, { id: "b", payload: 1 }, { id: "c", payload: () => 1 }]))
       )
       expect(badPayload).toMatchObject({ _tag: "InvalidInputError", field: "calls[2].payload" })
+      const badDelay = yield* Effect.flip(
+        object.run(ops.registerMany("charge", [{ id: "a", payload: 1 }, { id: "b", payload: 1, delayMs: -1 }]))
+      )
+      expect(badDelay).toMatchObject({ _tag: "InvalidInputError", field: "calls[1].delayMs" })
       const notCalls = yield* Effect.flip(object.run(ops.registerMany("charge", 42 as never)))
       expect(notCalls).toMatchObject({
         _tag: "InvalidInputError",
