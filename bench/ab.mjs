@@ -30,7 +30,7 @@ for (const k of ["A", "B"]) await (await mf.getWorker(k)).fetch("http://b/drain"
 let st = {}
 for (let r = 0; r < reps; r++) for (const k of (r % 2 ? ["B", "A"] : ["A", "B"])) {
   const c0 = cpu()
-  const j = await (await (await mf.getWorker(k)).fetch("http://b/drain", { method: "POST", body: JSON.stringify({ name: "q" + r, n, batch: 100 }) })).json()
+  const j = await (await (await mf.getWorker(k)).fetch("http://b/drain", { method: "POST", body: JSON.stringify({ name: "q" + r, n, batch: 100, ...(process.env.API ? { api: process.env.API } : {}) }) })).json()
   if (j.error) { console.log(k, j.error); process.exit(1) }
   res[k].push((cpu() - c0) * 1000 / n); wall[k].push(j.totalMs * 1000 / n); st[k] = Object.values(j.counts.statements).reduce((a, s) => a + s.n, 0) / n
 }

@@ -363,14 +363,14 @@ try {
     const runsBy = Object.fromEntries(IMPLEMENTATIONS.map((impl) => [impl, []]))
     const batchRuns = []
     // --profile: a CPU profile of each isolate during its first B1 run (open it in Chrome DevTools).
-    const profiler = async (impl, rep) => {
+    const profiler = async (impl, rep, label = impl) => {
       if (!flag("--profile") || rep !== 0) return undefined
       const inspector = await Inspector.connect(inspectorPort, impl)
       await inspector.send("Profiler.enable")
       await inspector.send("Profiler.start")
       return async () => {
         const { profile } = await inspector.send("Profiler.stop")
-        const file = path.join(bench, "results", `${impl}.cpuprofile`)
+        const file = path.join(bench, "results", `${label}.cpuprofile`)
         fs.writeFileSync(file, JSON.stringify(profile))
         inspector.close()
         log(`CPU profile: ${path.relative(root, file)}`)
@@ -386,7 +386,9 @@ try {
         log(`B1 ${impl} rep ${rep + 1}: ${run.totalMs} ms (${round(run.n / (run.totalMs / 1000), 0)} ops/s)`)
       }
       // The library again through its batch API (`durability.op.many`, one transaction per RPC batch).
+      const stopBatch = await profiler("library", rep, "library-batch")
       const batched = await call("library", "drain", { name: fresh("library", "b1-batch"), ...settings.b1, api: "batch" })
+      await stopBatch?.()
       if (batched.done < batched.n) throw new Error(`library (batch API) B1 drained ${batched.done} of ${batched.n}`)
       batchRuns.push(batched)
       log(`B1 library, batch API, rep ${rep + 1}: ${batched.totalMs} ms (${round(batched.n / (batched.totalMs / 1000), 0)} ops/s)`)

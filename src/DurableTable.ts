@@ -75,6 +75,11 @@ export interface DurableTable<A = unknown> {
    * `StorageError` is decided by the policy like a handler's failure (typically terminal).
    */
   readonly complete: (execution: Execution, value: A) => Effect.Effect<boolean, unknown>
+  /**
+   * `complete` writes with exactly one statement, atomic on its own: the engine then runs it without
+   * a transaction around it (a transaction runs its body in a fiber of its own; see bench/RESULTS.md).
+   */
+  readonly completesInOneStatement?: boolean | undefined
   /** How messages name the record, e.g. `operation "resize" (id "a")`. */
   readonly describe: (row: Row) => string
   /** The entity fields of lifecycle events about `row`. */
@@ -102,7 +107,14 @@ export interface TableHandle {
    */
   readonly writePending: <B, E>(
     body: Effect.Effect<B, E>,
-    pending: (result: B) => PendingRecord | ReadonlyArray<PendingRecord> | undefined
+    pending: (result: B) => PendingRecord | ReadonlyArray<PendingRecord> | undefined,
+    options?: {
+      /**
+       * The body writes with one statement, making at most one record pending at this time: when the
+       * known alarm already covers it, the statement runs without a transaction (one costs a fiber).
+       */
+      readonly oneStatementAt?: number | undefined
+    }
   ) => Effect.Effect<B, E | StorageError>
   /**
    * Starts the record now if a permit is free right now; never waits. Returns whether it started.

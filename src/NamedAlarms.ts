@@ -237,6 +237,7 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
             ),
             (rows) => rows.length > 0
           ),
+        completesInOneStatement: true,
         describe: (row) => `named alarm "${String(row.name)}"`,
         entity: (row) => ({
           entityKind: "named_alarm",

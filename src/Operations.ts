@@ -370,6 +370,7 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
           id: String(row.id),
           generation: String(row.generation_id)
         }),
+        completesInOneStatement: true,
         describe: (row) => `operation "${String(row.operation)}" (id "${String(row.id)}")`
       })
     })
@@ -502,7 +503,8 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
             const records: Array<PendingRecord> = []
             for (const call of written) if (call !== undefined) records.push({ key: call.id, at: call.at, start: call.at <= now })
             return records
-          }
+          },
+          { oneStatementAt: calls.length === 1 ? calls[0]!.at : undefined }
         )
         for (const call of inserted) {
           if (call === undefined) continue

@@ -15,6 +15,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
 import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
 import * as Background from "../Background.js"
 import type { AttemptPolicy, Execution } from "../DurableTable.js"
 import { DurableAttemptsExhaustedError, type SerializedError, type StorageError } from "../Errors.js"
@@ -82,17 +83,23 @@ export const awaitWithin = <A, E>(
   })
 
 /**
- * Runs one record, or attaches to its execution in this isolate. Resolves when the outcome is
- * durable; the execution itself runs on in the engine's scope.
+ * For a pass: waits (FIFO) for a permit, then starts the record as its own fiber in the engine's
+ * scope, or attaches to its execution in this isolate. Returns what completes once the outcome is
+ * durable, so a pass starts its whole batch from one fiber and then awaits the outcomes.
  */
-export const execute = (run: Run, key: string, start: Start): Effect.Effect<void, StorageError> =>
+export const launch = (run: Run, key: string, start: Start): Effect.Effect<Deferred.Deferred<void, StorageError>> =>
   Effect.suspend(() => {
     const running = run.participant.active.get(key)
-    if (running !== undefined) {
-      return start.permit === undefined ? Deferred.await(running.persisted) : Effect.zipRight(start.permit.release, Deferred.await(running.persisted))
-    }
-    const entry = begin(run.participant, key)
-    return Effect.zipRight(Fork.detached(own(run, key, entry, start), run.engine.scope), Deferred.await(entry.persisted))
+    if (running !== undefined) return Effect.succeed(running.persisted)
+    return Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(restore(run.engine.permits.acquire), (permit) => {
+        // The permit may have come after another starter took the key meanwhile.
+        const started = run.participant.active.get(key)
+        if (started !== undefined) return Effect.as(permit.release, started.persisted)
+        const entry = begin(run.participant, key)
+        return Effect.as(Fork.detached(own(run, key, entry, { ...start, permit }), run.engine.scope), entry.persisted)
+      })
+    )
   })
 
 /** Starts the record as its own fiber when a permit is free right now; nobody awaits it. */
@@ -200,13 +207,22 @@ const attempt = (
       platform
     }
     const startedAt = yield* Clock.currentTimeMillis
-    const handler = yield* Effect.fork(Effect.suspend(() => participant.table.run(execution)))
+    // Started at once, in this step: a handler that finishes without suspending (a plain value) needs
+    // no scheduler turn, no deadline and no waiting here. Not a child fiber, so interrupting this
+    // execution (eviction) interrupts it explicitly.
+    const handler = Runtime.runFork(yield* Effect.runtime<never>())(Effect.suspend(() => participant.table.run(execution)))
     entry.abort = (reason) => {
       controller.abort(reason)
-      Effect.runFork(Fiber.interrupt(handler))
+      handler.unsafeInterruptAsFork(FiberId.none)
     }
-    const finished = yield* awaitWithin(run.engine.deadlines, handler, policy.attemptTimeoutMs).pipe(
-      Effect.onInterrupt(() => Effect.sync(() => controller.abort(new Error("The execution was interrupted"))))
+    const ended = handler.unsafePoll()
+    const finished = ended !== null ? Option.some(ended) : yield* awaitWithin(run.engine.deadlines, handler, policy.attemptTimeoutMs).pipe(
+      Effect.onInterrupt(() =>
+        Effect.sync(() => {
+          controller.abort(new Error("The execution was interrupted"))
+          handler.unsafeInterruptAsFork(FiberId.none)
+        })
+      )
     )
     let outcome: Exit.Exit<unknown, unknown>
     if (Option.isSome(finished)) {
@@ -250,7 +266,11 @@ const settle = (run: Run, settled: Settled): Effect.Effect<void, StorageError> =
     return settleFailure(run, settled, error, policy.isTerminal?.(error) ?? false)
   }
   return Effect.flatMap(
-    Effect.either(run.engine.upkeep.settleWrite(run.participant.table.complete(execution, outcome.value), undefined)),
+    Effect.either(run.engine.upkeep.settleWrite(
+      run.participant.table.complete(execution, outcome.value),
+      undefined,
+      run.participant.table.completesInOneStatement === true
+    )),
     (completed) => {
       if (completed._tag === "Left") {
         if (isStorageError(completed.left)) return Effect.fail(completed.left)
@@ -288,7 +308,8 @@ const settleFailure = (run: Run, settled: Settled, error: unknown, terminal: boo
         execution.generation,
         execution.attempt
       ]),
-      retryAt
+      retryAt,
+      true
     )
     if (matched.length === 0) return
     if (retryAt !== undefined && entry.revisit !== "refresh") entry.revisit = retryAt
@@ -356,7 +377,8 @@ const exhaust = (run: Run, key: string, row: Row, policy: AttemptPolicy) =>
         String(row.generation_id),
         policy.maxAttempts
       ]),
-      undefined
+      undefined,
+      true
     )
     if (first === undefined) return
     yield* logOutcome(run, row, "error", "durability.attempts_exhausted", error.message, {

@@ -6,6 +6,7 @@
  * @internal
  */
 import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -46,18 +47,25 @@ const release = (batch: DueBatch): void => {
   batch.waiting.clear()
 }
 
-/** Runs a taken batch, bounded by the pool; every row gets its chance, then the first infrastructure failure fails the pass. */
+/**
+ * Runs a taken batch under the pool: this fiber starts each row as a permit frees up (in order),
+ * then awaits every outcome; every row gets its chance, then the first infrastructure failure fails the pass.
+ */
 const runBatch = (batch: DueBatch, now: number, platform: AlarmInvocationInfo | undefined) =>
   Effect.gen(function*() {
     const { run, waiting } = batch
-    const take = (key: string) => Effect.sync(() => waiting.delete(key) && run.participant.queued.delete(key))
-    const one = (key: string) =>
-      Effect.zipRight(take(key), Effect.exit(Attempt.execute(run, key, { platform, dueBy: now })))
-    // One due row (a timer pass for one alarm, typically) runs in this fiber: no fork to wait for.
-    const exits = batch.keys.length === 1
-      ? [yield* one(batch.keys[0]!)]
-      : yield* Effect.forEach(batch.keys, one, { concurrency: run.engine.config.alarmConcurrency })
-    const failed = exits.find(Exit.isFailure)
+    const outcomes: Array<Deferred.Deferred<void, StorageError>> = []
+    for (const key of batch.keys) {
+      // Queued while it waits for its permit, so the timer and other passes leave it.
+      outcomes.push(yield* Attempt.launch(run, key, { platform, dueBy: now }))
+      waiting.delete(key)
+      run.participant.queued.delete(key)
+    }
+    let failed: Exit.Exit<void, StorageError> | undefined
+    for (const outcome of outcomes) {
+      const exit = yield* Effect.exit(Deferred.await(outcome))
+      if (failed === undefined && Exit.isFailure(exit)) failed = exit
+    }
     if (failed !== undefined) return yield* failed
   })
 

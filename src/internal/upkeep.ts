@@ -29,9 +29,14 @@ export interface Upkeep {
   /**
    * Settles an attempt atomically. A retry moves the record to `retryAt`, so the alarm is
    * reconciled in the same transaction; any other outcome only removes pending work, which owes a
-   * reconciliation once idle.
+   * reconciliation once idle. A body of `oneStatement` that owes nothing runs without a transaction
+   * (a statement is atomic on its own, and a transaction costs a fiber).
    */
-  readonly settleWrite: <A, E>(body: Effect.Effect<A, E>, retryAt: number | undefined) => Effect.Effect<A, E | StorageError>
+  readonly settleWrite: <A, E>(
+    body: Effect.Effect<A, E>,
+    retryAt: number | undefined,
+    oneStatement: boolean
+  ) => Effect.Effect<A, E | StorageError>
   /** Inside a transaction, after a record became pending at `at`: reconciles, from memory when the known alarm covers it. */
   readonly cover: (at: number) => Effect.Effect<void, StorageError>
   /**
@@ -113,8 +118,13 @@ export const make = (options: {
   const write = <A, E>(body: Effect.Effect<A, E>): Effect.Effect<A, E | StorageError> =>
     Effect.tap(storage.transaction(Effect.zipLeft(body, reconcile)), () => reported(refreshTimer()))
 
-  const settleWrite = <A, E>(body: Effect.Effect<A, E>, retryAt: number | undefined) =>
-    storage.transaction(Effect.zipLeft(body, retryAt === undefined ? Effect.sync(() => (owed = true)) : reconcile))
+  const owe = Effect.sync(() => {
+    owed = true
+  })
+  const settleWrite = <A, E>(body: Effect.Effect<A, E>, retryAt: number | undefined, oneStatement: boolean) =>
+    retryAt === undefined
+      ? oneStatement ? Effect.zipLeft(body, owe) : storage.transaction(Effect.zipLeft(body, owe))
+      : storage.transaction(Effect.zipLeft(body, reconcile))
 
   // Once idle for a moment; a later reconciliation (a write, a pass) pays the debt first.
   const later = Effect.zipRight(
