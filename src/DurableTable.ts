@@ -71,10 +71,11 @@ export interface DurableTable<A = unknown> {
   readonly run: (execution: Execution) => Effect.Effect<A, unknown>
   /**
    * Persists a success, conditionally on (key, generation, pending, attempt). Runs synchronously
-   * inside the settle transaction; returns whether the row matched. A failure other than
-   * `StorageError` is decided by the policy like a handler's failure (typically terminal).
+   * inside the settle transaction; returns whether the row matched. `settledAt` is the clock as the
+   * attempt ended. A failure other than `StorageError` is decided by the policy like a handler's
+   * failure (typically terminal).
    */
-  readonly complete: (execution: Execution, value: A) => Effect.Effect<boolean, unknown>
+  readonly complete: (execution: Execution, value: A, settledAt: number) => Effect.Effect<boolean, unknown>
   /**
    * `complete` writes with exactly one statement, atomic on its own: the engine then runs it without
    * a transaction around it (a transaction runs its body in a fiber of its own; see bench/RESULTS.md).
@@ -132,6 +133,6 @@ export interface TableHandle {
     reason: unknown,
     options?: { readonly release?: boolean | undefined }
   ) => Effect.Effect<number>
-  /** Emits a lifecycle event to this table's hook. */
-  readonly emit: (build: (timestamp: number) => Lifecycle.LifecycleEvent) => Effect.Effect<void>
+  /** Emits a lifecycle event to this table's hook, stamped `at` (a clock reading the caller has) or now. */
+  readonly emit: (build: (timestamp: number) => Lifecycle.LifecycleEvent, at?: number) => Effect.Effect<void>
 }

@@ -69,16 +69,18 @@ export type LifecycleEvent =
 export type LifecycleHook = (event: LifecycleEvent) => void | PromiseLike<void>
 
 /**
- * Calls `hook` with the event built from the current time. Never fails; a returned promise is
- * handed to `waitUntil` and its rejection reported. The background is given, not looked up: this
- * is on the engine's hot path (no context lookup or provision per event).
+ * Calls `hook` with the event built from `at`, or from the current time. Never fails; a returned
+ * promise is handed to `waitUntil` and its rejection reported. The background is given, not looked
+ * up, and a caller that already read the clock passes its reading: this is on the engine's hot path.
  */
 export const emitTo = (
   background: Background.Background,
   hook: LifecycleHook | undefined,
-  build: (timestamp: number) => LifecycleEvent
-): Effect.Effect<void> =>
-  hook === undefined ? Effect.void : Effect.flatMap(Clock.currentTimeMillis, (timestamp) => {
+  build: (timestamp: number) => LifecycleEvent,
+  at?: number
+): Effect.Effect<void> => {
+  if (hook === undefined) return Effect.void
+  const deliver = (timestamp: number): Effect.Effect<void> => {
     const event = build(timestamp)
     const failed = (error: unknown) =>
       background.report("durability.lifecycle_hook.failed", {
@@ -95,4 +97,6 @@ export const emitTo = (
     }
     if (returned === undefined || typeof returned.then !== "function") return Effect.void
     return Background.waitUntilOr(background, returned, failed)
-  })
+  }
+  return at === undefined ? Effect.flatMap(Clock.currentTimeMillis, deliver) : Effect.suspend(() => deliver(at))
+}

@@ -349,21 +349,20 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
             }
             return text
           }),
-        complete: (execution, text) =>
-          Effect.flatMap(Clock.currentTimeMillis, (now) =>
-            storage.exec(
-              `UPDATE durability_calls SET status = 'completed', result = ?, completed_at = ?,
-                 last_error = NULL, last_error_name = NULL
-               WHERE id = ? AND generation_id = ? AND status = 'pending' AND attempt = ? RETURNING id`,
-              [text, now, execution.key, execution.generation, execution.attempt]
-            ).pipe(
-              Effect.map((updated) => updated.length > 0),
-              // Payload and result together over the row limit: retrying cannot help (terminal, not re-run).
-              Effect.catchIf((error) => error.message.includes("SQLITE_TOOBIG"), (error) =>
-                Effect.fail(
-                  unstorable(String(execution.row.operation), `does not fit in a stored row with its payload: ${error.message}`, error)
-                ))
-            )),
+        complete: (execution, text, settledAt) =>
+          storage.exec(
+            `UPDATE durability_calls SET status = 'completed', result = ?, completed_at = ?,
+               last_error = NULL, last_error_name = NULL
+             WHERE id = ? AND generation_id = ? AND status = 'pending' AND attempt = ? RETURNING id`,
+            [text, settledAt, execution.key, execution.generation, execution.attempt]
+          ).pipe(
+            Effect.map((updated) => updated.length > 0),
+            // Payload and result together over the row limit: retrying cannot help (terminal, not re-run).
+            Effect.catchIf((error) => error.message.includes("SQLITE_TOOBIG"), (error) =>
+              Effect.fail(
+                unstorable(String(execution.row.operation), `does not fit in a stored row with its payload: ${error.message}`, error)
+              ))
+          ),
         entity: (row) => ({
           entityKind: "operation",
           operation: String(row.operation),
@@ -516,7 +515,7 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
             generation: call.generation,
             timestamp,
             attempt: 0
-          }))
+          }), now)
         }
       })
 

@@ -40,12 +40,13 @@ export interface Start {
 const emit = (
   run: Run,
   row: Row,
-  build: (entity: Lifecycle.LifecycleEntity, timestamp: number) => Lifecycle.LifecycleEvent
+  build: (entity: Lifecycle.LifecycleEntity, timestamp: number) => Lifecycle.LifecycleEvent,
+  at?: number
 ): Effect.Effect<void> => {
   const { table } = run.participant
   return table.onEvent === undefined
     ? Effect.void
-    : Lifecycle.emitTo(run.engine.background, table.onEvent, (timestamp) => build(table.entity(row), timestamp))
+    : Lifecycle.emitTo(run.engine.background, table.onEvent, (timestamp) => build(table.entity(row), timestamp), at)
 }
 
 /**
@@ -195,7 +196,13 @@ const attempt = (
   Effect.gen(function*() {
     const { participant } = run
     const policy = participant.table.policy(row)
-    yield* emit(run, row, (entity, timestamp) => ({ ...entity, type: "attempt_started", timestamp, attempt: attemptNumber }))
+    const startedAt = yield* Clock.currentTimeMillis
+    yield* emit(
+      run,
+      row,
+      (entity, timestamp) => ({ ...entity, type: "attempt_started", timestamp, attempt: attemptNumber }),
+      startedAt
+    )
 
     const controller = new AbortController()
     const execution: Execution = {
@@ -206,7 +213,6 @@ const attempt = (
       signal: controller.signal,
       platform
     }
-    const startedAt = yield* Clock.currentTimeMillis
     // Started at once, in this step: a handler that finishes without suspending (a plain value) needs
     // no scheduler turn, no deadline and no waiting here. Not a child fiber, so interrupting this
     // execution (eviction) interrupts it explicitly.
@@ -241,8 +247,8 @@ const attempt = (
         { attempt: attemptNumber, timeoutMs: policy.attemptTimeoutMs }
       )
     }
-    const durationMs = (yield* Clock.currentTimeMillis) - startedAt
-    yield* settle(run, { execution, entry, policy, outcome, durationMs })
+    const endedAt = yield* Clock.currentTimeMillis
+    yield* settle(run, { execution, entry, policy, outcome, endedAt, durationMs: endedAt - startedAt })
     Deferred.unsafeDone(entry.persisted, Exit.void)
     // An abort-ignoring handler keeps the key and the permit until it really ends.
     yield* Fiber.await(handler)
@@ -253,6 +259,8 @@ interface Settled {
   readonly entry: ActiveExecution
   readonly policy: AttemptPolicy
   readonly outcome: Exit.Exit<unknown, unknown>
+  /** The clock when the attempt ended: the settle's time. */
+  readonly endedAt: number
   readonly durationMs: number
 }
 
@@ -260,14 +268,14 @@ const isStorageError = (error: unknown): error is StorageError =>
   typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "StorageError"
 
 const settle = (run: Run, settled: Settled): Effect.Effect<void, StorageError> => {
-  const { durationMs, execution, outcome, policy } = settled
+  const { durationMs, endedAt, execution, outcome, policy } = settled
   if (Exit.isFailure(outcome)) {
     const error = errorOf(outcome.cause)
     return settleFailure(run, settled, error, policy.isTerminal?.(error) ?? false)
   }
   return Effect.flatMap(
     Effect.either(run.engine.upkeep.settleWrite(
-      run.participant.table.complete(execution, outcome.value),
+      run.participant.table.complete(execution, outcome.value, endedAt),
       undefined,
       run.participant.table.completesInOneStatement === true
     )),
@@ -285,7 +293,7 @@ const settle = (run: Run, settled: Settled): Effect.Effect<void, StorageError> =
         timestamp,
         attempt: execution.attempt,
         durationMs
-      }))
+      }), endedAt)
     }
   )
 }

@@ -68,6 +68,6 @@ export const make = (run: Run): TableHandle => {
           ? Effect.as(upkeep.afterRelease("refresh"), aborted)
           : Effect.succeed(aborted)
       }),
-    emit: (build) => Lifecycle.emitTo(engine.background, participant.table.onEvent, build)
+    emit: (build, at) => Lifecycle.emitTo(engine.background, participant.table.onEvent, build, at)
   }
 }
