@@ -105,6 +105,13 @@ export const make: Effect.Effect<AlarmService, never, StorageService | Scheduler
 
     // Callers race (settles, passes, writes); re-arming must be one step at a time.
     const lock = yield* Effect.makeSemaphore(1)
+    // Fibers holding or awaiting the lock: with none, a timer that already fires in time is read without it.
+    let locking = 0
+    const locked = (effect: Effect.Effect<void>): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        locking++
+        return Effect.ensuring(lock.withPermits(1)(effect), Effect.sync(() => locking--))
+      })
 
     const arm = (at: number | null): Effect.Effect<void> =>
       Effect.gen(function*() {
@@ -125,15 +132,15 @@ export const make: Effect.Effect<AlarmService, never, StorageService | Scheduler
       })
 
     const armTimer = (at: number | null): Effect.Effect<void> =>
-      lock.withPermits(1)(
+      locked(
         Effect.flatMap(Clock.currentTimeMillis, (now) => arm(at !== null && forTimer(at, now) ? at : null))
       )
 
     const coverTimer = (at: number): Effect.Effect<void> =>
       Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        forTimer(at, now)
-          ? lock.withPermits(1)(Effect.suspend(() => timer !== undefined && timer.at <= at ? Effect.void : arm(at)))
-          : Effect.void)
+        !forTimer(at, now) || (locking === 0 && timer !== undefined && timer.at <= at)
+          ? Effect.void
+          : locked(Effect.suspend(() => timer !== undefined && timer.at <= at ? Effect.void : arm(at))))
 
     // Keeping an alarm inside [earliest, target] means frequent writes cannot keep postponing it.
     const targetFor = (earliest: number, now: number) => Math.max(earliest, now + config.alarmMinDelayMs)
@@ -171,7 +178,7 @@ export const make: Effect.Effect<AlarmService, never, StorageService | Scheduler
         // A stored alarm already past is one the platform did not deliver (wrangler dev does not fire an
         // alarm set before a reload; workerd#3566): run what is overdue now instead of waiting for a write.
         if (stored !== null && stored <= (yield* Clock.currentTimeMillis)) {
-          yield* lock.withPermits(1)(arm(stored))
+          yield* locked(arm(stored))
         }
       })
     })

@@ -31,7 +31,8 @@ import { type ActiveExecution, begin } from "./participant.js"
 import type { AlarmInvocationInfo } from "./platform.js"
 
 export interface Start {
-  readonly permit?: PermitSemaphore.Permit | undefined
+  /** Held from the claim until the handler has really ended. */
+  readonly permit: PermitSemaphore.Permit
   readonly platform?: AlarmInvocationInfo | undefined
   /** A pass's time: the row must still be due then (an attempt may have settled since the due scan). */
   readonly dueBy?: number | undefined
@@ -88,7 +89,11 @@ export const awaitWithin = <A, E>(
  * scope, or attaches to its execution in this isolate. Returns what completes once the outcome is
  * durable, so a pass starts its whole batch from one fiber and then awaits the outcomes.
  */
-export const launch = (run: Run, key: string, start: Start): Effect.Effect<Deferred.Deferred<void, StorageError>> =>
+export const launch = (
+  run: Run,
+  key: string,
+  start: Omit<Start, "permit">
+): Effect.Effect<Deferred.Deferred<void, StorageError>> =>
   Effect.suspend(() => {
     const running = run.participant.active.get(key)
     if (running !== undefined) return Effect.succeed(running.persisted)
@@ -123,8 +128,9 @@ export const tryStart = (run: Run, key: string, dueBy: number | undefined): Effe
 const own = (run: Run, key: string, entry: ActiveExecution, start: Start): Effect.Effect<void, StorageError> => {
   const { participant } = run
   const body = participant.claimDue === undefined ? readThenClaim(run, key, entry, start) : claimDirectly(run, key, entry, start)
-  return (start.permit === undefined ? body : Effect.ensuring(body, start.permit.release)).pipe(
-    Effect.onExit((exit) =>
+  return Effect.onExit(body, (exit) =>
+    Effect.zipRight(
+      start.permit.release,
       Effect.suspend(() => {
         if (participant.active.get(key) === entry) participant.active.delete(key)
         Deferred.unsafeDone(entry.persisted, Exit.asVoid(exit))
@@ -133,56 +139,40 @@ const own = (run: Run, key: string, entry: ActiveExecution, start: Start): Effec
         // alarm) retries it after the minimum delay.
         return Exit.isSuccess(exit) ? run.engine.upkeep.afterRelease(entry.revisit) : Effect.void
       })
-    )
-  )
+    ))
 }
 
-const withPermit = <A, E>(run: Run, given: PermitSemaphore.Permit | undefined, use: Effect.Effect<A, E>) =>
-  given !== undefined
-    ? Effect.ensuring(use, given.release)
-    : Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(restore(run.engine.permits.acquire), (permit) => Effect.ensuring(restore(use), permit.release))
-    )
-
-/** Reads the record, then claims it once a permit is free (limits that depend on more than one column). */
+/** Reads the record, then claims it (limits that depend on more than one column). */
 const readThenClaim = (run: Run, key: string, entry: ActiveExecution, start: Start) =>
   Effect.flatMap(run.engine.storage.exec(run.participant.sql.read, [key]), ([row]) => {
     if (row === undefined || row.status !== "pending") return Effect.void
     if (start.dueBy !== undefined && Number(row.next_attempt_at) > start.dueBy) return Effect.void
     const policy = run.participant.table.policy(row)
-    return withPermit(
-      run,
-      start.permit,
-      Effect.flatMap(
-        run.engine.storage.exec(run.participant.sql.claim, [key, String(row.generation_id), policy.maxAttempts]),
-        ([claimed]) =>
-          claimed === undefined
-            ? exhaust(run, key, row, policy)
-            : attempt(run, key, row, Number(claimed.attempt), entry, start.platform)
-      )
+    return Effect.flatMap(
+      run.engine.storage.exec(run.participant.sql.claim, [key, String(row.generation_id), policy.maxAttempts]),
+      ([claimed]) =>
+        claimed === undefined
+          ? exhaust(run, key, row, policy)
+          : attempt(run, key, row, Number(claimed.attempt), entry, start.platform)
     )
   })
 
 /**
- * Claims the record in one statement once a permit is free (the attempt is counted only when it
- * can run). Only when nothing was claimed is the record read, to tell "not due" from "out of attempts".
+ * Claims the record in one statement (the attempt is counted only when it can run, and the permit
+ * is already held). Only when nothing was claimed is the record read, to tell "not due" from "out of attempts".
  */
 const claimDirectly = (run: Run, key: string, entry: ActiveExecution, start: Start) => {
   const { participant } = run
   const claimDue = participant.claimDue!
   const dueBy = start.dueBy ?? Number.MAX_SAFE_INTEGER
   const { storage } = run.engine
-  return withPermit(
-    run,
-    start.permit,
-    Effect.flatMap(storage.exec(claimDue.sql, [key, dueBy, ...claimDue.bindings]), ([claimed]) =>
-      claimed !== undefined
-        ? attempt(run, key, claimed, Number(claimed.attempt), entry, start.platform)
-        : Effect.flatMap(storage.exec(participant.sql.read, [key]), ([row]) =>
-          row === undefined || row.status !== "pending" || Number(row.next_attempt_at) > dueBy
-            ? Effect.void
-            : exhaust(run, key, row, participant.table.policy(row))))
-  )
+  return Effect.flatMap(storage.exec(claimDue.sql, [key, dueBy, ...claimDue.bindings]), ([claimed]) =>
+    claimed !== undefined
+      ? attempt(run, key, claimed, Number(claimed.attempt), entry, start.platform)
+      : Effect.flatMap(storage.exec(participant.sql.read, [key]), ([row]) =>
+        row === undefined || row.status !== "pending" || Number(row.next_attempt_at) > dueBy
+          ? Effect.void
+          : exhaust(run, key, row, participant.table.policy(row))))
 }
 
 const attempt = (
@@ -251,7 +241,7 @@ const attempt = (
     yield* settle(run, { execution, entry, policy, outcome, endedAt, durationMs: endedAt - startedAt })
     Deferred.unsafeDone(entry.persisted, Exit.void)
     // An abort-ignoring handler keeps the key and the permit until it really ends.
-    yield* Fiber.await(handler)
+    if (ended === null) yield* Fiber.await(handler)
   })
 
 interface Settled {
