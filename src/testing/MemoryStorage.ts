@@ -107,6 +107,18 @@ export interface MemoryStorage extends DurableObjectStorageLike {
   readonly watchAlarm: (listener: () => void) => () => void
 }
 
+/** A prepared statement kept for reuse, with what `run` learned about it once. */
+interface Prepared {
+  readonly statement: Statement
+  readonly pointer: number
+  readonly parameters: number
+}
+
+const DATA_STATEMENT = /^\s*(SELECT|INSERT|UPDATE|DELETE|WITH|REPLACE)\b/i
+
+/** Distinct statements kept prepared; the engine's are a few dozen, listing queries vary more. */
+const MAX_PREPARED = 256
+
 class MemoryStorageImpl implements MemoryStorage {
   #alarmAt: number | null = null
   readonly #listeners = new Set<() => void>()
@@ -168,8 +180,29 @@ class MemoryStorageImpl implements MemoryStorage {
     }
   }
 
+  /**
+   * Single statements prepared once and reused, as workerd caches them: compiling a statement costs
+   * more than running it, and the node tests run hundreds of thousands. `export()` frees them all.
+   */
+  private readonly prepared = new Map<string, Prepared>()
+
+  private remember(query: string): void {
+    if (this.prepared.size >= MAX_PREPARED) {
+      const [oldest] = this.prepared
+      oldest![1].statement.free()
+      this.prepared.delete(oldest![0])
+    }
+    const statement = this.db.prepare(query)
+    const pointer = this.pointer(statement)
+    this.prepared.set(query, { statement, pointer, parameters: this.parameterCount(pointer) })
+  }
+
   private run(query: string, bindings: Array<number | string | Uint8Array | null>): SqlCursorLike {
+    const cached = this.prepared.get(query)
+    if (cached !== undefined) return this.execute(cached, bindings)
     const iterator = this.db.iterateStatements(query)
+    let cursor: SqlCursorLike | undefined
+    let alone = true
     try {
       for (let next = iterator.next();; next = iterator.next()) {
         if (next.done) throw new Error("SQL code did not contain a statement.")
@@ -185,29 +218,47 @@ class MemoryStorageImpl implements MemoryStorage {
               )
             }
             while (statement.step());
+            alone = false
             continue
           }
-          if (parameters !== bindings.length) throw new Error("Wrong number of parameter bindings for SQL query.")
-          statement.bind(bindings)
-          bindings.forEach((value, i) => {
-            if (typeof value === "number") this.engine.bindDouble(pointer, i + 1, value)
-          })
-          const before = this.totalChanges()
-          const rows: Array<Record<string, SqlValue>> = []
-          while (statement.step()) {
-            const row: Record<string, SqlValue> = {}
-            const values = statement.get()
-            statement.getColumnNames().forEach((name, i) => (row[name] = fromSqlJs(values[i])))
-            rows.push(row)
-          }
-          const rowsWritten = this.totalChanges() - before
-          return { toArray: () => rows, rowsWritten }
+          cursor = this.execute({ statement, pointer, parameters }, bindings)
+          break
         } finally {
           statement.free()
         }
       }
     } finally {
       ;(iterator as Partial<Record<"return", () => unknown>>).return?.()
+    }
+    // Only a data statement that ran without error is kept (the iterator frees its own); preparing
+    // DDL again could fail (the table now exists).
+    if (alone && DATA_STATEMENT.test(query)) this.remember(query)
+    return cursor
+  }
+
+  private execute(prepared: Prepared, bindings: Array<number | string | Uint8Array | null>): SqlCursorLike {
+    const { parameters, pointer, statement } = prepared
+    if (parameters !== bindings.length) throw new Error("Wrong number of parameter bindings for SQL query.")
+    try {
+      statement.bind(bindings)
+      bindings.forEach((value, i) => {
+        if (typeof value === "number") this.engine.bindDouble(pointer, i + 1, value)
+      })
+      const before = this.totalChanges()
+      const rows: Array<Record<string, SqlValue>> = []
+      let columns: Array<string> | undefined
+      while (statement.step()) {
+        const row: Record<string, SqlValue> = {}
+        const values = statement.get()
+        columns ??= statement.getColumnNames()
+        columns.forEach((name, i) => (row[name] = fromSqlJs(values[i])))
+        rows.push(row)
+      }
+      const rowsWritten = this.totalChanges() - before
+      return { toArray: () => rows, rowsWritten }
+    } finally {
+      // A reused statement must not hold its read lock (or its bindings) until the next call.
+      statement.reset()
     }
   }
 
@@ -269,6 +320,7 @@ class MemoryStorageImpl implements MemoryStorage {
 
   readonly snapshot = (): Uint8Array => {
     this.totalChangesStatement = undefined
+    this.prepared.clear()
     return this.db.export()
   }
 }
