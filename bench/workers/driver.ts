@@ -129,6 +129,8 @@ interface Params {
   readonly loadBatch?: number
   readonly loadEveryMs?: number
   readonly timeoutMs?: number
+  /** B1: "batch" registers each RPC batch through the implementation's batch API. */
+  readonly api?: "single" | "batch"
 }
 
 const scenarios: Record<string, (stub: BenchTarget, p: Params) => Promise<unknown>> = {

@@ -118,3 +118,86 @@ export class FloorBench extends DurableObject<Record<string, unknown>> implement
 }
 
 export default makeDriver((env: any, binding, name) => env[binding].get(env[binding].idFromName(name)))
+
+/**
+ * The floor on this library's schema: `durability_calls` as its migrations leave it (three indexes,
+ * a CHECK, the payload and a generation per row) and the very statements the library runs per
+ * operation (insert, one-statement claim returning the row, conditional complete), still a plain
+ * loop with no library and no Effect. What it costs over `FloorBench` is what the schema and its
+ * statements cost; what the library costs over it is the library's own runtime.
+ */
+export class FloorSchemaBench extends FloorBench {
+  constructor(ctx: DurableObjectState, env: Record<string, unknown>) {
+    super(ctx, env)
+    this.sql.exec(`CREATE TABLE IF NOT EXISTS durability_calls (
+      id TEXT PRIMARY KEY,
+      operation TEXT NOT NULL,
+      payload TEXT NOT NULL,
+      status TEXT NOT NULL CHECK (status IN ('pending', 'completed', 'failed')),
+      result TEXT,
+      attempt INTEGER NOT NULL DEFAULT 0,
+      next_attempt_at INTEGER NOT NULL,
+      last_error TEXT,
+      last_error_name TEXT,
+      completed_at INTEGER,
+      generation_id TEXT NOT NULL DEFAULT 'legacy',
+      created_at INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)));
+      CREATE INDEX IF NOT EXISTS durability_calls_pending_idx ON durability_calls (status, next_attempt_at);
+      CREATE INDEX IF NOT EXISTS durability_calls_created_idx ON durability_calls (created_at)`)
+  }
+
+  override async alarm(): Promise<void> {
+    for (;;) {
+      const due = this.sql.exec<{ key: string }>(
+        `SELECT id AS key FROM durability_calls WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?`,
+        Date.now(),
+        100
+      ).toArray()
+      if (due.length === 0) break
+      for (const { key } of due) {
+        const [row] = this.sql.exec<Record<string, SqlStorageValue>>(
+          `UPDATE durability_calls SET attempt = attempt + 1 WHERE id = ? AND status = 'pending' AND next_attempt_at <= ? ` +
+            `AND attempt < ? RETURNING *`,
+          key,
+          Date.now(),
+          5
+        ).toArray()
+        if (row === undefined) continue
+        JSON.parse(String(row.payload))
+        this.tracker.ran()
+        this.sql.exec(
+          `UPDATE durability_calls SET status = 'completed', result = ?, completed_at = ?,
+               last_error = NULL, last_error_name = NULL
+             WHERE id = ? AND generation_id = ? AND status = 'pending' AND attempt = ? RETURNING id`,
+          JSON.stringify(null),
+          Date.now(),
+          key,
+          row.generation_id!,
+          row.attempt!
+        ).toArray()
+      }
+    }
+    const next = this.sql.exec<{ at: number | null }>(
+      "SELECT MIN(next_attempt_at) AS at FROM durability_calls WHERE status = 'pending'"
+    ).one()
+    if (next.at !== null) await this.storage.setAlarm(next.at)
+  }
+
+  override async register(start: number, count: number): Promise<void> {
+    const now = Date.now()
+    for (let i = start; i < start + count; i++) {
+      this.sql.exec(
+        `INSERT INTO durability_calls (id, operation, payload, status, attempt, next_attempt_at, generation_id, created_at)
+           VALUES (?, ?, ?, 'pending', 0, ?, ?, ?) ON CONFLICT (id) DO NOTHING RETURNING id`,
+        `op-${i}`,
+        "tick",
+        JSON.stringify({ n: i }),
+        now,
+        crypto.randomUUID(),
+        now
+      ).toArray()
+    }
+    const current = await this.storage.getAlarm()
+    if (current === null || current > now) await this.storage.setAlarm(now)
+  }
+}
