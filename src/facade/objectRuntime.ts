@@ -39,6 +39,8 @@ const hooksOf = (context: DurabilityContext): RuntimeHooks | undefined =>
 export class ObjectRuntime {
   private readonly runtime: ManagedRuntime.ManagedRuntime<Services, never>
   private ready: Promise<void> | undefined
+  /** Set once the warm-up succeeded: later calls skip awaiting it (a promise turn per call). */
+  private warmed = false
 
   constructor(private readonly context: DurabilityContext, config: SchedulerConfig.SchedulerConfig) {
     // Resolved by the facade's constructor: the build checks nothing again and cannot fail.
@@ -63,6 +65,7 @@ export class ObjectRuntime {
           this.ready = undefined
           throw fromCause(exit.cause)
         }
+        this.warmed = true
       }
     )
     return this.ready
@@ -77,7 +80,7 @@ export class ObjectRuntime {
 
   /** Runs after warm-up; rejects with the mapped error. */
   async run<A, E>(effect: Effect.Effect<A, E, Services>): Promise<A> {
-    await this.warm()
+    if (!this.warmed) await this.warm()
     const exit = await this.runtime.runPromiseExit(effect)
     if (Exit.isFailure(exit)) throw fromCause(exit.cause)
     return exit.value
