@@ -167,7 +167,7 @@ class MemoryStorageImpl implements MemoryStorage {
     }
   }
 
-  /** Prepared once (`export()` frees it: `snapshot` drops it). */
+  /** Prepared once (`snapshot` frees it). */
   private totalChangesStatement: Statement | undefined
 
   private totalChanges(): number {
@@ -182,7 +182,7 @@ class MemoryStorageImpl implements MemoryStorage {
 
   /**
    * Single statements prepared once and reused, as workerd caches them: compiling a statement costs
-   * more than running it, and the node tests run hundreds of thousands. `export()` frees them all.
+   * more than running it, and the node tests run hundreds of thousands. `snapshot` frees them.
    */
   private readonly prepared = new Map<string, Prepared>()
 
@@ -319,7 +319,10 @@ class MemoryStorageImpl implements MemoryStorage {
   }
 
   readonly snapshot = (): Uint8Array => {
+    // Some sql.js versions free every statement on export(): free ours first and prepare again later.
+    this.totalChangesStatement?.free()
     this.totalChangesStatement = undefined
+    for (const { statement } of this.prepared.values()) statement.free()
     this.prepared.clear()
     return this.db.export()
   }

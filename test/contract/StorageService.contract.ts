@@ -179,6 +179,30 @@ export const storageServiceContract = (name: string, harness: StorageServiceHarn
         }))
     })
 
+    describe("the same statement run again (backends keep statements prepared)", () => {
+      test("fresh bindings every time, after a failed run, and after its table was dropped and recreated", ({ service }) =>
+        Effect.gen(function*() {
+          yield* createItems(service)
+          const find = (id: number) => service.exec("SELECT id, name FROM items WHERE id = ?", [id])
+          for (let id = 1; id <= 3; id++) yield* insertItem(service, id)
+          expect(yield* find(2)).toEqual([{ id: 2, name: "item-2" }])
+          expect(yield* find(3)).toEqual([{ id: 3, name: "item-3" }])
+          // A constraint violation leaves the statement usable; the next run binds its own values.
+          yield* storageError(insertItem(service, 1))
+          yield* insertItem(service, 4)
+          expect(yield* ids(service)).toEqual([1, 2, 3, 4])
+          yield* storageError(service.exec("SELECT id, name FROM items WHERE id = ?", []))
+          expect(yield* find(4)).toEqual([{ id: 4, name: "item-4" }])
+          // The same text over a recreated table with other columns sees the new table.
+          yield* service.exec("DROP TABLE items")
+          yield* storageError(find(1))
+          yield* service.exec("CREATE TABLE items (name TEXT NOT NULL, id INTEGER PRIMARY KEY, extra TEXT)")
+          yield* insertItem(service, 7, "seven")
+          expect(yield* find(7)).toEqual([{ id: 7, name: "seven" }])
+          expect(yield* service.exec("SELECT * FROM items WHERE id = ?", [7])).toEqual([{ name: "seven", id: 7, extra: null }])
+        }))
+    })
+
     describe("SQL errors", () => {
       test("a syntax error, a missing table and a constraint violation fail with StorageError", ({ service }) =>
         Effect.gen(function*() {

@@ -414,6 +414,59 @@ describe("registerMany", () => {
     }))
 })
 
+describe("transactions on the hot path", () => {
+  it.effect("a single registration the known alarm covers and a one-statement settle run without a transaction; a batch, a retry and an uncovered registration in one each", () =>
+    Effect.gen(function*() {
+      const inner = yield* MemoryStorage.make
+      let transactions = 0
+      // `intercept` reads everything else (the alarm, the rows) through to `inner`.
+      const storage = MemoryStorage.intercept(inner, {})
+      Object.assign(storage, {
+        transactionSync: <T>(closure: () => T): T => {
+          transactions++
+          return inner.transactionSync(closure)
+        }
+      })
+      const object = yield* TestDurability.make({ storage, alarms: "manual" })
+      const ops = yield* object.run(Operations.make({
+        charge: Operations.operation({ handler: (call: Call<number>) => Effect.succeed(call.payload * 2) }),
+        flaky: Operations.operation({
+          retries: { maxAttempts: 2, delay: () => 60_000 },
+          handler: () => Effect.fail(new Error("down"))
+        })
+      }))
+      const settled = (id: string) =>
+        object.storage.sql.exec("SELECT status FROM durability_calls WHERE id = ?", id).toArray()[0]?.status
+
+      const count = <A, E>(effect: Effect.Effect<A, E>) =>
+        Effect.gen(function*() {
+          const before = transactions
+          yield* effect
+          yield* TestClock.adjust(0)
+          return transactions - before
+        })
+      // Nothing pending yet: the first registration sets the alarm inside its transaction.
+      expect(yield* count(object.run(ops.register("charge", { id: "a", payload: 1 })))).toBe(1)
+      expect(object.storage.alarmAt).toBe(15_000)
+      expect(settled("a")).toBe("completed")
+      expect(yield* object.run(ops.getResult("charge", "a"))).toMatchObject({ status: "completed", result: 2 })
+      // The alarm covers the next one (due now, alarm inside [now, now + alarmMinDelayMs]): one
+      // statement, no transaction; its completion is one conditional statement too.
+      expect(yield* count(object.run(ops.register("charge", { id: "b", payload: 2 })))).toBe(0)
+      expect(settled("b")).toBe("completed")
+      expect(yield* object.run(ops.getResult("charge", "b"))).toMatchObject({ status: "completed", result: 4 })
+      // A batch: one transaction for every call (their completions still need none).
+      const batch = Array.from({ length: 3 }, (_, i) => ({ id: `m-${i}`, payload: i }))
+      expect(yield* count(object.run(ops.registerMany("charge", batch)))).toBe(1)
+      expect(batch.map(({ id }) => settled(id))).toEqual(["completed", "completed", "completed"])
+      // A retry moves the row: its settle reconciles the alarm in the same transaction.
+      expect(yield* count(object.run(ops.register("flaky", { id: "f", payload: 0 })))).toBe(1)
+      expect(settled("f")).toBe("pending")
+      // Not covered (an hour away, past the known alarm's window): a transaction, for the alarm.
+      expect(yield* count(object.run(ops.register("charge", { id: "later", payload: 3, delayMs: 3_600_000 })))).toBe(1)
+    }))
+})
+
 describe("getResult", () => {
   it.effect("reports not_found, pending {attempt, nextAttemptAt, lastError}, failed and completed", () =>
     Effect.gen(function*() {
