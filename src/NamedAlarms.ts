@@ -287,8 +287,11 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
       if (row === undefined) return false
       const error = new DurableCanceledError({ message: `Durable alarm "${name}" was canceled` })
       yield* handle.abort((key) => key === name, error)
-      watchers.notify(name)
-      if (row.status !== "pending") return true
+      if (row.status !== "pending") {
+        // No event settles it (its waiters learn from the event otherwise).
+        watchers.notify(name)
+        return true
+      }
       yield* handle.emit((timestamp) => ({
         type: "terminal",
         entityKind: "named_alarm",

@@ -98,13 +98,10 @@ export const launch = (
     const running = run.participant.active.get(key)
     if (running !== undefined) return Effect.succeed(running.persisted)
     return Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(restore(run.engine.permits.acquire), (permit) => {
-        // The permit may have come after another starter took the key meanwhile.
-        const started = run.participant.active.get(key)
-        if (started !== undefined) return Effect.as(permit.release, started.persisted)
-        const entry = begin(run.participant, key)
-        return Effect.as(Fork.detached(own(run, key, entry, { ...start, permit }), run.engine.scope), entry.persisted)
-      })
+      Effect.flatMap(
+        restore(run.engine.permits.acquire),
+        (permit) => Effect.map(startHolding(run, key, { ...start, permit }, false), (started) => started.entry.persisted)
+      )
     )
   })
 
@@ -112,16 +109,36 @@ export const launch = (
 export const tryStart = (run: Run, key: string, dueBy: number | undefined): Effect.Effect<boolean> =>
   Effect.flatMap(run.engine.permits.tryAcquire, (permit) => {
     if (Option.isNone(permit)) return Effect.succeed(false)
-    if (run.participant.active.has(key)) return Effect.as(permit.value.release, true)
+    return Effect.flatMap(startHolding(run, key, { permit: permit.value, dueBy }, true), ({ fiber }) =>
+      fiber === undefined ? Effect.succeed(true) : Effect.as(run.engine.background.waitUntil(Fork.settled(fiber)), true))
+  })
+
+/**
+ * With `start.permit` held: starts the record as its own fiber in the engine's scope, or, when it
+ * already executes in this isolate (another starter took the key meanwhile), gives the permit back
+ * and returns that execution. `unobserved`: nobody awaits the outcome, so a failure is reported here.
+ */
+const startHolding = (
+  run: Run,
+  key: string,
+  start: Start,
+  unobserved: boolean
+): Effect.Effect<{ readonly entry: ActiveExecution; readonly fiber?: Fiber.RuntimeFiber<void, StorageError> }> =>
+  Effect.suspend(() => {
+    const running = run.participant.active.get(key)
+    if (running !== undefined) return Effect.as(start.permit.release, { entry: running })
     const entry = begin(run.participant, key)
     const { background, scope } = run.engine
-    const owner = Effect.catchAllCause(own(run, key, entry, { permit: permit.value, dueBy }), (cause) =>
-      background.report("durability.background_execution.failed", {
-        kind: run.participant.table.kind,
-        id: key,
-        error: Background.serializeError(errorOf(cause))
-      }))
-    return Effect.flatMap(Fork.detached(owner, scope), (fiber) => Effect.as(background.waitUntil(Fork.settled(fiber)), true))
+    const execution = own(run, key, entry, start)
+    const supervised = unobserved
+      ? Effect.catchAllCause(execution, (cause) =>
+        background.report("durability.background_execution.failed", {
+          kind: run.participant.table.kind,
+          id: key,
+          error: Background.serializeError(errorOf(cause))
+        }))
+      : execution
+    return Effect.map(Fork.detached(supervised, scope), (fiber) => ({ entry, fiber }))
   })
 
 /** The execution itself, from claim to release; its outcome also completes `entry.persisted`. */

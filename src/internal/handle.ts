@@ -21,19 +21,17 @@ export const make = (run: Run): TableHandle => {
   const writePending: TableHandle["writePending"] = (body, pending, options) =>
     Effect.gen(function*() {
       let records: ReadonlyArray<PendingRecord> = []
+      const written = Effect.tap(body, (value) => {
+        records = asList(pending(value))
+      })
       const at = options?.oneStatementAt
       const result = at !== undefined && (yield* engine.alarms.covers(at))
-        ? yield* Effect.tap(body, (value) => {
-          records = asList(pending(value))
-        })
-        : yield* engine.storage.transaction(
-          Effect.tap(body, (value) => {
-            records = asList(pending(value))
-            if (records.length === 0) return Effect.void
+        ? yield* written
+        : yield* engine.storage.transaction(Effect.tap(written, () =>
+          records.length === 0
+            ? Effect.void
             // The earliest new time is the only one that can move the alarm earlier.
-            return upkeep.cover(records.reduce((at, record) => Math.min(at, record.at), Number.MAX_SAFE_INTEGER))
-          })
-        )
+            : upkeep.cover(records.reduce((at, record) => Math.min(at, record.at), Number.MAX_SAFE_INTEGER))))
       let startable = true
       for (const made of records) {
         const running = participant.active.get(made.key)

@@ -7,7 +7,7 @@ import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import { InvalidOptionError } from "../Errors.js"
 import * as RetryPolicy from "../RetryPolicy.js"
-import { shown } from "./validate.js"
+import { isPositiveInteger, shown } from "./validate.js"
 
 export interface RetriesOptions {
   /** Total attempts, the first included. Default 5. */
@@ -38,9 +38,6 @@ export const defaults: Resolved = {
 
 const invalid = (field: string, kind: "range" | "type", message: string, value: unknown) =>
   new InvalidOptionError({ field, kind, message: `${field} ${message}, got ${shown(value)}` })
-
-const isPositiveInteger = (value: unknown): value is number =>
-  typeof value === "number" && Number.isSafeInteger(value) && value > 0
 
 /** Resolves `options` over `inherited`; `prefix` is e.g. "" or "methods.resize.". */
 export const resolve = (

@@ -121,10 +121,11 @@ export const make = (options: {
   const owe = Effect.sync(() => {
     owed = true
   })
-  const settleWrite = <A, E>(body: Effect.Effect<A, E>, retryAt: number | undefined, oneStatement: boolean) =>
-    retryAt === undefined
-      ? oneStatement ? Effect.zipLeft(body, owe) : storage.transaction(Effect.zipLeft(body, owe))
-      : storage.transaction(Effect.zipLeft(body, reconcile))
+  const settleWrite = <A, E>(body: Effect.Effect<A, E>, retryAt: number | undefined, oneStatement: boolean) => {
+    if (retryAt !== undefined) return storage.transaction(Effect.zipLeft(body, reconcile))
+    const owing = Effect.zipLeft(body, owe)
+    return oneStatement ? owing : storage.transaction(owing)
+  }
 
   // Once idle for a moment; a later reconciliation (a write, a pass) pays the debt first.
   const later = Effect.zipRight(

@@ -98,11 +98,14 @@ export const json = (field: string, value: unknown): Effect.Effect<string, Inval
     return Effect.succeed(text)
   })
 
+export const isPositiveInteger = (value: unknown): value is number =>
+  typeof value === "number" && Number.isSafeInteger(value) && value > 0
+
 /** An option that must be a positive safe integer (the fallback when absent). */
 export const positiveInteger = (field: string, value: unknown, fallback: number): Effect.Effect<number, InvalidOptionError> =>
   value === undefined
     ? Effect.succeed(fallback)
-    : typeof value === "number" && Number.isSafeInteger(value) && value > 0
+    : isPositiveInteger(value)
     ? Effect.succeed(value)
     : Effect.fail(
       new InvalidOptionError({ field, kind: "range", message: `${field} must be a positive integer, got ${shown(value)}` })
