@@ -13,6 +13,7 @@ import type * as Effect from "effect/Effect"
 import type { StorageError } from "./Errors.js"
 import type { AlarmInvocationInfo } from "./internal/platform.js"
 import type * as Lifecycle from "./Lifecycle.js"
+import type * as PermitSemaphore from "./PermitSemaphore.js"
 import type * as RetryPolicy from "./RetryPolicy.js"
 import type { Row } from "./StorageService.js"
 
@@ -86,6 +87,44 @@ export interface DurableTable<A = unknown> {
   /** The entity fields of lifecycle events about `row`. */
   readonly entity: (row: Row) => Lifecycle.LifecycleEntity
   readonly onEvent?: Lifecycle.LifecycleHook | undefined
+  /** How records are dispatched when time order alone is not enough (job queues). */
+  readonly dispatch?: Dispatch | undefined
+  /**
+   * Work that must commit with a record's end (a parent released, a retention bound kept): decided
+   * from the row as claimed, before the settle runs. Returns `undefined` when there is none (the
+   * settle then keeps its one-statement path); otherwise the effect runs inside the settle
+   * transaction, after the settle matched, and returns the records it made pending.
+   */
+  readonly settled?: ((row: Row, settlement: Settlement) => SettledWork | undefined) | undefined
+}
+
+/** Work run in a settle transaction: the records it made pending get the alarm, the timer and an eager start. */
+export type SettledWork = Effect.Effect<ReadonlyArray<PendingRecord>, StorageError>
+
+/** How a record ended for good. */
+export type Settlement =
+  | { readonly outcome: "completed"; readonly at: number }
+  | { readonly outcome: "failed"; readonly at: number; readonly error: { readonly name: string; readonly message: string } }
+
+export interface Dispatch {
+  /** The ORDER BY of due scans (default `next_attempt_at`), e.g. `priority DESC, seq`. */
+  readonly order?: string | undefined
+  /**
+   * A further SQL condition (no bindings) a pending record must meet to be due, to wake the object
+   * and to be claimed, e.g. "its queue is not paused". Pending records that fail it wait, durably.
+   */
+  readonly pendingWhere?: string | undefined
+  /**
+   * The record's own limit inside the shared permits (e.g. its queue's concurrency), by key: taken
+   * before a shared permit, so a full group never holds a permit another group could use.
+   */
+  readonly slotOf?: ((key: string) => PermitSemaphore.PermitSemaphore | undefined) | undefined
+  /**
+   * A gate decided from the row before its claim (e.g. a token bucket). `undefined`: no gate. The
+   * effect runs in the claim's transaction and says whether the record may start now; when it may
+   * not, the effect moved the record (or its group) to when it may, so the wake-up follows.
+   */
+  readonly admit?: ((row: Row) => ((now: number) => Effect.Effect<boolean, StorageError>) | undefined) | undefined
 }
 
 /** A record a write made pending. */

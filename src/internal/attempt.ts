@@ -17,7 +17,7 @@ import * as FiberId from "effect/FiberId"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import * as Background from "../Background.js"
-import type { AttemptPolicy, Execution } from "../DurableTable.js"
+import type { AttemptPolicy, Execution, PendingRecord, SettledWork } from "../DurableTable.js"
 import { DurableAttemptsExhaustedError, type SerializedError, type StorageError } from "../Errors.js"
 import * as Lifecycle from "../Lifecycle.js"
 import type * as PermitSemaphore from "../PermitSemaphore.js"
@@ -33,6 +33,8 @@ import type { AlarmInvocationInfo } from "./platform.js"
 export interface Start {
   /** Held from the claim until the handler has really ended. */
   readonly permit: PermitSemaphore.Permit
+  /** The record's group slot (`Dispatch.slotOf`), held as long as the permit. */
+  readonly slot?: PermitSemaphore.Permit | undefined
   readonly platform?: AlarmInvocationInfo | undefined
   /** A pass's time: the row must still be due then (an attempt may have settled since the due scan). */
   readonly dueBy?: number | undefined
@@ -97,21 +99,31 @@ export const launch = (
   Effect.suspend(() => {
     const running = run.participant.active.get(key)
     if (running !== undefined) return Effect.succeed(running.persisted)
-    return Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(
-        restore(run.engine.permits.acquire),
-        (permit) => Effect.map(startHolding(run, key, { ...start, permit }, false), (started) => started.entry.persisted)
-      )
-    )
+    const group = run.participant.table.dispatch?.slotOf?.(key)
+    return Effect.uninterruptibleMask((restore) => {
+      const holding = (slot: PermitSemaphore.Permit | undefined) =>
+        Effect.flatMap(
+          Effect.onInterrupt(restore(run.engine.permits.acquire), () => slot?.release ?? Effect.void),
+          (permit) =>
+            Effect.map(startHolding(run, key, { ...start, permit, slot }, false), (started) => started.entry.persisted)
+        )
+      return group === undefined ? holding(undefined) : Effect.flatMap(restore(group.acquire), holding)
+    })
   })
 
-/** Starts the record as its own fiber when a permit is free right now; nobody awaits it. */
-export const tryStart = (run: Run, key: string, dueBy: number | undefined): Effect.Effect<boolean> =>
-  Effect.flatMap(run.engine.permits.tryAcquire, (permit) => {
-    if (Option.isNone(permit)) return Effect.succeed(false)
-    return Effect.flatMap(startHolding(run, key, { permit: permit.value, dueBy }, true), ({ fiber }) =>
-      fiber === undefined ? Effect.succeed(true) : Effect.as(run.engine.background.waitUntil(Fork.settled(fiber)), true))
-  })
+/** Starts the record as its own fiber when its slot and a permit are free right now; nobody awaits it. */
+export const tryStart = (run: Run, key: string, dueBy: number | undefined): Effect.Effect<boolean> => {
+  const group = run.participant.table.dispatch?.slotOf?.(key)
+  const withSlot = (slot: PermitSemaphore.Permit | undefined) =>
+    Effect.flatMap(run.engine.permits.tryAcquire, (permit) => {
+      if (Option.isNone(permit)) return Effect.as(slot?.release ?? Effect.void, false)
+      return Effect.flatMap(startHolding(run, key, { permit: permit.value, slot, dueBy }, true), ({ fiber }) =>
+        fiber === undefined ? Effect.succeed(true) : Effect.as(run.engine.background.waitUntil(Fork.settled(fiber)), true))
+    })
+  return group === undefined
+    ? withSlot(undefined)
+    : Effect.flatMap(group.tryAcquire, (slot) => Option.isNone(slot) ? Effect.succeed(false) : withSlot(slot.value))
+}
 
 /**
  * With `start.permit` held: starts the record as its own fiber in the engine's scope, or, when it
@@ -126,7 +138,7 @@ const startHolding = (
 ): Effect.Effect<{ readonly entry: ActiveExecution; readonly fiber?: Fiber.RuntimeFiber<void, StorageError> }> =>
   Effect.suspend(() => {
     const running = run.participant.active.get(key)
-    if (running !== undefined) return Effect.as(start.permit.release, { entry: running })
+    if (running !== undefined) return Effect.as(releaseHeld(start), { entry: running })
     const entry = begin(run.participant, key)
     const { background, scope } = run.engine
     const execution = own(run, key, entry, start)
@@ -141,13 +153,16 @@ const startHolding = (
     return Effect.map(Fork.detached(supervised, scope), (fiber) => ({ entry, fiber }))
   })
 
+const releaseHeld = (start: Start): Effect.Effect<void> =>
+  start.slot === undefined ? start.permit.release : Effect.zipRight(start.permit.release, start.slot.release)
+
 /** The execution itself, from claim to release; its outcome also completes `entry.persisted`. */
 const own = (run: Run, key: string, entry: ActiveExecution, start: Start): Effect.Effect<void, StorageError> => {
   const { participant } = run
   const body = participant.claimDue === undefined ? readThenClaim(run, key, entry, start) : claimDirectly(run, key, entry, start)
   return Effect.onExit(body, (exit) =>
     Effect.zipRight(
-      start.permit.release,
+      releaseHeld(start),
       Effect.suspend(() => {
         if (participant.active.get(key) === entry) participant.active.delete(key)
         Deferred.unsafeDone(entry.persisted, Exit.asVoid(exit))
@@ -165,13 +180,24 @@ const readThenClaim = (run: Run, key: string, entry: ActiveExecution, start: Sta
     if (row === undefined || row.status !== "pending") return Effect.void
     if (start.dueBy !== undefined && Number(row.next_attempt_at) > start.dueBy) return Effect.void
     const policy = run.participant.table.policy(row)
-    return Effect.flatMap(
-      run.engine.storage.exec(run.participant.sql.claim, [key, String(row.generation_id), policy.maxAttempts]),
-      ([claimed]) =>
-        claimed === undefined
-          ? exhaust(run, key, row, policy)
-          : attempt(run, key, row, Number(claimed.attempt), entry, start.platform)
+    const { storage } = run.engine
+    const claim = storage.exec(run.participant.sql.claim, [key, String(row.generation_id), policy.maxAttempts])
+    const gate = run.participant.table.dispatch?.admit?.(row)
+    const claimed = gate === undefined ? claim : storage.transaction(
+      Effect.flatMap(Effect.flatMap(Clock.currentTimeMillis, gate), (admitted) => {
+        if (admitted) return claim
+        // The gate moved the record (or its group): the timer looks again once this key is released.
+        entry.revisit = "refresh"
+        return Effect.succeed(undefined)
+      })
     )
+    return Effect.flatMap(claimed, (rows) => {
+      if (rows === undefined) return Effect.void
+      const [first] = rows
+      return first === undefined
+        ? exhaust(run, key, row, policy)
+        : attempt(run, key, row, Number(first.attempt), entry, start.platform)
+    })
   })
 
 /**
@@ -280,11 +306,13 @@ const settle = (run: Run, settled: Settled): Effect.Effect<void, StorageError> =
     const error = errorOf(outcome.cause)
     return settleFailure(run, settled, error, policy.isTerminal?.(error) ?? false)
   }
+  const made: Array<PendingRecord> = []
+  const work = run.participant.table.settled?.(execution.row, { outcome: "completed", at: endedAt })
   return Effect.flatMap(
     Effect.either(run.engine.upkeep.settleWrite(
-      run.participant.table.complete(execution, outcome.value, endedAt),
+      withSettled(run, run.participant.table.complete(execution, outcome.value, endedAt), (matched) => matched, work, made),
       undefined,
-      run.participant.table.completesInOneStatement === true
+      work === undefined && run.participant.table.completesInOneStatement === true
     )),
     (completed) => {
       if (completed._tag === "Left") {
@@ -293,17 +321,56 @@ const settle = (run: Run, settled: Settled): Effect.Effect<void, StorageError> =
         return settleFailure(run, settled, completed.left, policy.isTerminal?.(completed.left) ?? false)
       }
       if (!completed.right) return Effect.void
-      return emit(run, execution.row, (entity, timestamp) => ({
+      return Effect.zipRight(startPending(run, made), emit(run, execution.row, (entity, timestamp) => ({
         ...entity,
         type: "attempt_settled",
         outcome: "completed",
         timestamp,
         attempt: execution.attempt,
         durationMs
-      }), endedAt)
+      }), endedAt))
     }
   )
 }
+
+/**
+ * The settle `body` followed, when it matched, by the table's settled work in the same transaction;
+ * the records the work made pending are pushed to `made` and covered by the alarm before the commit.
+ */
+const withSettled = <A, E>(
+  run: Run,
+  body: Effect.Effect<A, E>,
+  matched: (result: A) => boolean,
+  work: SettledWork | undefined,
+  made: Array<PendingRecord>
+): Effect.Effect<A, E | StorageError> =>
+  work === undefined ? body : Effect.tap(body, (result) =>
+    !matched(result) ? Effect.void : Effect.flatMap(work, (records) => {
+      if (records.length === 0) return Effect.void
+      made.push(...records)
+      return run.engine.upkeep.cover(records.reduce((at, record) => Math.min(at, record.at), Number.MAX_SAFE_INTEGER))
+    }))
+
+/**
+ * After the commit that made `records` pending: each starts at once while permits are free (and it
+ * asks to), or gets the early timer; a key executing here is looked at again when it is released.
+ */
+export const startPending = (run: Run, records: ReadonlyArray<PendingRecord>): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    let startable = true
+    for (const made of records) {
+      const running = run.participant.active.get(made.key)
+      if (running !== undefined) {
+        // The timer skips a running key; its release looks again.
+        running.revisit = "refresh"
+        continue
+      }
+      // Once a permit is refused, the rest of a batch is left to the timer or the alarm.
+      if (startable && made.start === true && (yield* tryStart(run, made.key, made.at))) continue
+      if (made.start === true) startable = false
+      yield* run.engine.alarms.coverTimer(made.at)
+    }
+  })
 
 const settleFailure = (run: Run, settled: Settled, error: unknown, terminal: boolean) =>
   Effect.gen(function*() {
@@ -313,8 +380,12 @@ const settleFailure = (run: Run, settled: Settled, error: unknown, terminal: boo
     const recorded = storableError(Background.serializeError(decision._tag === "Fail" ? decision.error : error))
     const retryAt = decision._tag === "Retry" ? decision.at : undefined
     const nextAttemptAt = retryAt ?? Number(execution.row.next_attempt_at)
+    const made: Array<PendingRecord> = []
+    const work = decision._tag === "Fail"
+      ? participant.table.settled?.(execution.row, { outcome: "failed", at: settled.endedAt, error: recorded })
+      : undefined
     const matched = yield* run.engine.upkeep.settleWrite(
-      run.engine.storage.exec(participant.sql.settleFailure, [
+      withSettled(run, run.engine.storage.exec(participant.sql.settleFailure, [
         decision._tag === "Retry" ? "pending" : "failed",
         nextAttemptAt,
         recorded.message,
@@ -322,11 +393,12 @@ const settleFailure = (run: Run, settled: Settled, error: unknown, terminal: boo
         execution.key,
         execution.generation,
         execution.attempt
-      ]),
+      ]), (rows) => rows.length > 0, work, made),
       retryAt,
-      true
+      work === undefined
     )
     if (matched.length === 0) return
+    yield* startPending(run, made)
     if (retryAt !== undefined && entry.revisit !== "refresh") entry.revisit = retryAt
     if (decision._tag === "Fail") {
       yield* logOutcome(
@@ -384,18 +456,31 @@ const exhaust = (run: Run, key: string, row: Row, policy: AttemptPolicy) =>
       message: `Durable ${run.participant.table.describe(row)} exhausted its ${policy.maxAttempts} attempts`,
       attempts: policy.maxAttempts
     })
+    const made: Array<PendingRecord> = []
+    const work = run.participant.table.settled?.(row, {
+      outcome: "failed",
+      at: yield* Clock.currentTimeMillis,
+      error: { name: error._tag, message: error.message }
+    })
     const [first] = yield* run.engine.upkeep.settleWrite(
-      run.engine.storage.exec(run.participant.sql.exhaust, [
-        error.message,
-        error._tag,
-        key,
-        String(row.generation_id),
-        policy.maxAttempts
-      ]),
+      withSettled(
+        run,
+        run.engine.storage.exec(run.participant.sql.exhaust, [
+          error.message,
+          error._tag,
+          key,
+          String(row.generation_id),
+          policy.maxAttempts
+        ]),
+        (rows) => rows.length > 0,
+        work,
+        made
+      ),
       undefined,
-      true
+      work === undefined
     )
     if (first === undefined) return
+    yield* startPending(run, made)
     yield* logOutcome(run, row, "error", "durability.attempts_exhausted", error.message, {
       attempt: Number(first.attempt),
       error: { name: error._tag, message: error.message }

@@ -32,19 +32,7 @@ export const make = (run: Run): TableHandle => {
             ? Effect.void
             // The earliest new time is the only one that can move the alarm earlier.
             : upkeep.cover(records.reduce((at, record) => Math.min(at, record.at), Number.MAX_SAFE_INTEGER))))
-      let startable = true
-      for (const made of records) {
-        const running = participant.active.get(made.key)
-        if (running !== undefined) {
-          // The timer skips a running key; its release looks again.
-          running.revisit = "refresh"
-          continue
-        }
-        // Once a permit is refused, the rest of a batch is left to the timer or the alarm.
-        if (startable && made.start === true && (yield* tryStart(made.key, { dueBy: made.at }))) continue
-        if (made.start === true) startable = false
-        yield* engine.alarms.coverTimer(made.at)
-      }
+      yield* Attempt.startPending(run, records)
       return result
     })
 

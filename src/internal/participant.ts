@@ -39,10 +39,11 @@ export interface Participant<A = unknown> {
 const MAX_LIMIT_BINDINGS = 64
 
 export const make = <A>(table: DurableTable<A>, defaultBatchSize: number): Participant<A> => {
-  const sql = TableSql.make(table.table, table.keyColumn)
+  const sql = TableSql.make(table.table, table.keyColumn, table.dispatch)
   let claimDue: Participant["claimDue"]
   const limits = table.attemptLimits
-  if (limits !== undefined && TableSql.isIdentifier(limits.column)) {
+  // A gated table reads the row before its claim anyway (`Dispatch.admit` decides from it).
+  if (limits !== undefined && table.dispatch?.admit === undefined && TableSql.isIdentifier(limits.column)) {
     const groups = new Map<number, Array<string>>()
     for (const [value, max] of limits.byValue) {
       if (max !== limits.otherwise) groups.set(max, [...(groups.get(max) ?? []), value])

@@ -47,6 +47,20 @@ const release = (batch: DueBatch): void => {
   batch.waiting.clear()
 }
 
+/** The batch's keys by their group slot (`Dispatch.slotOf`), each in due order. */
+const groupsOf = (run: Run, keys: ReadonlyArray<string>): ReadonlyArray<ReadonlyArray<string>> => {
+  const slotOf = run.participant.table.dispatch?.slotOf
+  if (slotOf === undefined) return [keys]
+  const groups = new Map<unknown, Array<string>>()
+  for (const key of keys) {
+    const slot = slotOf(key)
+    const group = groups.get(slot)
+    if (group === undefined) groups.set(slot, [key])
+    else group.push(key)
+  }
+  return groups.size === 0 ? [keys] : [...groups.values()]
+}
+
 /**
  * Runs a taken batch under the pool: this fiber starts each row as a permit frees up (in order),
  * then awaits every outcome; every row gets its chance, then the first infrastructure failure fails the pass.
@@ -55,12 +69,21 @@ const runBatch = (batch: DueBatch, now: number, platform: AlarmInvocationInfo | 
   Effect.gen(function*() {
     const { run, waiting } = batch
     const outcomes: Array<Deferred.Deferred<void, StorageError>> = []
-    for (const key of batch.keys) {
-      // Queued while it waits for its permit, so the timer and other passes leave it.
-      outcomes.push(yield* Attempt.launch(run, key, { platform, dueBy: now }))
-      waiting.delete(key)
-      run.participant.queued.delete(key)
-    }
+    // Queued while it waits for its permit, so the timer and other passes leave it.
+    const launch = (key: string) =>
+      Effect.map(Attempt.launch(run, key, { platform, dueBy: now }), (outcome) => {
+        outcomes.push(outcome)
+        waiting.delete(key)
+        run.participant.queued.delete(key)
+      })
+    const groups = groupsOf(run, batch.keys)
+    yield* groups.length === 1
+      ? Effect.forEach(groups[0]!, launch, { discard: true })
+      // One launcher per group: a group waiting for its own slot never holds up another.
+      : Effect.forEach(groups, (keys) => Effect.forEach(keys, launch, { discard: true }), {
+        concurrency: "unbounded",
+        discard: true
+      })
     let failed: Exit.Exit<void, StorageError> | undefined
     for (const outcome of outcomes) {
       const exit = yield* Effect.exit(Deferred.await(outcome))

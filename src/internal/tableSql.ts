@@ -22,16 +22,29 @@ export interface TableSql {
   readonly settleFailure: string
 }
 
+/** What a table's dispatch changes in its statements (see `DurableTable.Dispatch`). */
+export interface Shape {
+  readonly order?: string | undefined
+  readonly pendingWhere?: string | undefined
+}
+
+/** `status = 'pending'`, with the table's further condition: what due, wake-up and claim statements count. */
+const pendingOf = (shape: Shape | undefined): string =>
+  shape?.pendingWhere === undefined ? "status = 'pending'" : `status = 'pending' AND (${shape.pendingWhere})`
+
 /** Statements for one table; `table` and `key` were checked with `isIdentifier`. */
-export const make = (table: string, key: string): TableSql => {
+export const make = (table: string, key: string, shape?: Shape): TableSql => {
   const current = `${key} = ? AND generation_id = ? AND status = 'pending'`
+  const pending = pendingOf(shape)
   return {
-    due:
-      `SELECT ${key} AS key FROM ${table} WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?`,
+    due: `SELECT ${key} AS key FROM ${table} WHERE ${pending} AND next_attempt_at <= ? ORDER BY ${
+      shape?.order ?? "next_attempt_at"
+    } LIMIT ?`,
     read: `SELECT * FROM ${table} WHERE ${key} = ?`,
-    claim: `UPDATE ${table} SET attempt = attempt + 1 WHERE ${current} AND attempt < ? RETURNING attempt`,
+    claim: `UPDATE ${table} SET attempt = attempt + 1 WHERE ${key} = ? AND generation_id = ? AND ${pending} ` +
+      `AND attempt < ? RETURNING attempt`,
     claimDue: (limit) =>
-      `UPDATE ${table} SET attempt = attempt + 1 WHERE ${key} = ? AND status = 'pending' AND next_attempt_at <= ? ` +
+      `UPDATE ${table} SET attempt = attempt + 1 WHERE ${key} = ? AND ${pending} AND next_attempt_at <= ? ` +
       `AND attempt < ${limit} RETURNING *`,
     exhaust:
       `UPDATE ${table} SET status = 'failed', last_error = ?, last_error_name = ? WHERE ${current} AND attempt >= ? RETURNING attempt`,
@@ -44,20 +57,23 @@ export const make = (table: string, key: string): TableSql => {
  * The earliest pending time over every participating table, as one statement
  * (each side is an indexed MIN; NULL when nothing is pending anywhere).
  */
-export const earliestPendingOf = (tables: ReadonlyArray<string>): string =>
-  tables.length === 1
-    ? `SELECT MIN(next_attempt_at) AS at FROM ${tables[0]} WHERE status = 'pending'`
-    : `SELECT MIN(at) AS at FROM (${
-      tables.map((table) => `SELECT MIN(next_attempt_at) AS at FROM ${table} WHERE status = 'pending'`).join(
-        " UNION ALL "
-      )
-    })`
+export const earliestPendingOf = (tables: ReadonlyArray<{ readonly table: string; readonly shape?: Shape | undefined }>): string => {
+  const earliest = ({ shape, table }: (typeof tables)[number]) =>
+    `SELECT MIN(next_attempt_at) AS at FROM ${table} WHERE ${pendingOf(shape)}`
+  return tables.length === 1
+    ? earliest(tables[0]!)
+    : `SELECT MIN(at) AS at FROM (${tables.map(earliest).join(" UNION ALL ")})`
+}
 
 /**
  * Each table's first pending rows by time as one statement: `p` is the table's
  * position in `tables`, and each side takes its own LIMIT binding, in order.
  */
-export const pendingByTimeOf = (tables: ReadonlyArray<{ readonly table: string; readonly key: string }>): string =>
-  tables.map(({ key, table }, p) =>
-    `SELECT * FROM (SELECT ${p} AS p, ${key} AS key, next_attempt_at AS at FROM ${table} WHERE status = 'pending' ORDER BY next_attempt_at LIMIT ?)`
+export const pendingByTimeOf = (
+  tables: ReadonlyArray<{ readonly table: string; readonly key: string; readonly shape?: Shape | undefined }>
+): string =>
+  tables.map(({ key, shape, table }, p) =>
+    `SELECT * FROM (SELECT ${p} AS p, ${key} AS key, next_attempt_at AS at FROM ${table} WHERE ${
+      pendingOf(shape)
+    } ORDER BY next_attempt_at LIMIT ?)`
   ).join(" UNION ALL ")

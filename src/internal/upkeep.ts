@@ -67,8 +67,10 @@ export const make = (options: {
     if (sql?.tables !== participants.length) {
       sql = {
         tables: participants.length,
-        earliest: TableSql.earliestPendingOf(participants.map((p) => p.table.table)),
-        pending: TableSql.pendingByTimeOf(participants.map((p) => ({ table: p.table.table, key: p.table.keyColumn })))
+        earliest: TableSql.earliestPendingOf(participants.map((p) => ({ table: p.table.table, shape: p.table.dispatch }))),
+        pending: TableSql.pendingByTimeOf(
+          participants.map((p) => ({ table: p.table.table, key: p.table.keyColumn, shape: p.table.dispatch }))
+        )
       }
     }
     return sql
