@@ -98,8 +98,14 @@ export interface DurableTable<A = unknown> {
   readonly settled?: ((row: Row, settlement: Settlement) => SettledWork | undefined) | undefined
 }
 
-/** Work run in a settle transaction: the records it made pending get the alarm, the timer and an eager start. */
-export type SettledWork = Effect.Effect<ReadonlyArray<PendingRecord>, StorageError>
+/**
+ * Work run in a settle transaction: the records it made pending get the alarm, the timer and an
+ * eager start; `after` runs once the settle committed (e.g. lifecycle events of the records it changed).
+ */
+export type SettledWork = Effect.Effect<
+  { readonly pending: ReadonlyArray<PendingRecord>; readonly after?: Effect.Effect<void> | undefined },
+  StorageError
+>
 
 /** How a record ended for good. */
 export type Settlement =

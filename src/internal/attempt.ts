@@ -306,11 +306,11 @@ const settle = (run: Run, settled: Settled): Effect.Effect<void, StorageError> =
     const error = errorOf(outcome.cause)
     return settleFailure(run, settled, error, policy.isTerminal?.(error) ?? false)
   }
-  const made: Array<PendingRecord> = []
+  const done = made()
   const work = run.participant.table.settled?.(execution.row, { outcome: "completed", at: endedAt })
   return Effect.flatMap(
     Effect.either(run.engine.upkeep.settleWrite(
-      withSettled(run, run.participant.table.complete(execution, outcome.value, endedAt), (matched) => matched, work, made),
+      withSettled(run, run.participant.table.complete(execution, outcome.value, endedAt), (matched) => matched, work, done),
       undefined,
       work === undefined && run.participant.table.completesInOneStatement === true
     )),
@@ -321,14 +321,17 @@ const settle = (run: Run, settled: Settled): Effect.Effect<void, StorageError> =
         return settleFailure(run, settled, completed.left, policy.isTerminal?.(completed.left) ?? false)
       }
       if (!completed.right) return Effect.void
-      return Effect.zipRight(startPending(run, made), emit(run, execution.row, (entity, timestamp) => ({
-        ...entity,
-        type: "attempt_settled",
-        outcome: "completed",
-        timestamp,
-        attempt: execution.attempt,
-        durationMs
-      }), endedAt))
+      return Effect.zipRight(
+        emit(run, execution.row, (entity, timestamp) => ({
+          ...entity,
+          type: "attempt_settled",
+          outcome: "completed",
+          timestamp,
+          attempt: execution.attempt,
+          durationMs
+        }), endedAt),
+        afterSettled(run, done)
+      )
     }
   )
 }
@@ -342,21 +345,34 @@ const withSettled = <A, E>(
   body: Effect.Effect<A, E>,
   matched: (result: A) => boolean,
   work: SettledWork | undefined,
-  made: Array<PendingRecord>
+  made: Made
 ): Effect.Effect<A, E | StorageError> =>
   work === undefined ? body : Effect.tap(body, (result) =>
-    !matched(result) ? Effect.void : Effect.flatMap(work, (records) => {
-      if (records.length === 0) return Effect.void
-      made.push(...records)
-      return run.engine.upkeep.cover(records.reduce((at, record) => Math.min(at, record.at), Number.MAX_SAFE_INTEGER))
+    !matched(result) ? Effect.void : Effect.flatMap(work, ({ after, pending }) => {
+      made.after = after
+      if (pending.length === 0) return Effect.void
+      made.pending.push(...pending)
+      return run.engine.upkeep.cover(pending.reduce((at, record) => Math.min(at, record.at), Number.MAX_SAFE_INTEGER))
     }))
+
+/** What a settle's settled work left for after the commit. */
+interface Made {
+  readonly pending: Array<PendingRecord>
+  after: Effect.Effect<void> | undefined
+}
+
+const made = (): Made => ({ pending: [], after: undefined })
+
+/** After the settle committed: the settled work's records started or timed, then its own follow-up. */
+const afterSettled = (run: Run, done: Made): Effect.Effect<void> =>
+  done.after === undefined ? startPending(run, done.pending) : Effect.zipRight(startPending(run, done.pending), done.after)
 
 /**
  * After the commit that made `records` pending: each starts at once while permits are free (and it
  * asks to), or gets the early timer; a key executing here is looked at again when it is released.
  */
 export const startPending = (run: Run, records: ReadonlyArray<PendingRecord>): Effect.Effect<void> =>
-  Effect.gen(function*() {
+  records.length === 0 ? Effect.void : Effect.gen(function*() {
     let startable = true
     for (const made of records) {
       const running = run.participant.active.get(made.key)
@@ -380,7 +396,7 @@ const settleFailure = (run: Run, settled: Settled, error: unknown, terminal: boo
     const recorded = storableError(Background.serializeError(decision._tag === "Fail" ? decision.error : error))
     const retryAt = decision._tag === "Retry" ? decision.at : undefined
     const nextAttemptAt = retryAt ?? Number(execution.row.next_attempt_at)
-    const made: Array<PendingRecord> = []
+    const done = made()
     const work = decision._tag === "Fail"
       ? participant.table.settled?.(execution.row, { outcome: "failed", at: settled.endedAt, error: recorded })
       : undefined
@@ -393,12 +409,11 @@ const settleFailure = (run: Run, settled: Settled, error: unknown, terminal: boo
         execution.key,
         execution.generation,
         execution.attempt
-      ]), (rows) => rows.length > 0, work, made),
+      ]), (rows) => rows.length > 0, work, done),
       retryAt,
       work === undefined
     )
     if (matched.length === 0) return
-    yield* startPending(run, made)
     if (retryAt !== undefined && entry.revisit !== "refresh") entry.revisit = retryAt
     if (decision._tag === "Fail") {
       yield* logOutcome(
@@ -432,6 +447,7 @@ const settleFailure = (run: Run, settled: Settled, error: unknown, terminal: boo
           durationMs,
           error: recorded
         })
+    yield* afterSettled(run, done)
   })
 
 /** The longest error message stored with a record (a row over the storage limit could never be written). */
@@ -456,7 +472,7 @@ const exhaust = (run: Run, key: string, row: Row, policy: AttemptPolicy) =>
       message: `Durable ${run.participant.table.describe(row)} exhausted its ${policy.maxAttempts} attempts`,
       attempts: policy.maxAttempts
     })
-    const made: Array<PendingRecord> = []
+    const done = made()
     const work = run.participant.table.settled?.(row, {
       outcome: "failed",
       at: yield* Clock.currentTimeMillis,
@@ -474,13 +490,12 @@ const exhaust = (run: Run, key: string, row: Row, policy: AttemptPolicy) =>
         ]),
         (rows) => rows.length > 0,
         work,
-        made
+        done
       ),
       undefined,
       work === undefined
     )
     if (first === undefined) return
-    yield* startPending(run, made)
     yield* logOutcome(run, row, "error", "durability.attempts_exhausted", error.message, {
       attempt: Number(first.attempt),
       error: { name: error._tag, message: error.message }
@@ -493,4 +508,5 @@ const exhaust = (run: Run, key: string, row: Row, policy: AttemptPolicy) =>
       reason: "attempts_exhausted",
       error: { name: error._tag, message: error.message }
     }))
+    yield* afterSettled(run, done)
   })
