@@ -120,6 +120,8 @@ export interface Dispatch {
    * and to be claimed, e.g. "its queue is not paused". Pending records that fail it wait, durably.
    */
   readonly pendingWhere?: string | undefined
+  /** A column every claim sets to the claim's time (e.g. `started_at`). */
+  readonly startedColumn?: string | undefined
   /**
    * The record's own limit inside the shared permits (e.g. its queue's concurrency), by key: taken
    * before a shared permit, so a full group never holds a permit another group could use.
@@ -180,4 +182,8 @@ export interface TableHandle {
   ) => Effect.Effect<number>
   /** Emits a lifecycle event to this table's hook, stamped `at` (a clock reading the caller has) or now. */
   readonly emit: (build: (timestamp: number) => Lifecycle.LifecycleEvent, at?: number) => Effect.Effect<void>
+  /** Whether the record under `key` is executing in this isolate now (what "active" means after an eviction: nothing). */
+  readonly executing: (key: string) => boolean
+  /** The keys executing in this isolate now. */
+  readonly executingKeys: () => Iterable<string>
 }

@@ -98,3 +98,15 @@ export class DurableCanceledError extends Schema.TaggedError<DurableCanceledErro
   "DurableCanceledError",
   { message: Schema.String }
 ) {}
+
+/** A job was canceled (`cancel`): a running handler's signal is aborted with this error and the job is not retried. */
+export class JobCanceledError extends Schema.TaggedError<JobCanceledError>("durability/JobCanceledError")(
+  "JobCanceledError",
+  { message: Schema.String }
+) {}
+
+/** A parent job failed because one of its children failed for good (`onFailure: "fail"`, the default). */
+export class ChildJobFailedError extends Schema.TaggedError<ChildJobFailedError>("durability/ChildJobFailedError")(
+  "ChildJobFailedError",
+  { message: Schema.String, queue: Schema.String, id: Schema.String }
+) {}

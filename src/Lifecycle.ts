@@ -73,10 +73,10 @@ export type LifecycleHook = (event: LifecycleEvent) => void | PromiseLike<void>
  * promise is handed to `waitUntil` and its rejection reported. The background is given, not looked
  * up, and a caller that already read the clock passes its reading: this is on the engine's hot path.
  */
-export const emitTo = (
+export const emitTo = <Event extends { readonly type: string; readonly entityKind: string } = LifecycleEvent>(
   background: Background.Background,
-  hook: LifecycleHook | undefined,
-  build: (timestamp: number) => LifecycleEvent,
+  hook: ((event: Event) => void | PromiseLike<void>) | undefined,
+  build: (timestamp: number) => Event,
   at?: number
 ): Effect.Effect<void> => {
   if (hook === undefined) return Effect.void
@@ -86,7 +86,7 @@ export const emitTo = (
       background.report("durability.lifecycle_hook.failed", {
         entityKind: event.entityKind,
         lifecycleType: event.type,
-        entityId: "id" in event ? event.id : "durability",
+        entityId: "id" in event ? String(event.id) : "durability",
         error: Background.serializeError(error)
       })
     let returned: void | PromiseLike<void>

@@ -25,6 +25,8 @@ export class DuplicateDurableCallError extends named("DuplicateDurableCallError"
 export class DurableResultSerializationError extends named("DurableResultSerializationError") {}
 export class DurableAlarmTimeoutError extends named("DurableAlarmTimeoutError") {}
 export class DurableCanceledError extends named("DurableCanceledError") {}
+export class JobCanceledError extends named("JobCanceledError") {}
+export class ChildJobFailedError extends named("ChildJobFailedError") {}
 
 const byTag: Record<string, new(message: string, options?: { readonly cause?: unknown }) => Error> = {
   NonRetryableError,
@@ -36,7 +38,9 @@ const byTag: Record<string, new(message: string, options?: { readonly cause?: un
   DuplicateDurableCallError,
   DurableResultSerializationError,
   DurableAlarmTimeoutError,
-  DurableCanceledError
+  DurableCanceledError,
+  JobCanceledError,
+  ChildJobFailedError
 }
 
 /** Turns any failure of the Effect API into what a promise caller expects. */

@@ -179,17 +179,23 @@ const readThenClaim = (run: Run, key: string, entry: ActiveExecution, start: Sta
   Effect.flatMap(run.engine.storage.exec(run.participant.sql.read, [key]), ([row]) => {
     if (row === undefined || row.status !== "pending") return Effect.void
     if (start.dueBy !== undefined && Number(row.next_attempt_at) > start.dueBy) return Effect.void
-    const policy = run.participant.table.policy(row)
+    const { dispatch, policy: policyOf } = run.participant.table
+    const policy = policyOf(row)
     const { storage } = run.engine
-    const claim = storage.exec(run.participant.sql.claim, [key, String(row.generation_id), policy.maxAttempts])
-    const gate = run.participant.table.dispatch?.admit?.(row)
-    const claimed = gate === undefined ? claim : storage.transaction(
-      Effect.flatMap(Effect.flatMap(Clock.currentTimeMillis, gate), (admitted) => {
-        if (admitted) return claim
+    const claimAt = (now: number) => {
+      const bindings = [key, String(row.generation_id), policy.maxAttempts]
+      return storage.exec(run.participant.sql.claim, dispatch?.startedColumn === undefined ? bindings : [now, ...bindings])
+    }
+    const gate = dispatch?.admit?.(row)
+    const claimed = gate === undefined
+      ? (dispatch?.startedColumn === undefined ? claimAt(0) : Effect.flatMap(Clock.currentTimeMillis, claimAt))
+      : storage.transaction(
+      Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.flatMap(gate(now), (admitted) => {
+        if (admitted) return claimAt(now)
         // The gate moved the record (or its group): the timer looks again once this key is released.
         entry.revisit = "refresh"
         return Effect.succeed(undefined)
-      })
+      }))
     )
     return Effect.flatMap(claimed, (rows) => {
       if (rows === undefined) return Effect.void
@@ -209,7 +215,11 @@ const claimDirectly = (run: Run, key: string, entry: ActiveExecution, start: Sta
   const claimDue = participant.claimDue!
   const dueBy = start.dueBy ?? Number.MAX_SAFE_INTEGER
   const { storage } = run.engine
-  return Effect.flatMap(storage.exec(claimDue.sql, [key, dueBy, ...claimDue.bindings]), ([claimed]) =>
+  const stamped = participant.table.dispatch?.startedColumn !== undefined
+  const claim = stamped
+    ? Effect.flatMap(Clock.currentTimeMillis, (now) => storage.exec(claimDue.sql, [now, key, dueBy, ...claimDue.bindings]))
+    : storage.exec(claimDue.sql, [key, dueBy, ...claimDue.bindings])
+  return Effect.flatMap(claim, ([claimed]) =>
     claimed !== undefined
       ? attempt(run, key, claimed, Number(claimed.attempt), entry, start.platform)
       : Effect.flatMap(storage.exec(participant.sql.read, [key]), ([row]) =>

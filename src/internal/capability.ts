@@ -46,7 +46,11 @@ const observe = (watchers: Watchers.Watchers, hook: Lifecycle.LifecycleHook | un
  */
 const RESERVED: Readonly<Record<string, ReadonlySet<string>>> = (() => {
   const base = ["constructor", "alarm", "purgeBefore", "__proto__", "prototype", "then"]
-  return { Durability: new Set(base), DurabilityAlarms: new Set([...base, "get", "cancel", "list"]) }
+  return {
+    Durability: new Set(base),
+    DurabilityAlarms: new Set([...base, "get", "cancel", "list"]),
+    DurabilityJobs: new Set([...base, "flow", "queues"])
+  }
 })()
 
 /** What is wrong with a handler map, if anything: `reserved` marks a name the helper reserves. */
@@ -63,25 +67,26 @@ export interface HandlerMapProblem {
 export const handlerMapProblem = (
   owner: string,
   handlers: unknown,
-  handlerOf: (entry: unknown) => unknown
+  handlerOf: (entry: unknown) => unknown,
+  field = "handlers"
 ): HandlerMapProblem | undefined => {
-  const problem = (field: string, message: string, reserved = false): HandlerMapProblem => ({
-    error: new InvalidOptionError({ field, kind: "type", message }),
+  const problem = (at: string, message: string, reserved = false): HandlerMapProblem => ({
+    error: new InvalidOptionError({ field: at, kind: "type", message }),
     reserved
   })
   if (typeof handlers !== "object" || handlers === null || Array.isArray(handlers)) {
-    return problem("handlers", "handlers must be an object")
+    return problem(field, `${field} must be an object`)
   }
   if (Object.getOwnPropertySymbols(handlers).length > 0) {
-    return problem("handlers", "handlers must be keyed by strings (a symbol-keyed handler could never be called)")
+    return problem(field, `${field} must be keyed by strings (a symbol-keyed handler could never be called)`)
   }
   for (const [name, entry] of Object.entries(handlers)) {
     const badName = Validate.keyProblem("name", name)
     if (badName !== undefined) {
-      return problem("handlers", `The handler name ${JSON.stringify(name.slice(0, 40))} is invalid: ${badName}`)
+      return problem(field, `The ${field === "handlers" ? "handler" : "queue"} name ${JSON.stringify(name.slice(0, 40))} is invalid: ${badName}`)
     }
-    if (RESERVED[owner]?.has(name) === true) return problem(`handlers.${name}`, `"${name}" is reserved by ${owner}`, true)
-    if (typeof handlerOf(entry) !== "function") return problem(`handlers.${name}`, `handlers.${name} must be a function`)
+    if (RESERVED[owner]?.has(name) === true) return problem(`${field}.${name}`, `"${name}" is reserved by ${owner}`, true)
+    if (typeof handlerOf(entry) !== "function") return problem(`${field}.${name}`, `${field}.${name}${field === "handlers" ? "" : ".handler"} must be a function`)
   }
   return undefined
 }
@@ -119,6 +124,8 @@ export interface Spec<D extends Policy.ExecutionOptions & { readonly handler: un
   /** The column that names a row's definition (its policy and attempt limit come from it). */
   readonly nameColumn: string
   readonly entityKind: string
+  /** The options field of the definitions, in messages (default "methods"; job queues: "queues"). */
+  readonly definitionsField?: string | undefined
   readonly migrations: ReadonlyArray<Migrations.Migration>
   readonly definitions: Readonly<Record<string, D>>
   readonly options: CapabilityOptions
@@ -133,7 +140,9 @@ export interface Spec<D extends Policy.ExecutionOptions & { readonly handler: un
   readonly participant: (parts: {
     readonly storage: StorageService
     readonly definitionOf: (name: string) => D | undefined
-  }) => Pick<DurableTable<A>, "run" | "complete" | "describe" | "entity">
+  }) => Pick<DurableTable<A>, "run" | "complete" | "describe" | "entity"> & Partial<
+    Pick<DurableTable<A>, "completesInOneStatement" | "dispatch" | "settled">
+  >
 }
 
 export interface Capability<D> {
@@ -153,7 +162,13 @@ export const make = <D extends Policy.ExecutionOptions & { readonly handler: unk
   Scheduler.Scheduler | StorageService
 > =>
   Effect.gen(function*() {
-    const problem = handlerMapProblem(spec.owner, spec.definitions, (entry) => (entry as { handler?: unknown } | null)?.handler)
+    const field = spec.definitionsField ?? "methods"
+    const problem = handlerMapProblem(
+      spec.owner,
+      spec.definitions,
+      (entry) => (entry as { handler?: unknown } | null)?.handler,
+      field === "methods" ? "handlers" : field
+    )
     if (problem !== undefined) return yield* problem.error
     const base = yield* Policy.resolve("", spec.options, Policy.defaults)
     const hook = (spec.options as { readonly onLifecycleEvent?: unknown } | undefined)?.onLifecycleEvent
@@ -166,7 +181,7 @@ export const make = <D extends Policy.ExecutionOptions & { readonly handler: unk
     }
     const policies = new Map<string, AttemptPolicy>()
     for (const [name, definition] of Object.entries(spec.definitions)) {
-      const resolved = yield* Policy.resolve(`methods.${name}.`, definition, base)
+      const resolved = yield* Policy.resolve(`${field}.${name}.`, definition, base)
       policies.set(name, attemptPolicy(resolved, spec.timeoutError(name), spec.isTerminal(name)))
     }
     const checked = spec.check?.(spec.definitions)

@@ -54,6 +54,8 @@ export const make = (run: Run): TableHandle => {
           ? Effect.as(upkeep.afterRelease("refresh"), aborted)
           : Effect.succeed(aborted)
       }),
-    emit: (build, at) => Lifecycle.emitTo(engine.background, participant.table.onEvent, build, at)
+    emit: (build, at) => Lifecycle.emitTo(engine.background, participant.table.onEvent, build, at),
+    executing: (key) => participant.active.has(key),
+    executingKeys: () => participant.active.keys()
   }
 }

@@ -26,6 +26,8 @@ export interface TableSql {
 export interface Shape {
   readonly order?: string | undefined
   readonly pendingWhere?: string | undefined
+  /** Set to the claim's time by every claim (its binding comes first). */
+  readonly startedColumn?: string | undefined
 }
 
 /** `status = 'pending'`, with the table's further condition: what due, wake-up and claim statements count. */
@@ -36,15 +38,16 @@ const pendingOf = (shape: Shape | undefined): string =>
 export const make = (table: string, key: string, shape?: Shape): TableSql => {
   const current = `${key} = ? AND generation_id = ? AND status = 'pending'`
   const pending = pendingOf(shape)
+  const stamp = shape?.startedColumn === undefined ? "" : `, ${shape.startedColumn} = ?`
   return {
     due: `SELECT ${key} AS key FROM ${table} WHERE ${pending} AND next_attempt_at <= ? ORDER BY ${
       shape?.order ?? "next_attempt_at"
     } LIMIT ?`,
     read: `SELECT * FROM ${table} WHERE ${key} = ?`,
-    claim: `UPDATE ${table} SET attempt = attempt + 1 WHERE ${key} = ? AND generation_id = ? AND ${pending} ` +
+    claim: `UPDATE ${table} SET attempt = attempt + 1${stamp} WHERE ${key} = ? AND generation_id = ? AND ${pending} ` +
       `AND attempt < ? RETURNING attempt`,
     claimDue: (limit) =>
-      `UPDATE ${table} SET attempt = attempt + 1 WHERE ${key} = ? AND ${pending} AND next_attempt_at <= ? ` +
+      `UPDATE ${table} SET attempt = attempt + 1${stamp} WHERE ${key} = ? AND ${pending} AND next_attempt_at <= ? ` +
       `AND attempt < ${limit} RETURNING *`,
     exhaust:
       `UPDATE ${table} SET status = 'failed', last_error = ?, last_error_name = ? WHERE ${current} AND attempt >= ? RETURNING attempt`,

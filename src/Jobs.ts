@@ -1,0 +1,384 @@
+/**
+ * Job queues in a Durable Object: states, priorities, dedup, token-bucket rate limits, flows,
+ * retention, dead letters, progress and logs, on the object's scheduler and its one alarm.
+ *
+ * Every job's state lives in the object's SQLite, so one synchronous transaction covers the job
+ * row, its dedup key, its queue's rate-limit buckets, its parent's counter and the alarm. A job is
+ * a record of the engine (`DurableTable`): claimed durably before its handler runs, retried by its
+ * queue's `Schedule`, settled conditionally. Queues add a start order (priority, then first added),
+ * a pause flag every path honours, their own concurrency inside the shared permits, and token
+ * buckets checked in the claim's transaction (an empty bucket moves its jobs to its next token, so
+ * the wake-up goes there: no polling).
+ *
+ * Handlers are Effects; their requirements are taken from the context `make` runs in, as for
+ * operations. In a handler, `Jobs.progress(n)` and `Jobs.log(message)` reach the current job.
+ */
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Schema from "effect/Schema"
+import * as Background from "./Background.js"
+import {
+  DurableAttemptTimeoutError,
+  DurableResultSerializationError,
+  InvalidInputError,
+  InvalidOptionError,
+  JobCanceledError,
+  type MigrationError,
+  type ParticipantConflictError,
+  type StorageError
+} from "./Errors.js"
+import * as Capability from "./internal/capability.js"
+import * as Codec from "./internal/codec.js"
+import * as Add from "./internal/jobs/add.js"
+import * as Core from "./internal/jobs/core.js"
+import type { AnyQueueDefinition, CurrentJobService, QueueDefinition } from "./internal/jobs/definition.js"
+import * as Manage from "./internal/jobs/manage.js"
+import * as Options from "./internal/jobs/options.js"
+import * as Read from "./internal/jobs/read.js"
+import * as JobsSchema from "./internal/jobs/schema.js"
+import type * as Types from "./internal/jobs/types.js"
+import * as Policy from "./internal/policy.js"
+import * as Validate from "./internal/validate.js"
+import type * as Lifecycle from "./Lifecycle.js"
+import * as Migrations from "./Migrations.js"
+import * as PermitSemaphore from "./PermitSemaphore.js"
+import type * as Scheduler from "./Scheduler.js"
+import type { StorageService } from "./StorageService.js"
+
+export type {
+  AddOptions,
+  AddResult,
+  ChildValue,
+  CleanOptions,
+  DeadLetter,
+  DeadLetterPage,
+  DedupOptions,
+  FlowNode,
+  FlowResult,
+  JobContext,
+  JobEvent,
+  JobEventHook,
+  JobInfo,
+  JobListOptions,
+  JobLogLine,
+  JobLogs,
+  JobPage,
+  JobState,
+  RateLimit
+} from "./internal/jobs/types.js"
+export { JOB_STATES } from "./internal/jobs/types.js"
+export type { GroupRateLimit, QueueOptions, Retention } from "./internal/jobs/options.js"
+export type { AnyQueueDefinition, QueueDefinition } from "./internal/jobs/definition.js"
+export { DEFAULT_KEEP_LOGS, DEFAULT_MAX_PAYLOAD_BYTES, MAX_ENTRY_BYTES } from "./internal/jobs/options.js"
+export { MAX_FLOW_JOBS } from "./internal/jobs/add.js"
+export { IDEMPOTENCY_PREFIX } from "./internal/jobs/core.js"
+
+/** The job a handler runs for: `Jobs.progress` and `Jobs.log` read it. */
+export class CurrentJob extends Context.Tag("durability/Jobs/CurrentJob")<CurrentJob, CurrentJobService>() {}
+
+/** Stores the current job's progress (a number or JSON) and tells a `progress` event. */
+export const progress = (value: unknown): Effect.Effect<void, InvalidInputError | StorageError, CurrentJob> =>
+  Effect.flatMap(CurrentJob, ({ job }) => job.progress(value))
+
+/** Appends a line to the current job's log. */
+export const log = (message: string): Effect.Effect<void, InvalidInputError | StorageError, CurrentJob> =>
+  Effect.flatMap(CurrentJob, ({ job }) => job.log(message))
+
+/** Defines a queue: its handler, optional payload/result schemas (checked at `add`, decoded when run) and options. */
+export const queue = <P, R, E = never, Req = never, PI = P, RI = R>(
+  options: Policy.ExecutionOptions & Omit<Options.QueueOptions, "groupRateLimit"> & {
+    readonly payload?: Schema.Schema<P, PI> | undefined
+    readonly result?: Schema.Schema<R, RI> | undefined
+    readonly groupRateLimit?: Options.GroupRateLimit<P> | undefined
+    readonly handler: (job: Types.JobContext<P>) => Effect.Effect<R, E, Req>
+  }
+): QueueDefinition<P, R, E, Exclude<Req, CurrentJob>> => {
+  const { payload, result, ...rest } = options
+  return {
+    ...rest,
+    handler: options.handler as (job: Types.JobContext<P>) => Effect.Effect<R, E, Exclude<Req, CurrentJob>>,
+    payload: Codec.fromSchema(payload),
+    result: Codec.fromSchema(result)
+  }
+}
+
+type PayloadOf<D> = D extends QueueDefinition<infer P, infer _R, infer _E, infer _Req> ? P : never
+type ResultOf<D> = D extends QueueDefinition<infer _P, infer R, infer _E, infer _Req> ? R : never
+
+export type RequirementsOf<Defs> = {
+  readonly [K in keyof Defs]: Defs[K] extends QueueDefinition<infer _P, infer _R, infer _E, infer Req> ? Req : never
+}[keyof Defs]
+
+/** One queue's calls. */
+export interface Queue<P, R> {
+  /** Adds a job (or finds it: same id, or a live dedup key). Resolves once it committed. */
+  readonly add: (options: Types.AddOptions<P>) => Effect.Effect<Types.AddResult, InvalidInputError | StorageError>
+  /** Adds jobs in one transaction: all or none. */
+  readonly addBulk: (
+    jobs: ReadonlyArray<Types.AddOptions<P>>
+  ) => Effect.Effect<ReadonlyArray<Types.AddResult>, InvalidInputError | StorageError>
+  readonly get: (id: string) => Effect.Effect<Types.JobInfo<P, R> | undefined, InvalidInputError | StorageError>
+  readonly list: (options?: Types.JobListOptions) => Effect.Effect<Types.JobPage<P, R>, InvalidInputError | StorageError>
+  readonly counts: Effect.Effect<Record<Types.JobState, number>, StorageError>
+  readonly logs: (
+    id: string,
+    options?: { readonly limit?: number | undefined; readonly offset?: number | undefined }
+  ) => Effect.Effect<Types.JobLogs, InvalidInputError | StorageError>
+  readonly pause: Effect.Effect<void, StorageError>
+  readonly resume: Effect.Effect<void, StorageError>
+  readonly isPaused: Effect.Effect<boolean, StorageError>
+  /** A delayed job (or one waiting for its retry) becomes due now. True when one was. */
+  readonly promote: (id: string) => Effect.Effect<boolean, InvalidInputError | StorageError>
+  /** A failed or canceled job runs again with fresh attempts. True when one was. */
+  readonly retry: (id: string) => Effect.Effect<boolean, InvalidInputError | StorageError>
+  /** Deletes a job that is not active, with its descendants and logs. True when one was. */
+  readonly remove: (id: string) => Effect.Effect<boolean, InvalidInputError | StorageError>
+  /** Cancels an unfinished job (an active one: its signal is aborted, it is not retried). True when one was. */
+  readonly cancel: (id: string, reason?: string) => Effect.Effect<boolean, InvalidInputError | StorageError>
+  readonly changePriority: (id: string, priority: number) => Effect.Effect<boolean, InvalidInputError | StorageError>
+  /** Deletes finished jobs; returns how many. */
+  readonly clean: (options: Types.CleanOptions) => Effect.Effect<number, InvalidInputError | StorageError>
+  /** Replaces the queue's rate limit durably (`null`: none). */
+  readonly setRateLimit: (limit: Types.RateLimit | null) => Effect.Effect<void, InvalidInputError | StorageError>
+  /** Waits until the job finished (or `timeoutMs` passed) and returns it as it is then. */
+  readonly wait: (
+    id: string,
+    options?: { readonly timeoutMs?: number | undefined }
+  ) => Effect.Effect<Types.JobInfo<P, R> | undefined, InvalidInputError | StorageError>
+  readonly deadLetters: {
+    readonly list: (
+      options?: { readonly limit?: number | undefined; readonly cursor?: string | undefined }
+    ) => Effect.Effect<Types.DeadLetterPage<P>, InvalidInputError | StorageError>
+    /** Back to `waiting` with fresh attempts (all, oldest first, up to 1 000; or `ids`); returns how many. */
+    readonly redrive: (options?: { readonly ids?: ReadonlyArray<string> | undefined }) => Effect.Effect<number, InvalidInputError | StorageError>
+  }
+}
+
+export type JobsService<Defs extends Record<string, AnyQueueDefinition>> =
+  & { readonly [K in keyof Defs]: Queue<PayloadOf<Defs[K]>, ResultOf<Defs[K]>> }
+  & {
+    /** Inserts a tree of jobs (across queues) in one transaction: a parent runs once its children finished. */
+    readonly flow: (root: Types.FlowNode) => Effect.Effect<Types.FlowResult, InvalidInputError | StorageError>
+    /** Deletes every job created before `before` (strict); returns how many. */
+    readonly purgeBefore: (before: number | Date) => Effect.Effect<number, InvalidInputError | StorageError>
+  }
+
+export interface JobsOptions extends Policy.ExecutionOptions {
+  readonly onLifecycleEvent?: Types.JobEventHook | undefined
+}
+
+export const CAPABILITY = "jobs"
+export const TABLE = JobsSchema.JOBS
+export const migrations = JobsSchema.migrations
+
+export const migrate = (target?: string | null) => Migrations.migrate(CAPABILITY, migrations, target)
+
+const DEFAULT_WAIT_MS = 30_000
+
+/** The engine's events about jobs, told to the user's hook as job events. */
+const engineEvents = (hook: Types.JobEventHook | undefined, canceling: Map<string, string>): Lifecycle.LifecycleHook | undefined =>
+  hook === undefined ? undefined : (event) => {
+    if (event.type === "purged" || event.entityKind !== "job") return
+    const base = { entityKind: "job" as const, queue: String(event.queue), id: String(event.jobId), timestamp: event.timestamp }
+    switch (event.type) {
+      case "attempt_started":
+        return hook({ ...base, type: "started", attempt: event.attempt })
+      case "attempt_settled":
+        if (event.outcome === "completed") {
+          const reason = canceling.get(event.id)
+          return hook(
+            reason === undefined
+              ? { ...base, type: "completed", attempt: event.attempt, durationMs: event.durationMs }
+              : { ...base, type: "canceled", reason }
+          )
+        }
+        if (event.outcome === "retry_scheduled") {
+          return hook({ ...base, type: "retry_scheduled", attempt: event.attempt, error: event.error, nextAttemptAt: event.nextAttemptAt })
+        }
+        return event.error.name === "JobCanceledError"
+          ? hook({ ...base, type: "canceled", reason: canceling.get(event.id) ?? event.error.message })
+          : hook({ ...base, type: "failed", attempt: event.attempt, error: event.error })
+      case "terminal":
+        return hook({ ...base, type: "failed", attempt: event.attempt, error: event.error })
+      default:
+        return
+    }
+  }
+
+const isTerminal = (error: unknown) => error instanceof JobCanceledError || error instanceof DurableResultSerializationError
+
+export const make = <const Defs extends Record<string, AnyQueueDefinition>>(
+  definitions: Defs,
+  options: JobsOptions = {}
+): Effect.Effect<
+  JobsService<Defs>,
+  InvalidOptionError | ParticipantConflictError | MigrationError | StorageError,
+  Scheduler.Scheduler | StorageService | Background.Background | RequirementsOf<Defs>
+> =>
+  Effect.gen(function*() {
+    const context = yield* Effect.context<RequirementsOf<Defs>>()
+    const hook = options.onLifecycleEvent
+    if (hook !== undefined && typeof hook !== "function") {
+      return yield* new InvalidOptionError({
+        field: "onLifecycleEvent",
+        kind: "type",
+        message: `onLifecycleEvent must be a function, got ${Validate.shown(hook)}`
+      })
+    }
+    const queues = new Map<string, Core.QueueRuntime>()
+    if (typeof definitions === "object" && definitions !== null) {
+      const base = yield* Policy.resolve("", options, Policy.defaults)
+      for (const [name, definition] of Object.entries(definitions)) {
+        if (typeof definition !== "object" || definition === null) continue
+        if (name.includes("/")) {
+          return yield* new InvalidOptionError({ field: `queues.${name}`, kind: "type", message: `A queue name cannot contain "/": ${JSON.stringify(name)}` })
+        }
+        const resolved = yield* Options.resolve(`queues.${name}.`, definition)
+        const policy = yield* Policy.resolve(`queues.${name}.`, definition, base)
+        queues.set(name, {
+          name,
+          definition,
+          options: resolved,
+          maxAttempts: policy.maxAttempts,
+          slot: resolved.concurrency === undefined ? undefined : yield* PermitSemaphore.make(resolved.concurrency),
+          override: undefined
+        })
+      }
+    }
+    const canceling = new Map<string, string>()
+    const background = yield* Background.Background
+    // Filled once the table is attached: the participant reads it only when jobs run.
+    const core = { queues, hook, canceling, background, retained: new Map(), seq: { next: 1 } } as unknown as Core.Core
+    const mutable = core as { -readonly [K in keyof Core.Core]: Core.Core[K] }
+    const capability = yield* Capability.make<AnyQueueDefinition, string>({
+      kind: CAPABILITY,
+      owner: "DurabilityJobs",
+      module: "Jobs",
+      table: JobsSchema.JOBS,
+      keyColumn: "key",
+      nameColumn: "queue",
+      entityKind: "job",
+      definitionsField: "queues",
+      migrations,
+      definitions,
+      options: { ...options, onLifecycleEvent: engineEvents(hook, canceling) },
+      timeoutError: (name) => (timeoutMs) =>
+        new DurableAttemptTimeoutError({ message: `A job of queue "${name}" timed out after ${timeoutMs}ms`, timeoutMs }),
+      isTerminal: () => isTerminal,
+      releaseKeysOnPurge: true,
+      purgeReason: () => new JobCanceledError({ message: "The job was purged" }),
+      participant: ({ storage }) => {
+        mutable.storage = storage
+        mutable.flow = { storage, queueOf: (name) => queues.get(name)?.options }
+        return Core.participant(core, context as Context.Context<unknown>, CurrentJob)
+      }
+    })
+    mutable.handle = capability.handle
+    mutable.watchers = capability.watchers
+    const [last] = yield* capability.storage.exec(`SELECT MAX(seq) AS seq FROM ${JobsSchema.JOBS}`)
+    core.seq.next = Number(last?.seq ?? 0) + 1
+    yield* Manage.loadOverrides(core)
+    yield* Manage.cancelInterrupted(core)
+    return service(core, capability.purgeBefore) as unknown as JobsService<Defs>
+  })
+
+const queueCheck = (core: Core.Core, name: string) => Add.queueOf(core, name)
+
+const idOf = (id: unknown) => Validate.key("id", id)
+
+/** The calls of one queue. */
+const queueService = (core: Core.Core, queue: Core.QueueRuntime): Queue<unknown, unknown> => {
+  const withId = <A, E>(name: string, body: (id: string) => Effect.Effect<A, E>) => (id: string) =>
+    Effect.flatMap(idOf(id), body).pipe(Effect.withSpan(`Jobs.${name}`))
+  return {
+    // Untraced: the hot path (a span costs more than the insert).
+    add: (options) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const [result] = yield* Add.addAll(core, [yield* Add.prepare(queue, options, now, "", true)], now)
+        return result!
+      }),
+    addBulk: (jobs) =>
+      Effect.gen(function*() {
+        if (!Array.isArray(jobs)) {
+          return yield* new InvalidInputError({ field: "jobs", kind: "type", message: "jobs must be an array" })
+        }
+        const now = yield* Clock.currentTimeMillis
+        const prepared: Array<Add.Prepared> = []
+        for (const [index, job] of jobs.entries()) prepared.push(yield* Add.prepare(queue, job, now, `jobs[${index}].`, true))
+        return prepared.length === 0 ? [] : yield* Add.addAll(core, prepared, now)
+      }),
+    get: withId("get", (id) => Read.get(core, queue, id)),
+    list: (options) => Read.list(core, queue, options).pipe(Effect.withSpan("Jobs.list")),
+    counts: Read.counts(core, queue),
+    logs: (id, options) => Effect.flatMap(idOf(id), (checked) => Read.logs(core, queue, checked, options)),
+    pause: Manage.setPaused(core, queue, true),
+    resume: Manage.setPaused(core, queue, false),
+    isPaused: Manage.isPaused(core, queue),
+    promote: withId("promote", (id) => Manage.promote(core, queue, id)),
+    retry: withId("retry", (id) => Manage.retry(core, queue, id)),
+    remove: withId("remove", (id) => Manage.remove(core, queue, id)),
+    cancel: (id, reason) =>
+      Effect.gen(function*() {
+        const checked = yield* idOf(id)
+        if (reason !== undefined && typeof reason !== "string") {
+          return yield* new InvalidInputError({ field: "reason", kind: "type", message: `reason must be a string, got ${Validate.shown(reason)}` })
+        }
+        return yield* Manage.cancel(core, queue, checked, (reason ?? "").slice(0, 1_000))
+      }).pipe(Effect.withSpan("Jobs.cancel")),
+    changePriority: (id, priority) =>
+      Effect.gen(function*() {
+        const checked = yield* idOf(id)
+        return yield* Manage.changePriority(core, queue, checked, yield* Add.priorityOf("priority", priority))
+      }),
+    clean: (options) => Manage.clean(core, queue, options).pipe(Effect.withSpan("Jobs.clean")),
+    setRateLimit: (limit) => Manage.setRateLimit(core, queue, limit),
+    wait: (id, options = {}) =>
+      Effect.gen(function*() {
+        const checked = yield* idOf(id)
+        if (typeof options !== "object" || options === null) {
+          return yield* new InvalidInputError({ field: "options", kind: "type", message: "options must be an object" })
+        }
+        const timeoutMs = options.timeoutMs === undefined ? DEFAULT_WAIT_MS : yield* Validate.milliseconds("timeoutMs", options.timeoutMs)
+        return yield* Read.wait(core, queue, checked, timeoutMs)
+      }),
+    deadLetters: {
+      list: (options) => Read.deadLetters(core, queue, options),
+      redrive: (options = {}) =>
+        typeof options !== "object" || options === null
+          ? Effect.fail(new InvalidInputError({ field: "options", kind: "type", message: "options must be an object" }))
+          : Manage.redrive(core, queue, options.ids).pipe(Effect.withSpan("Jobs.redrive"))
+    }
+  }
+}
+
+const service = (
+  core: Core.Core,
+  purgeBefore: (before: number | Date) => Effect.Effect<number, InvalidInputError | StorageError>
+) => {
+  const queues: Record<string, Queue<unknown, unknown>> = {}
+  for (const [name, queue] of core.queues) queues[name] = queueService(core, queue)
+  const flow = (root: Types.FlowNode) =>
+    Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      return yield* Add.addFlow(core, yield* Add.prepareFlow(core, root, now), now)
+    }).pipe(Effect.withSpan("Jobs.flow"))
+  return { ...queues, flow, purgeBefore, queue: (name: string) => Effect.map(queueCheck(core, name), (queue) => queues[queue.name]!) }
+}
+
+/** A service tag for an application's job queues, when you want them in a layer. */
+export const tag = <Defs extends Record<string, AnyQueueDefinition>>(key: string) => Context.GenericTag<JobsService<Defs>>(key)
+
+/** The job queues as a layer over the engine (provide the handlers' requirements to it). */
+export const layer = <const Defs extends Record<string, AnyQueueDefinition>>(
+  service: Context.Tag<JobsService<Defs>, JobsService<Defs>>,
+  definitions: Defs,
+  options: JobsOptions = {}
+): Layer.Layer<
+  JobsService<Defs>,
+  InvalidOptionError | ParticipantConflictError | MigrationError | StorageError,
+  Scheduler.Scheduler | StorageService | Background.Background | RequirementsOf<Defs>
+> => Layer.effect(service, make(definitions, options))
+

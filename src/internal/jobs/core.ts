@@ -1,0 +1,338 @@
+/**
+ * The job queues' state shared by their calls (queue settings, what this isolate knows), and their
+ * part in the engine: how a job runs, completes, is gated by its rate limits and what its end
+ * changes around it.
+ * @internal
+ */
+import type * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import type * as Background from "../../Background.js"
+import type { DurableTable, Execution, SettledWork, TableHandle } from "../../DurableTable.js"
+import {
+  DurableResultSerializationError,
+  InvalidInputError,
+  JobCanceledError,
+  NonRetryableError
+} from "../../Errors.js"
+import * as Lifecycle from "../../Lifecycle.js"
+import type * as PermitSemaphore from "../../PermitSemaphore.js"
+import type { Row, StorageService } from "../../StorageService.js"
+import { provideCaptured } from "../capability.js"
+import * as Json from "../json.js"
+import * as Validate from "../validate.js"
+import type * as Watchers from "../watchers.js"
+import * as Bucket from "./bucket.js"
+import type { AnyQueueDefinition, CurrentJobTag } from "./definition.js"
+import * as Flow from "./flow.js"
+import * as Options from "./options.js"
+import * as Rows from "./rows.js"
+import { BUCKETS, JOBS, LOGS, NOT_PAUSED, START_ORDER } from "./schema.js"
+import type { ChildValue, JobContext, JobEvent, JobEventDraft, JobEventHook, RateLimit } from "./types.js"
+
+export const IDEMPOTENCY_PREFIX = "durability-job:v1:"
+
+export interface QueueRuntime {
+  readonly name: string
+  readonly definition: AnyQueueDefinition
+  readonly options: Options.Resolved
+  readonly maxAttempts: number
+  readonly slot: PermitSemaphore.PermitSemaphore | undefined
+  /** `setRateLimit`'s stored override: a limit, `null` for none, `undefined` for the definition's. */
+  override: RateLimit | null | undefined
+}
+
+export interface Core {
+  readonly storage: StorageService
+  readonly background: Background.Background
+  readonly watchers: Watchers.Watchers
+  readonly queues: ReadonlyMap<string, QueueRuntime>
+  readonly hook: JobEventHook | undefined
+  /** Keys whose cancel was asked while they executed here: their end is `canceled`. */
+  readonly canceling: Map<string, string>
+  /** Finished jobs per `<queue>/<status>` as last counted by retention (undefined: count again). */
+  readonly retained: Map<string, number | undefined>
+  /** The next insertion order. */
+  readonly seq: { next: number }
+  readonly flow: Flow.Context
+  handle: TableHandle
+}
+
+/** Tells the events (after the commit) and wakes the waiters of finished keys. */
+export const tell = (core: Core, events: ReadonlyArray<JobEventDraft>, finished: ReadonlyArray<string> = []): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    for (const key of finished) core.watchers.notify(key)
+    if (core.hook === undefined || events.length === 0) return Effect.void
+    return Effect.forEach(events, (event) =>
+      Lifecycle.emitTo<JobEvent>(core.background, core.hook, (timestamp) =>
+        ({ ...event, entityKind: "job", timestamp }) as JobEvent), { discard: true })
+  })
+
+/** The rate limit in force for `queue`. */
+export const rateLimitOf = (queue: QueueRuntime): RateLimit | undefined =>
+  queue.override === null ? undefined : queue.override ?? queue.options.rateLimit
+
+const tooLarge = (field: string, bytes: number) =>
+  new InvalidInputError({
+    field,
+    kind: "range",
+    message: `${field} is ${bytes} bytes; at most ${Options.MAX_ENTRY_BYTES} bytes are stored`
+  })
+
+export const utf8Bytes = (text: string): number => new TextEncoder().encode(text).byteLength
+
+/** The handler's view of its job: progress, log lines and its children's values go straight to storage. */
+const jobContext = (core: Core, execution: Execution, queue: QueueRuntime, payload: unknown): JobContext<unknown> => {
+  const { storage } = core
+  const row = execution.row
+  const id = String(row.id)
+  const key = execution.key
+  return {
+    id,
+    queue: queue.name,
+    payload,
+    attempt: execution.attempt,
+    maxAttempts: queue.maxAttempts,
+    signal: execution.signal,
+    idempotencyKey: `${IDEMPOTENCY_PREFIX}${execution.generation}`,
+    progress: (value) =>
+      Effect.gen(function*() {
+        const text = yield* Validate.json("progress", value)
+        const bytes = text.length * 3 > Options.MAX_ENTRY_BYTES ? utf8Bytes(text) : 0
+        if (bytes > Options.MAX_ENTRY_BYTES) return yield* tooLarge("progress", bytes)
+        const [updated] = yield* storage.exec(
+          `UPDATE ${JOBS} SET progress = ? WHERE key = ? AND generation_id = ? AND status = 'pending' RETURNING key`,
+          [text, key, execution.generation]
+        )
+        if (updated !== undefined) yield* tell(core, [{ type: "progress", queue: queue.name, id, progress: value }])
+      }),
+    log: (message) =>
+      Effect.gen(function*() {
+        if (typeof message !== "string") {
+          return yield* new InvalidInputError({
+            field: "message",
+            kind: "type",
+            message: `message must be a string, got ${Validate.shown(message)}`
+          })
+        }
+        const bytes = message.length * 3 > Options.MAX_ENTRY_BYTES ? utf8Bytes(message) : 0
+        if (bytes > Options.MAX_ENTRY_BYTES) return yield* tooLarge("message", bytes)
+        const keep = queue.options.keepLogs
+        if (keep === 0) return
+        const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+        const [added] = yield* storage.exec(
+          `INSERT INTO ${LOGS} (key, seq, at, message)
+           SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ? FROM ${LOGS} WHERE key = ? RETURNING seq`,
+          [key, now, message, key]
+        )
+        const seq = Number(added?.seq ?? 0)
+        if (seq > keep) yield* storage.exec(`DELETE FROM ${LOGS} WHERE key = ? AND seq <= ?`, [key, seq - keep])
+      }),
+    childrenValues: Effect.map(
+      storage.exec(
+        `SELECT queue, id, status, next_attempt_at, result, last_error, last_error_name FROM ${JOBS} WHERE parent_key = ?`,
+        [key]
+      ),
+      (rows) => {
+        const values: Record<string, ChildValue> = {}
+        for (const child of rows) {
+          const state = Rows.stateOf(child, Number.MAX_SAFE_INTEGER, false)
+          values[String(child.id)] = {
+            queue: String(child.queue),
+            state,
+            ...(child.result === null || child.result === undefined ? {} : { result: Json.decode(String(child.result)) }),
+            ...(Rows.errorOf(child) === undefined ? {} : { error: Rows.errorOf(child)! })
+          }
+        }
+        return values
+      }
+    )
+  }
+}
+
+const unstorable = (queue: string, reason: string, cause?: unknown) =>
+  new DurableResultSerializationError({
+    message: `The result of a job of queue "${queue}" ${reason}`,
+    ...(cause === undefined ? {} : { cause })
+  })
+
+/** The token buckets a job needs before it starts: its queue's, and its group's. */
+const bucketsOf = (queue: QueueRuntime, row: Row): Array<{ readonly key: string; readonly limit: RateLimit }> => {
+  const buckets: Array<{ readonly key: string; readonly limit: RateLimit }> = []
+  const limit = rateLimitOf(queue)
+  if (limit !== undefined) buckets.push({ key: "", limit })
+  const group = queue.options.groupRateLimit
+  if (group !== undefined && typeof row.group_key === "string") buckets.push({ key: `g:${row.group_key}`, limit: group })
+  return buckets
+}
+
+/**
+ * In the claim's transaction: takes a token from each of the job's buckets, or takes none and
+ * moves every pending job of the empty bucket (queue or group) to when its next token is there,
+ * so the wake-up goes straight to that time.
+ */
+const gate = (core: Core, queue: QueueRuntime, buckets: ReturnType<typeof bucketsOf>) => (now: number) =>
+  Effect.gen(function*() {
+    const { storage } = core
+    const stored = yield* storage.exec(
+      `SELECT group_key, tokens, updated_at FROM ${BUCKETS} WHERE queue = ? AND group_key IN (${buckets.map(() => "?").join(", ")})`,
+      [queue.name, ...buckets.map((bucket) => bucket.key)]
+    )
+    const stateOf = (key: string): Bucket.State | undefined => {
+      const found = stored.find((bucket) => bucket.group_key === key)
+      return found === undefined ? undefined : { tokens: Number(found.tokens), updatedAt: Number(found.updated_at) }
+    }
+    const decisions = buckets.map((bucket) => ({ bucket, decision: Bucket.decide(bucket.limit, stateOf(bucket.key), now) }))
+    const empty = decisions.filter((entry) => !entry.decision.take)
+    if (empty.length === 0) {
+      for (const { bucket, decision } of decisions) {
+        if (!decision.take) continue
+        yield* storage.exec(
+          `INSERT INTO ${BUCKETS} (queue, group_key, tokens, updated_at) VALUES (?, ?, ?, ?)
+           ON CONFLICT (queue, group_key) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at`,
+          [queue.name, bucket.key, decision.after.tokens, decision.after.updatedAt]
+        )
+      }
+      return true
+    }
+    for (const { bucket, decision } of empty) {
+      if (decision.take) continue
+      const group = bucket.key === "" ? "" : " AND group_key = ?"
+      yield* storage.exec(
+        `UPDATE ${JOBS} SET next_attempt_at = ? WHERE queue = ? AND status = 'pending' AND next_attempt_at < ?${group}`,
+        [decision.readyAt, queue.name, decision.readyAt, ...(bucket.key === "" ? [] : [bucket.key.slice(2)])]
+      )
+    }
+    return false
+  })
+
+/** What the capability attaches: how a job runs, completes, is gated and what its end changes. */
+export const participant = <I>(
+  core: Core,
+  context: Context.Context<unknown>,
+  currentJob: CurrentJobTag<I>
+): Pick<DurableTable<string>, "run" | "complete" | "describe" | "entity" | "completesInOneStatement" | "dispatch" | "settled"> => ({
+  // Succeeds with the result's stored JSON.
+  run: (execution) =>
+    Effect.gen(function*() {
+      const name = String(execution.row.queue)
+      const queue = core.queues.get(name)
+      if (queue === undefined) return yield* new NonRetryableError({ message: `No queue "${name}" is defined any more` })
+      const payload = yield* Effect.mapError(
+        queue.definition.payload.decode(Json.decode(String(execution.row.payload))),
+        (cause) => new NonRetryableError({ message: `The stored payload of a job of queue "${name}" does not decode`, cause })
+      )
+      const job = jobContext(core, execution, queue, payload)
+      const handled = queue.definition.handler(job as JobContext<never>).pipe(
+        Effect.provideService(currentJob, { job })
+      ) as Effect.Effect<unknown, unknown, unknown>
+      const value = yield* provideCaptured(handled, context)
+      const encoded = yield* Effect.mapError(
+        queue.definition.result.encode(value as never),
+        (cause) => unstorable(name, "does not match its schema", cause)
+      )
+      const checked = Json.check(encoded)
+      if (!checked.ok) return yield* unstorable(name, `is not JSON-serializable: ${checked.reason.replace(/^value/, "result")}`)
+      const text = Json.encode(encoded)
+      const bytes = Json.oversizedBytes(text)
+      if (bytes !== undefined) return yield* unstorable(name, `is ${bytes} bytes as JSON; a stored row is limited to ${Json.MAX_ROW_BYTES} bytes`)
+      return text
+    }).pipe(
+      // A canceled job is not retried, whatever its handler failed with.
+      Effect.catchAll((error) => {
+        const reason = core.canceling.get(execution.key)
+        return reason === undefined || error instanceof JobCanceledError
+          ? Effect.fail(error)
+          : Effect.fail(new JobCanceledError({ message: canceledMessage(execution.row, reason) }))
+      })
+    ),
+  complete: (execution, text, settledAt) =>
+    Effect.map(
+      core.storage.exec(
+        `UPDATE ${JOBS} SET status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'completed' END,
+           result = ?, finished_at = ?, last_error = NULL, last_error_name = NULL
+         WHERE key = ? AND generation_id = ? AND status = 'pending' AND attempt = ? RETURNING key`,
+        [text, settledAt, execution.key, execution.generation, execution.attempt]
+      ),
+      (rows) => rows.length > 0
+    ),
+  completesInOneStatement: true,
+  describe: (row) => `job "${String(row.id)}" of queue "${String(row.queue)}"`,
+  entity: (row) => ({
+    entityKind: "job",
+    id: String(row.key),
+    generation: String(row.generation_id),
+    queue: String(row.queue),
+    jobId: String(row.id)
+  }),
+  dispatch: {
+    order: START_ORDER,
+    pendingWhere: NOT_PAUSED,
+    startedColumn: "started_at",
+    slotOf: (key) => core.queues.get(key.slice(0, key.indexOf("/")))?.slot,
+    admit: (row) => {
+      const queue = core.queues.get(String(row.queue))
+      if (queue === undefined) return undefined
+      const buckets = bucketsOf(queue, row)
+      return buckets.length === 0 ? undefined : gate(core, queue, buckets)
+    }
+  },
+  settled: (row, settlement) => settled(core, row, settlement)
+})
+
+export const canceledMessage = (row: Row, reason: string): string =>
+  `Job "${String(row.id)}" of queue "${String(row.queue)}" was canceled${reason === "" ? "" : `: ${reason}`}`
+
+/** What a job's end changes around it (see `Flow`); `undefined` when nothing (the settle keeps one statement). */
+const settled = (
+  core: Core,
+  row: Row,
+  settlement: Parameters<NonNullable<DurableTable["settled"]>>[1]
+): SettledWork | undefined => {
+  const key = String(row.key)
+  const name = String(row.queue)
+  const queue = core.queues.get(name)
+  const hasParent = row.parent_key !== null && row.parent_key !== undefined
+  const canceling = core.canceling.has(key)
+  if (settlement.outcome === "completed" && !hasParent && !canceling && queue?.options.removeOnComplete === undefined) {
+    return undefined
+  }
+  return Effect.gen(function*() {
+    const out = Flow.changes()
+    const { at } = settlement
+    // The row as the settle left it (a cancel asked meanwhile turned its end into `canceled`).
+    const [current] = settlement.outcome === "failed"
+      ? yield* core.storage.exec(
+        `UPDATE ${JOBS} SET finished_at = ?, status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE status END
+         WHERE key = ? AND status = 'failed' RETURNING *`,
+        [at, key]
+      )
+      : hasParent || canceling
+      ? yield* core.storage.exec(`SELECT * FROM ${JOBS} WHERE key = ?`, [key])
+      : [{ ...row, status: "completed" }]
+    if (current !== undefined) {
+      if (current.status === "completed") yield* Flow.completed(core.flow, out, current, at)
+      else if (current.status === "canceled") {
+        yield* Flow.canceled(core.flow, out, current, String(current.cancel_reason ?? ""), at, false)
+      } else if (settlement.outcome === "failed") yield* Flow.failed(core.flow, out, current, settlement.error, at, 0, false)
+      const status = current.status === "completed" ? "completed" : current.status === "failed" ? "failed" : undefined
+      const retention = status === "completed"
+        ? queue?.options.removeOnComplete
+        : status === "failed"
+        ? queue?.options.removeOnFail
+        : undefined
+      if (status !== undefined && retention !== undefined) {
+        const counter = `${name}/${status}`
+        const known = core.retained.get(counter)
+        const after = yield* Flow.trim(core.flow, out, name, status, retention, at, known === undefined ? undefined : known + 1)
+        core.retained.set(counter, after)
+      }
+    }
+    return {
+      pending: out.pending,
+      after: Effect.zipRight(
+        Effect.sync(() => core.canceling.delete(key)),
+        tell(core, out.events, out.finished)
+      )
+    }
+  })
+}

@@ -1,0 +1,141 @@
+/**
+ * A queue's options beyond retries and timeouts, checked once at construction with messages that
+ * name the field (`queues.email.rateLimit.capacity`).
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import { InvalidOptionError } from "../../Errors.js"
+import * as Json from "../json.js"
+import { isPositiveInteger, shown } from "../validate.js"
+
+/** A token bucket: `capacity` tokens at most, refilled continuously at `refillPerSecond`. */
+export interface RateLimit {
+  readonly capacity: number
+  readonly refillPerSecond: number
+}
+
+export interface GroupRateLimit<P = unknown> extends RateLimit {
+  /** The group a job's payload belongs to (e.g. its tenant): one bucket per group. */
+  readonly key: (payload: P) => string
+}
+
+/** How many finished jobs a queue keeps: the newest `count`, none older than `ageMs`. */
+export interface Retention {
+  readonly count?: number | undefined
+  readonly ageMs?: number | undefined
+}
+
+export interface QueueOptions {
+  /** Jobs of this queue running at once, inside the scheduler's shared permits. Default: no own limit. */
+  readonly concurrency?: number | undefined
+  readonly rateLimit?: RateLimit | undefined
+  readonly groupRateLimit?: GroupRateLimit<never> | undefined
+  readonly removeOnComplete?: Retention | undefined
+  readonly removeOnFail?: Retention | undefined
+  /** List jobs that fail for good under `deadLetters` (default false). */
+  readonly deadLetter?: boolean | undefined
+  /** Log lines kept per job, the newest (default 100). */
+  readonly keepLogs?: number | undefined
+  /** The largest payload as stored JSON (default 131 072, a Cloudflare Queues message; at most 2 MB). */
+  readonly maxPayloadBytes?: number | undefined
+}
+
+export interface Resolved {
+  readonly concurrency: number | undefined
+  readonly rateLimit: RateLimit | undefined
+  readonly groupRateLimit: GroupRateLimit<unknown> | undefined
+  readonly removeOnComplete: Retention | undefined
+  readonly removeOnFail: Retention | undefined
+  readonly deadLetter: boolean
+  readonly keepLogs: number
+  readonly maxPayloadBytes: number
+}
+
+export const DEFAULT_KEEP_LOGS = 100
+export const DEFAULT_MAX_PAYLOAD_BYTES = 131_072
+/** A progress value or a log line, as stored. */
+export const MAX_ENTRY_BYTES = 65_536
+
+const invalid = (field: string, kind: "range" | "type", message: string, value: unknown) =>
+  new InvalidOptionError({ field, kind, message: `${field} ${message}, got ${shown(value)}` })
+
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+/** Why `limit` is not a rate limit, or undefined (`field` names it in the message). */
+export const rateLimitProblem = (
+  field: string,
+  limit: unknown,
+  make: (field: string, kind: "range" | "type", message: string, value: unknown) => Error = invalid
+): Error | undefined => {
+  if (!isObject(limit)) return make(field, "type", "must be an object { capacity, refillPerSecond }", limit)
+  if (!isPositiveInteger(limit.capacity)) return make(`${field}.capacity`, "range", "must be a positive integer", limit.capacity)
+  const refill = limit.refillPerSecond
+  if (typeof refill !== "number" || !Number.isFinite(refill) || refill <= 0 || refill > 1_000_000) {
+    return make(`${field}.refillPerSecond`, "range", "must be a number above 0 and at most 1 000 000", refill)
+  }
+  return undefined
+}
+
+const retention = (field: string, value: unknown): Effect.Effect<Retention | undefined, InvalidOptionError> => {
+  if (value === undefined) return Effect.succeed(undefined)
+  if (!isObject(value)) return Effect.fail(invalid(field, "type", "must be an object { count?, ageMs? }", value))
+  const { ageMs, count } = value
+  if (count !== undefined && !(typeof count === "number" && Number.isSafeInteger(count) && count >= 0)) {
+    return Effect.fail(invalid(`${field}.count`, "range", "must be a non-negative integer", count))
+  }
+  if (ageMs !== undefined && !(typeof ageMs === "number" && Number.isSafeInteger(ageMs) && ageMs >= 0)) {
+    return Effect.fail(invalid(`${field}.ageMs`, "range", "must be a non-negative safe integer", ageMs))
+  }
+  return Effect.succeed({
+    ...(count === undefined ? {} : { count }),
+    ...(ageMs === undefined ? {} : { ageMs })
+  })
+}
+
+/** The queue's options, checked; `prefix` is e.g. "queues.email.". */
+export const resolve = (prefix: string, options: QueueOptions): Effect.Effect<Resolved, InvalidOptionError> =>
+  Effect.gen(function*() {
+    const { concurrency, deadLetter, groupRateLimit, keepLogs, maxPayloadBytes, rateLimit } = options
+    if (concurrency !== undefined && !isPositiveInteger(concurrency)) {
+      return yield* invalid(`${prefix}concurrency`, "range", "must be a positive integer", concurrency)
+    }
+    if (rateLimit !== undefined) {
+      const problem = rateLimitProblem(`${prefix}rateLimit`, rateLimit)
+      if (problem !== undefined) return yield* Effect.fail(problem as InvalidOptionError)
+    }
+    if (groupRateLimit !== undefined) {
+      const problem = rateLimitProblem(`${prefix}groupRateLimit`, groupRateLimit)
+      if (problem !== undefined) return yield* Effect.fail(problem as InvalidOptionError)
+      if (typeof groupRateLimit.key !== "function") {
+        return yield* invalid(`${prefix}groupRateLimit.key`, "type", "must be a function (payload) => string", groupRateLimit.key)
+      }
+    }
+    if (deadLetter !== undefined && typeof deadLetter !== "boolean") {
+      return yield* invalid(`${prefix}deadLetter`, "type", "must be a boolean", deadLetter)
+    }
+    if (keepLogs !== undefined && !(typeof keepLogs === "number" && Number.isSafeInteger(keepLogs) && keepLogs >= 0)) {
+      return yield* invalid(`${prefix}keepLogs`, "range", "must be a non-negative integer", keepLogs)
+    }
+    if (
+      maxPayloadBytes !== undefined &&
+      !(isPositiveInteger(maxPayloadBytes) && maxPayloadBytes <= Json.MAX_ROW_BYTES)
+    ) {
+      return yield* invalid(
+        `${prefix}maxPayloadBytes`,
+        "range",
+        `must be a positive integer of at most ${Json.MAX_ROW_BYTES}`,
+        maxPayloadBytes
+      )
+    }
+    return {
+      concurrency,
+      rateLimit: rateLimit === undefined ? undefined : { capacity: rateLimit.capacity, refillPerSecond: rateLimit.refillPerSecond },
+      groupRateLimit: groupRateLimit as GroupRateLimit<unknown> | undefined,
+      removeOnComplete: yield* retention(`${prefix}removeOnComplete`, options.removeOnComplete),
+      removeOnFail: yield* retention(`${prefix}removeOnFail`, options.removeOnFail),
+      deadLetter: deadLetter ?? false,
+      keepLogs: keepLogs ?? DEFAULT_KEEP_LOGS,
+      maxPayloadBytes: maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES
+    }
+  })

@@ -1,0 +1,222 @@
+/**
+ * Reading jobs: one job, pages of a queue's jobs by state, counts, logs, dead letters, and waiting
+ * for a job to finish. Pages are keyset-paginated (a page never skips or repeats a job) and bounded.
+ * @internal
+ */
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import { InvalidInputError, type StorageError } from "../../Errors.js"
+import type { Row, SqlValue } from "../../StorageService.js"
+import * as Json from "../json.js"
+import * as Validate from "../validate.js"
+import type { Core, QueueRuntime } from "./core.js"
+import * as Flow from "./flow.js"
+import * as Rows from "./rows.js"
+import { DEAD_LETTERS, JOBS, LOGS } from "./schema.js"
+import {
+  type DeadLetter,
+  type DeadLetterPage,
+  JOB_STATES,
+  type JobInfo,
+  type JobListOptions,
+  type JobLogs,
+  type JobPage,
+  type JobState
+} from "./types.js"
+
+export const DEFAULT_PAGE = 100
+export const MAX_PAGE = 1_000
+
+const invalid = (field: string, kind: "range" | "type", message: string) => new InvalidInputError({ field, kind, message })
+
+const limitOf = (value: unknown, fallback: number): Effect.Effect<number, InvalidInputError> =>
+  value === undefined
+    ? Effect.succeed(fallback)
+    : typeof value === "number" && Number.isSafeInteger(value) && value >= 1 && value <= MAX_PAGE
+    ? Effect.succeed(value)
+    : Effect.fail(invalid("limit", "range", `limit must be an integer from 1 to ${MAX_PAGE}, got ${Validate.shown(value)}`))
+
+/** The job's info, its payload and result decoded by the queue's schemas (as stored when they no longer decode). */
+export const info = (core: Core, queue: QueueRuntime, row: Row, now: number): Effect.Effect<JobInfo, StorageError> =>
+  Effect.gen(function*() {
+    const key = String(row.key)
+    const children = yield* core.storage.exec(`SELECT queue, id FROM ${JOBS} WHERE parent_key = ? ORDER BY seq`, [key])
+    const stored = Rows.infoOf(row, now, core.handle.executing(key), queue.maxAttempts, children)
+    const payload = yield* Effect.orElseSucceed(queue.definition.payload.decode(stored.payload), () => stored.payload)
+    if (!("result" in stored)) return { ...stored, payload }
+    const result = yield* Effect.orElseSucceed(queue.definition.result.decode(stored.result), () => stored.result)
+    return { ...stored, payload, result }
+  })
+
+export const get = (core: Core, queue: QueueRuntime, id: string): Effect.Effect<JobInfo | undefined, StorageError> =>
+  Effect.gen(function*() {
+    const [row] = yield* core.storage.exec(`SELECT * FROM ${JOBS} WHERE key = ?`, [Flow.keyOf(queue.name, id)])
+    return row === undefined ? undefined : yield* info(core, queue, row, yield* Clock.currentTimeMillis)
+  })
+
+/** SQL for one state; `active` and the waiting/delayed split depend on the time and on this isolate. */
+const stateCondition = (state: JobState, now: number, active: ReadonlyArray<string>): { sql: string; bindings: Array<SqlValue> } => {
+  const running = active.length === 0 ? "0" : `key IN (${active.map(() => "?").join(", ")})`
+  switch (state) {
+    case "waiting":
+      return { sql: `(status = 'pending' AND next_attempt_at <= ? AND NOT ${running})`, bindings: [now, ...active] }
+    case "delayed":
+      return { sql: `(status = 'pending' AND next_attempt_at > ? AND NOT ${running})`, bindings: [now, ...active] }
+    case "active":
+      return { sql: `(status = 'pending' AND ${running})`, bindings: [...active] }
+    case "waiting-children":
+      return { sql: "status = 'waiting_children'", bindings: [] }
+    default:
+      return { sql: "status = ?", bindings: [state] }
+  }
+}
+
+const activeOf = (core: Core, queue: QueueRuntime): Array<string> => {
+  const prefix = `${queue.name}/`
+  return [...core.handle.executingKeys()].filter((key) => key.startsWith(prefix))
+}
+
+/** The queue's jobs in the order they were added, filtered by state. */
+export const list = (core: Core, queue: QueueRuntime, options: JobListOptions = {}): Effect.Effect<JobPage, InvalidInputError | StorageError> =>
+  Effect.gen(function*() {
+    if (typeof options !== "object" || options === null) return yield* invalid("options", "type", "options must be an object")
+    const limit = yield* limitOf(options.limit, DEFAULT_PAGE)
+    const states = options.states
+    if (states !== undefined && (!Array.isArray(states) || states.length === 0 || states.some((state) => !JOB_STATES.includes(state)))) {
+      return yield* invalid("states", "type", `states must be a non-empty array of ${JOB_STATES.join(", ")}`)
+    }
+    let after = 0
+    if (options.cursor !== undefined) {
+      after = Number(options.cursor)
+      if (typeof options.cursor !== "string" || !Number.isSafeInteger(after) || after < 0) {
+        return yield* invalid("cursor", "type", `cursor must be a cursor returned by list, got ${Validate.shown(options.cursor)}`)
+      }
+    }
+    const now = yield* Clock.currentTimeMillis
+    const active = activeOf(core, queue)
+    const conditions = (states ?? []).map((state) => stateCondition(state, now, active))
+    const filter = conditions.length === 0 ? "" : ` AND (${conditions.map((c) => c.sql).join(" OR ")})`
+    const rows = yield* core.storage.exec(
+      `SELECT * FROM ${JOBS} WHERE queue = ? AND seq > ?${filter} ORDER BY seq LIMIT ?`,
+      [queue.name, after, ...conditions.flatMap((c) => c.bindings), limit + 1]
+    )
+    const page = rows.slice(0, limit)
+    const items = yield* Effect.forEach(page, (row) => info(core, queue, row, now))
+    const last = page[page.length - 1]
+    return rows.length > limit && last !== undefined ? { items, cursor: String(last.seq) } : { items }
+  })
+
+/** How many jobs of the queue are in each state. */
+export const counts = (core: Core, queue: QueueRuntime): Effect.Effect<Record<JobState, number>, StorageError> =>
+  Effect.gen(function*() {
+    const now = yield* Clock.currentTimeMillis
+    const rows = yield* core.storage.exec(
+      `SELECT status, next_attempt_at > ? AS later, COUNT(*) AS n FROM ${JOBS} WHERE queue = ? GROUP BY status, later`,
+      [now, queue.name]
+    )
+    const result = Object.fromEntries(JOB_STATES.map((state) => [state, 0])) as Record<JobState, number>
+    for (const row of rows) {
+      const state = Rows.stateOf({ status: row.status ?? null, next_attempt_at: Number(row.later) === 1 ? now + 1 : now }, now, false)
+      result[state] += Number(row.n)
+    }
+    const active = activeOf(core, queue)
+    if (active.length > 0) {
+      const running = yield* core.storage.exec(
+        `SELECT next_attempt_at FROM ${JOBS} WHERE status = 'pending' AND key IN (${active.map(() => "?").join(", ")})`,
+        active
+      )
+      for (const row of running) {
+        result[Number(row.next_attempt_at) > now ? "delayed" : "waiting"]--
+        result.active++
+      }
+    }
+    return result
+  })
+
+export const logs = (
+  core: Core,
+  queue: QueueRuntime,
+  id: string,
+  options: { readonly limit?: number | undefined; readonly offset?: number | undefined } = {}
+): Effect.Effect<JobLogs, InvalidInputError | StorageError> =>
+  Effect.gen(function*() {
+    if (typeof options !== "object" || options === null) return yield* invalid("options", "type", "options must be an object")
+    const limit = yield* limitOf(options.limit, DEFAULT_PAGE)
+    const offset = options.offset === undefined ? 0 : yield* Validate.milliseconds("offset", options.offset)
+    const key = Flow.keyOf(queue.name, id)
+    const rows = yield* core.storage.exec(`SELECT seq, at, message FROM ${LOGS} WHERE key = ? ORDER BY seq LIMIT ? OFFSET ?`, [
+      key,
+      limit,
+      offset
+    ])
+    const [total] = yield* core.storage.exec(`SELECT COUNT(*) AS n FROM ${LOGS} WHERE key = ?`, [key])
+    return {
+      items: rows.map((row) => ({ seq: Number(row.seq), at: Number(row.at), message: String(row.message) })),
+      total: Number(total?.n ?? 0)
+    }
+  })
+
+/** The queue's dead letters, oldest failure first. */
+export const deadLetters = (
+  core: Core,
+  queue: QueueRuntime,
+  options: { readonly limit?: number | undefined; readonly cursor?: string | undefined } = {}
+): Effect.Effect<DeadLetterPage, InvalidInputError | StorageError> =>
+  Effect.gen(function*() {
+    if (typeof options !== "object" || options === null) return yield* invalid("options", "type", "options must be an object")
+    const limit = yield* limitOf(options.limit, DEFAULT_PAGE)
+    let after: { readonly at: number; readonly id: string } | undefined
+    if (options.cursor !== undefined) {
+      const text = options.cursor
+      const separator = typeof text === "string" ? text.indexOf(":") : -1
+      const at = separator > 0 ? Number(text.slice(0, separator)) : Number.NaN
+      if (!Number.isSafeInteger(at)) {
+        return yield* invalid("cursor", "type", `cursor must be a cursor returned by deadLetters.list, got ${Validate.shown(text)}`)
+      }
+      after = { at, id: text.slice(separator + 1) }
+    }
+    const rows = yield* core.storage.exec(
+      `SELECT * FROM ${DEAD_LETTERS} WHERE queue = ?${after === undefined ? "" : " AND (failed_at > ? OR (failed_at = ? AND id > ?))"}
+       ORDER BY failed_at, id LIMIT ?`,
+      [queue.name, ...(after === undefined ? [] : [after.at, after.at, after.id]), limit + 1]
+    )
+    const page = rows.slice(0, limit)
+    const items = yield* Effect.forEach(page, (row): Effect.Effect<DeadLetter> => {
+      const stored = Json.decode(String(row.payload))
+      return Effect.map(Effect.orElseSucceed(queue.definition.payload.decode(stored), () => stored), (payload) => ({
+        queue: queue.name,
+        id: String(row.id),
+        payload,
+        attempts: Number(row.attempts),
+        error: { name: String(row.error_name), message: String(row.error_message) },
+        failedAt: Number(row.failed_at)
+      }))
+    })
+    const last = page[page.length - 1]
+    return rows.length > limit && last !== undefined ? { items, cursor: `${Number(last.failed_at)}:${String(last.id)}` } : { items }
+  })
+
+const finished = (row: Row | undefined) => row === undefined || (row.status !== "pending" && row.status !== "waiting_children")
+
+/** Waits until the job finished (or is gone) or `timeoutMs` passed, then returns it as it is. */
+export const wait = (core: Core, queue: QueueRuntime, id: string, timeoutMs: number): Effect.Effect<JobInfo | undefined, StorageError> =>
+  Effect.gen(function*() {
+    const key = Flow.keyOf(queue.name, id)
+    const read = Effect.map(core.storage.exec(`SELECT * FROM ${JOBS} WHERE key = ?`, [key]), ([row]) => row)
+    const first = yield* read
+    if (!finished(first) && timeoutMs > 0) {
+      const signal = yield* core.watchers.signal(key, String(first!.generation_id))
+      // Read again after subscribing: a finish between the two reads is not missed.
+      if (!finished(yield* read)) {
+        yield* Effect.timeoutTo(Deferred.await(signal), {
+          duration: Duration.millis(timeoutMs),
+          onSuccess: () => undefined,
+          onTimeout: () => undefined
+        })
+      }
+    }
+    const row = yield* read
+    return row === undefined ? undefined : yield* info(core, queue, row, yield* Clock.currentTimeMillis)
+  })

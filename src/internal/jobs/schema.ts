@@ -1,0 +1,111 @@
+/**
+ * The job queues' tables. A job's row is the engine's record (key `<queue>/<id>`, the standard
+ * attempt columns) plus what a queue needs: priority and insertion order, its payload, result and
+ * progress, its place in a flow. Everything a job's life touches (the row, its dedup key, its
+ * queue's rate-limit buckets, its parent's counter, its dead letter) lives in this one database,
+ * so one synchronous transaction covers it.
+ * @internal
+ */
+import type * as Migrations from "../../Migrations.js"
+import * as MigrationSql from "../migrationSql.js"
+
+export const JOBS = "durability_jobs"
+export const QUEUES = "durability_job_queues"
+export const BUCKETS = "durability_job_buckets"
+export const DEDUP = "durability_job_dedup"
+export const LOGS = "durability_job_logs"
+export const DEAD_LETTERS = "durability_job_dead_letters"
+
+const CREATE = `CREATE TABLE ${JOBS} (
+    key TEXT PRIMARY KEY,
+    queue TEXT NOT NULL,
+    id TEXT NOT NULL,
+    generation_id TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('pending', 'waiting_children', 'completed', 'failed', 'canceled')),
+    attempt INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at INTEGER NOT NULL,
+    last_error TEXT,
+    last_error_name TEXT,
+    run_at INTEGER NOT NULL,
+    priority INTEGER NOT NULL DEFAULT 0,
+    seq INTEGER NOT NULL,
+    payload TEXT NOT NULL,
+    result TEXT,
+    progress TEXT,
+    group_key TEXT,
+    parent_key TEXT,
+    on_failure TEXT NOT NULL DEFAULT 'fail' CHECK (on_failure IN ('fail', 'ignore')),
+    children_pending INTEGER NOT NULL DEFAULT 0,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    cancel_reason TEXT,
+    created_at INTEGER NOT NULL,
+    started_at INTEGER,
+    finished_at INTEGER
+  );
+  CREATE INDEX ${JOBS}_pending_idx ON ${JOBS} (status, next_attempt_at);
+  CREATE INDEX ${JOBS}_order_idx ON ${JOBS} (status, priority DESC, seq);
+  CREATE INDEX ${JOBS}_queue_idx ON ${JOBS} (queue, status, finished_at);
+  CREATE INDEX ${JOBS}_seq_idx ON ${JOBS} (seq);
+  CREATE INDEX ${JOBS}_parent_idx ON ${JOBS} (parent_key) WHERE parent_key IS NOT NULL;
+  CREATE INDEX ${JOBS}_created_idx ON ${JOBS} (created_at);
+  CREATE TABLE ${QUEUES} (
+    queue TEXT PRIMARY KEY,
+    paused INTEGER NOT NULL DEFAULT 0,
+    rate_limit TEXT
+  );
+  CREATE TABLE ${BUCKETS} (
+    queue TEXT NOT NULL,
+    group_key TEXT NOT NULL,
+    tokens REAL NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (queue, group_key)
+  );
+  CREATE TABLE ${DEDUP} (
+    queue TEXT NOT NULL,
+    dedup_key TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    expires_at INTEGER,
+    PRIMARY KEY (queue, dedup_key)
+  );
+  CREATE TABLE ${LOGS} (
+    key TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    message TEXT NOT NULL,
+    PRIMARY KEY (key, seq)
+  );
+  CREATE TABLE ${DEAD_LETTERS} (
+    queue TEXT NOT NULL,
+    id TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    error_name TEXT NOT NULL,
+    error_message TEXT NOT NULL,
+    failed_at INTEGER NOT NULL,
+    PRIMARY KEY (queue, id)
+  );
+  CREATE INDEX ${DEAD_LETTERS}_failed_idx ON ${DEAD_LETTERS} (failed_at, queue, id);
+  CREATE TRIGGER ${JOBS}_logs_gone AFTER DELETE ON ${JOBS} BEGIN
+    DELETE FROM ${LOGS} WHERE key = old.key;
+  END`
+
+export const migrations: ReadonlyArray<Migrations.Migration> = [
+  {
+    name: "durability_0005_create_jobs",
+    up: CREATE,
+    down: `DROP TRIGGER IF EXISTS ${JOBS}_logs_gone;
+      DROP TABLE IF EXISTS ${DEAD_LETTERS};
+      DROP TABLE IF EXISTS ${LOGS};
+      DROP TABLE IF EXISTS ${DEDUP};
+      DROP TABLE IF EXISTS ${BUCKETS};
+      DROP TABLE IF EXISTS ${QUEUES};
+      DROP TABLE IF EXISTS ${JOBS}`,
+    presentWhen: MigrationSql.tableExists(JOBS)
+  }
+]
+
+/** A pending job of a paused queue waits (durably): it is not due, does not wake the object, cannot be claimed. */
+export const NOT_PAUSED = `queue NOT IN (SELECT queue FROM ${QUEUES} WHERE paused = 1)`
+
+/** Start order: higher priority first, then first added. */
+export const START_ORDER = "priority DESC, seq"
