@@ -45,6 +45,38 @@ export type {
   DurableNamedAlarm,
   DurableNamedAlarmState
 } from "./facade/DurabilityAlarms.js"
+export { DurabilityJobs } from "./facade/DurabilityJobs.js"
+export type {
+  DurabilityJobsBase,
+  DurabilityJobsConfig,
+  DurabilityJobsConstructor,
+  DurabilityJobsInstance,
+  DurabilityJobsOptions,
+  DurabilityQueueOptions,
+  DurableJob,
+  DurableJobHandler,
+  DurableJobRef,
+  DurableQueue,
+  QueueMap
+} from "./facade/DurabilityJobs.js"
+export type {
+  AddOptions as DurableJobAddOptions,
+  AddResult as DurableJobAddResult,
+  ChildValue as DurableJobChildValue,
+  CleanOptions as DurableJobCleanOptions,
+  DeadLetter as DurableJobDeadLetter,
+  DeadLetterPage as DurableJobDeadLetterPage,
+  DedupOptions as DurableJobDedupOptions,
+  FlowNode as DurableJobFlowNode,
+  FlowResult as DurableJobFlowResult,
+  JobEvent as DurableJobEvent,
+  JobInfo as DurableJobInfo,
+  JobListOptions as DurableJobListOptions,
+  JobLogs as DurableJobLogs,
+  JobPage as DurableJobPage,
+  JobState as DurableJobState,
+  RateLimit as DurableJobRateLimit
+} from "./Jobs.js"
 export type { MigrationResult as DurabilityMigrationResult, SchedulerAttachment } from "./facade/attachment.js"
 export {
   DuplicateDurableCallError,
@@ -54,10 +86,13 @@ export {
   DurableCanceledError,
   DurableResultSerializationError,
   DurableRetryPolicyError,
+  ChildJobFailedError,
+  JobCanceledError,
   NonRetryableError
 } from "./facade/errors.js"
 export { migrations as durabilityOperationMigrations } from "./Operations.js"
 export { migrations as durabilityNamedAlarmMigrations } from "./NamedAlarms.js"
+export { migrations as durabilityJobMigrations } from "./Jobs.js"
 export type { LifecycleEvent as DurabilityLifecycleEvent, LifecycleHook } from "./Lifecycle.js"
 export { logLifecycle } from "./Logging.js"
 export type { SerializedError } from "./Errors.js"

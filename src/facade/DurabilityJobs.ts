@@ -1,0 +1,230 @@
+/**
+ * `DurabilityJobs`: job queues for promise-style code. Every queue becomes a property:
+ * `jobs.email.add({ payload })`, `jobs.email.get(id)`, `jobs.email.pause()`…; `jobs.flow(tree)`
+ * adds a parent and its children (across queues) in one transaction.
+ */
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Runtime from "effect/Runtime"
+import * as Jobs from "../Jobs.js"
+import type { AnyQueueDefinition } from "../internal/jobs/definition.js"
+import type { GroupRateLimit, Retention } from "../internal/jobs/options.js"
+import type * as Types from "../internal/jobs/types.js"
+import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
+import type * as Scheduler from "../Scheduler.js"
+import { attach, fromPromise, migrateWith, type MigrationResult, type SchedulerAttachment } from "./attachment.js"
+import type { BivariantHandler } from "./Durability.js"
+import { fromCause } from "./errors.js"
+import { type DurabilityMethodOptions, Helper, pickExecution } from "./helper.js"
+
+/** What a job's handler is called with. */
+export interface DurableJob<P = unknown> {
+  readonly id: string
+  readonly queue: string
+  readonly payload: P
+  /** 1-based; already durably counted when the handler runs. */
+  readonly attempt: number
+  readonly maxAttempts: number
+  /** Aborted on timeout, cancel (`JobCanceledError`), purge or shutdown. */
+  readonly signal: AbortSignal
+  /** Stable for the job across retries and evictions: pass it to the provider you call. */
+  readonly idempotencyKey: string
+  /** Stores the job's progress (a number or JSON, at most 64 KiB). */
+  progress(value: unknown): Promise<void>
+  /** Appends a line to the job's log (at most 64 KiB). */
+  log(message: string): Promise<void>
+  /** The values and failures of the job's children, by child id. */
+  childrenValues(): Promise<Readonly<Record<string, Types.ChildValue>>>
+}
+
+export type DurableJobHandler<P = unknown> = (job: DurableJob<P>) => unknown
+
+export interface DurabilityQueueOptions<P = unknown> extends DurabilityMethodOptions {
+  readonly handler: BivariantHandler<DurableJob<P>>
+  readonly concurrency?: number | undefined
+  readonly rateLimit?: Types.RateLimit | undefined
+  readonly groupRateLimit?: GroupRateLimit<P> | undefined
+  readonly removeOnComplete?: Retention | undefined
+  readonly removeOnFail?: Retention | undefined
+  readonly deadLetter?: boolean | undefined
+  readonly keepLogs?: number | undefined
+  readonly maxPayloadBytes?: number | undefined
+}
+
+export type QueueMap = Record<string, DurabilityQueueOptions<never>>
+
+type PayloadOf<Q> = Q extends { readonly handler: (job: DurableJob<infer P>) => unknown } ? P : unknown
+type ResultOf<Q> = Q extends { readonly handler: (job: never) => infer R } ? Awaited<R> : unknown
+
+export interface DurabilityJobsOptions<Q extends QueueMap> extends DurabilityMethodOptions {
+  readonly queues: Q
+  readonly onLifecycleEvent?: Types.JobEventHook | undefined
+}
+
+export type DurabilityJobsConfig<Q extends QueueMap> = DurabilityJobsOptions<Q> & SchedulerAttachment
+
+export interface DurableJobRef<P, R> {
+  /** Waits until the job finished (or `timeoutMs`, default 30 000, passed) and returns it as it is then. */
+  wait(options?: { readonly timeoutMs?: number | undefined }): Promise<Types.JobInfo<P, R> | undefined>
+}
+
+/** One queue's calls (see `Jobs.Queue` for each one's contract). */
+export interface DurableQueue<P, R> {
+  add(options: Types.AddOptions<P>): Promise<Types.AddResult>
+  addBulk(jobs: ReadonlyArray<Types.AddOptions<P>>): Promise<ReadonlyArray<Types.AddResult>>
+  get(id: string): Promise<Types.JobInfo<P, R> | undefined>
+  list(options?: Types.JobListOptions): Promise<Types.JobPage<P, R>>
+  counts(): Promise<Record<Types.JobState, number>>
+  logs(id: string, options?: { readonly limit?: number | undefined; readonly offset?: number | undefined }): Promise<Types.JobLogs>
+  pause(): Promise<void>
+  resume(): Promise<void>
+  isPaused(): Promise<boolean>
+  promote(id: string): Promise<boolean>
+  retry(id: string): Promise<boolean>
+  remove(id: string): Promise<boolean>
+  cancel(id: string, reason?: string): Promise<boolean>
+  changePriority(id: string, priority: number): Promise<boolean>
+  clean(options: Types.CleanOptions): Promise<number>
+  setRateLimit(limit: Types.RateLimit | null): Promise<void>
+  job(id: string): DurableJobRef<P, R>
+  readonly deadLetters: {
+    list(options?: { readonly limit?: number | undefined; readonly cursor?: string | undefined }): Promise<Types.DeadLetterPage<P>>
+    redrive(options?: { readonly ids?: ReadonlyArray<string> | undefined }): Promise<number>
+  }
+}
+
+export interface DurabilityJobsBase {
+  alarm(info?: AlarmInvocationInfo): Promise<void>
+  /** Deletes every job created before `before` (strict; epoch ms or a `Date`); returns how many. */
+  purgeBefore(before: number | Date): Promise<number>
+  /** Adds a parent and its children (across queues, any depth) in one transaction. */
+  flow(root: Types.FlowNode): Promise<Types.FlowResult>
+}
+
+export type DurabilityJobsInstance<Q extends QueueMap> =
+  & DurabilityJobsBase
+  & { readonly [K in keyof Q]: DurableQueue<PayloadOf<Q[K]>, ResultOf<Q[K]>> }
+
+export interface DurabilityJobsConstructor {
+  new<Q extends QueueMap>(config: DurabilityJobsConfig<Q>): DurabilityJobsInstance<Q>
+  migrate(context: DurabilityContext, target?: string | null): MigrationResult
+}
+
+type Service = Jobs.JobsService<Record<string, AnyQueueDefinition>>
+
+/** The handler's job with promises, run on the object's runtime. */
+const promiseJob = (job: Types.JobContext<unknown>, runtime: Runtime.Runtime<never>): DurableJob<unknown> => {
+  const run = <A>(effect: Effect.Effect<A, unknown>) =>
+    Runtime.runPromiseExit(runtime)(effect).then((exit) => {
+      if (Exit.isFailure(exit)) throw fromCause(exit.cause)
+      return exit.value
+    })
+  return {
+    id: job.id,
+    queue: job.queue,
+    payload: job.payload,
+    attempt: job.attempt,
+    maxAttempts: job.maxAttempts,
+    signal: job.signal,
+    idempotencyKey: job.idempotencyKey,
+    progress: (value) => run(job.progress(value)),
+    log: (message) => run(job.log(message)),
+    childrenValues: () => run(job.childrenValues)
+  }
+}
+
+const QUEUE_OPTIONS = new Set([
+  "handler",
+  "concurrency",
+  "rateLimit",
+  "groupRateLimit",
+  "removeOnComplete",
+  "removeOnFail",
+  "deadLetter",
+  "keepLogs",
+  "maxPayloadBytes",
+  "retries",
+  "attemptTimeoutMs"
+])
+
+/** A queue's promise options as the Effect API's definition (which checks every value and names the field). */
+const define = (name: string, options: DurabilityQueueOptions<unknown>): AnyQueueDefinition => {
+  if (typeof options !== "object" || options === null) throw new TypeError(`queues.${name} must be an object`)
+  for (const key of Object.keys(options)) {
+    // A typo would silently drop its option.
+    if (!QUEUE_OPTIONS.has(key)) throw new TypeError(`queues.${name}.${key} is not a queue option`)
+  }
+  const handler = options.handler as (job: DurableJob<unknown>) => unknown
+  if (typeof handler !== "function") throw new TypeError(`queues.${name}.handler must be a function`)
+  const { attemptTimeoutMs: _timeout, handler: _handler, retries: _retries, ...rest } = options
+  return Jobs.queue({
+    ...rest,
+    ...pickExecution(options),
+    handler: (job: Types.JobContext<unknown>) =>
+      Effect.flatMap(Effect.runtime<never>(), (runtime) => fromPromise(() => handler(promiseJob(job, runtime))))
+  }) as unknown as AnyQueueDefinition
+}
+
+const asQueue = (helper: DurabilityJobsImpl, name: string): DurableQueue<unknown, unknown> => {
+  const call = <A, E>(body: (queue: Jobs.Queue<unknown, unknown>) => Effect.Effect<A, E>) =>
+    DurabilityJobsImpl.runOn(helper, (service) => body((service as unknown as Record<string, Jobs.Queue<unknown, unknown>>)[name]!))
+  return {
+    add: (options) => call((queue) => queue.add(options)),
+    addBulk: (jobs) => call((queue) => queue.addBulk(jobs)),
+    get: (id) => call((queue) => queue.get(id)),
+    list: (options) => call((queue) => queue.list(options)),
+    counts: () => call((queue) => queue.counts),
+    logs: (id, options) => call((queue) => queue.logs(id, options)),
+    pause: () => call((queue) => queue.pause),
+    resume: () => call((queue) => queue.resume),
+    isPaused: () => call((queue) => queue.isPaused),
+    promote: (id) => call((queue) => queue.promote(id)),
+    retry: (id) => call((queue) => queue.retry(id)),
+    remove: (id) => call((queue) => queue.remove(id)),
+    cancel: (id, reason) => call((queue) => queue.cancel(id, reason)),
+    changePriority: (id, priority) => call((queue) => queue.changePriority(id, priority)),
+    clean: (options) => call((queue) => queue.clean(options)),
+    setRateLimit: (limit) => call((queue) => queue.setRateLimit(limit)),
+    job: (id) => ({ wait: (options) => call((queue) => queue.wait(id, options)) }),
+    deadLetters: {
+      list: (options) => call((queue) => queue.deadLetters.list(options)),
+      redrive: (options) => call((queue) => queue.deadLetters.redrive(options))
+    }
+  }
+}
+
+class DurabilityJobsImpl extends Helper<Service> {
+  constructor(config: DurabilityJobsConfig<QueueMap>) {
+    if (typeof config !== "object" || config === null) throw new TypeError("DurabilityJobs needs a config object")
+    const queues = config.queues as unknown
+    if (typeof queues !== "object" || queues === null || Array.isArray(queues)) throw new TypeError("queues must be an object")
+    const { runtime, scheduler } = attach(config)
+    const definitions: Record<string, AnyQueueDefinition> = {}
+    for (const [name, options] of Object.entries(queues as Record<string, DurabilityQueueOptions<unknown>>)) {
+      definitions[name] = define(name, options)
+    }
+    const service = runtime.runSync(
+      Jobs.make(definitions, {
+        ...pickExecution(config),
+        ...(config.onLifecycleEvent === undefined ? {} : { onLifecycleEvent: config.onLifecycleEvent })
+      }) as Effect.Effect<Service, unknown, Scheduler.Services>
+    )
+    super({ scheduler, runtime, service, names: Object.keys(definitions) })
+    for (const name of Object.keys(definitions)) Helper.method(this, name, asQueue(this, name))
+  }
+
+  /** Runs a call of the queues on the object's runtime (for the queue objects). */
+  static runOn<A, E>(helper: DurabilityJobsImpl, body: (service: Service) => Effect.Effect<A, E>): Promise<A> {
+    return Helper.run(helper, body)
+  }
+
+  flow(root: Types.FlowNode): Promise<Types.FlowResult> {
+    return Helper.run(this, (service) => service.flow(root))
+  }
+
+  static migrate(context: DurabilityContext, target?: string | null): MigrationResult {
+    return migrateWith(context, Jobs.migrate, target)
+  }
+}
+
+export const DurabilityJobs: DurabilityJobsConstructor = DurabilityJobsImpl as unknown as DurabilityJobsConstructor
