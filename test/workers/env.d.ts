@@ -8,5 +8,7 @@ declare module "cloudflare:test" {
     readonly PARITY_OBJECT: DurableObjectNamespace<import("./objects/ParityObject.js").ParityObject>
     readonly MANAGED_OBJECT: DurableObjectNamespace<import("./objects/ManagedObject.js").ManagedObject>
     readonly HANDOFF_OBJECT: DurableObjectNamespace<import("./objects/ParityObject.js").HandoffObject>
+    readonly JOBS_OBJECT: DurableObjectNamespace<import("./objects/JobsObject.js").JobsObject>
+    readonly JOBS_CHAOS_OBJECT: DurableObjectNamespace<import("./objects/JobsChaosObject.js").JobsChaosObject>
   }
 }

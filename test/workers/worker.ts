@@ -16,6 +16,8 @@ export { EffectLedger } from "./objects/EffectLedger.js"
 export { LabObject } from "./objects/LabObject.js"
 export { ManagedObject } from "./objects/ManagedObject.js"
 export { HandoffObject, ParityObject } from "./objects/ParityObject.js"
+export { JobsChaosObject } from "./objects/JobsChaosObject.js"
+export { JobsObject } from "./objects/JobsObject.js"
 
 /** A bare SQLite-backed object: tests reach its storage through `runInDurableObject`. */
 export class StorageObject extends DurableObject {}
