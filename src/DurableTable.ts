@@ -133,6 +133,11 @@ export interface Dispatch {
    * not, the effect moved the record (or its group) to when it may, so the wake-up follows.
    */
   readonly admit?: ((row: Row) => ((now: number) => Effect.Effect<boolean, StorageError>) | undefined) | undefined
+  /**
+   * Whether the record under `key` may have a gate (`admit`): when not, it is claimed in one
+   * statement without being read first. Default: every record may.
+   */
+  readonly gated?: ((key: string) => boolean) | undefined
 }
 
 /** A record a write made pending. */

@@ -159,7 +159,11 @@ const releaseHeld = (start: Start): Effect.Effect<void> =>
 /** The execution itself, from claim to release; its outcome also completes `entry.persisted`. */
 const own = (run: Run, key: string, entry: ActiveExecution, start: Start): Effect.Effect<void, StorageError> => {
   const { participant } = run
-  const body = participant.claimDue === undefined ? readThenClaim(run, key, entry, start) : claimDirectly(run, key, entry, start)
+  const dispatch = participant.table.dispatch
+  // A record that may be gated is read first: its gate decides from the row.
+  const direct = participant.claimDue !== undefined &&
+    (dispatch?.admit === undefined || dispatch.gated?.(key) === false)
+  const body = direct ? claimDirectly(run, key, entry, start) : readThenClaim(run, key, entry, start)
   return Effect.onExit(body, (exit) =>
     Effect.zipRight(
       releaseHeld(start),

@@ -42,8 +42,7 @@ export const make = <A>(table: DurableTable<A>, defaultBatchSize: number): Parti
   const sql = TableSql.make(table.table, table.keyColumn, table.dispatch)
   let claimDue: Participant["claimDue"]
   const limits = table.attemptLimits
-  // A gated table reads the row before its claim anyway (`Dispatch.admit` decides from it).
-  if (limits !== undefined && table.dispatch?.admit === undefined && TableSql.isIdentifier(limits.column)) {
+  if (limits !== undefined && TableSql.isIdentifier(limits.column)) {
     const groups = new Map<number, Array<string>>()
     for (const [value, max] of limits.byValue) {
       if (max !== limits.otherwise) groups.set(max, [...(groups.get(max) ?? []), value])

@@ -67,6 +67,8 @@ export const tell = (core: Core, events: ReadonlyArray<JobEventDraft>, finished:
         ({ ...event, entityKind: "job", timestamp }) as JobEvent), { discard: true })
   })
 
+const queueOfKey = (key: string): string => key.slice(0, key.indexOf("/"))
+
 /** The rate limit in force for `queue`. */
 export const rateLimitOf = (queue: QueueRuntime): RateLimit | undefined =>
   queue.override === null ? undefined : queue.override ?? queue.options.rateLimit
@@ -268,7 +270,11 @@ export const participant = <I>(
     order: START_ORDER,
     pendingWhere: NOT_PAUSED,
     startedColumn: "started_at",
-    slotOf: (key) => core.queues.get(key.slice(0, key.indexOf("/")))?.slot,
+    slotOf: (key) => core.queues.get(queueOfKey(key))?.slot,
+    gated: (key) => {
+      const queue = core.queues.get(queueOfKey(key))
+      return queue !== undefined && (rateLimitOf(queue) !== undefined || queue.options.groupRateLimit !== undefined)
+    },
     admit: (row) => {
       const queue = core.queues.get(String(row.queue))
       if (queue === undefined) return undefined
