@@ -284,8 +284,6 @@ export const make = <const Defs extends Record<string, AnyQueueDefinition>>(
     return service(core, capability.purgeBefore) as unknown as JobsService<Defs>
   })
 
-const queueCheck = (core: Core.Core, name: string) => Add.queueOf(core, name)
-
 const idOf = (id: unknown) => Validate.key("id", id)
 
 /** The calls of one queue. */
@@ -365,7 +363,7 @@ const service = (
       const now = yield* Clock.currentTimeMillis
       return yield* Add.addFlow(core, yield* Add.prepareFlow(core, root, now), now)
     }).pipe(Effect.withSpan("Jobs.flow"))
-  return { ...queues, flow, purgeBefore, queue: (name: string) => Effect.map(queueCheck(core, name), (queue) => queues[queue.name]!) }
+  return { ...queues, flow, purgeBefore }
 }
 
 /** A service tag for an application's job queues, when you want them in a layer. */
