@@ -10,6 +10,7 @@
  * `(status, next_attempt_at)`.
  */
 import type * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
 import type { StorageError } from "./Errors.js"
 import type { AlarmInvocationInfo } from "./internal/platform.js"
 import type * as Lifecycle from "./Lifecycle.js"
@@ -112,6 +113,14 @@ export type Settlement =
   | { readonly outcome: "completed"; readonly at: number }
   | { readonly outcome: "failed"; readonly at: number; readonly error: { readonly name: string; readonly message: string } }
 
+/** A group's limit inside the shared permits; its waiters are served by rank (smaller first), then arrival. */
+export interface Slot {
+  readonly capacity: number
+  readonly tryAcquire: Effect.Effect<Option.Option<PermitSemaphore.Permit>>
+  readonly acquire: (rank: ReadonlyArray<number>) => Effect.Effect<PermitSemaphore.Permit>
+  readonly available: Effect.Effect<number>
+}
+
 export interface Dispatch {
   /** The ORDER BY of due scans (default `next_attempt_at`), e.g. `priority DESC, seq`. */
   readonly order?: string | undefined
@@ -126,7 +135,12 @@ export interface Dispatch {
    * The record's own limit inside the shared permits (e.g. its queue's concurrency), by key: taken
    * before a shared permit, so a full group never holds a permit another group could use.
    */
-  readonly slotOf?: ((key: string) => PermitSemaphore.PermitSemaphore | undefined) | undefined
+  readonly slotOf?: ((key: string) => Slot | undefined) | undefined
+  /**
+   * The start order as numbers (smaller first), read by due scans (`columns`, a select list) so
+   * records waiting for a full slot start in that order, whenever each came due.
+   */
+  readonly rank?: { readonly columns: string; readonly of: (row: Row) => ReadonlyArray<number> } | undefined
   /**
    * A gate decided from the row before its claim (e.g. a token bucket). `undefined`: no gate. The
    * effect runs in the claim's transaction and says whether the record may start now; when it may
@@ -167,6 +181,11 @@ export interface TableHandle {
        * known alarm already covers it, the statement runs without a transaction (one costs a fiber).
        */
       readonly oneStatementAt?: number | undefined
+      /**
+       * The body may also have removed pending work (a cancel, a delete): the alarm is reconciled
+       * from storage in the transaction, not only moved earlier.
+       */
+      readonly reconcile?: boolean | undefined
     }
   ) => Effect.Effect<B, E | StorageError>
   /**

@@ -40,10 +40,10 @@ import * as Read from "./internal/jobs/read.js"
 import * as JobsSchema from "./internal/jobs/schema.js"
 import type * as Types from "./internal/jobs/types.js"
 import * as Policy from "./internal/policy.js"
+import * as Slot from "./internal/slot.js"
 import * as Validate from "./internal/validate.js"
 import type * as Lifecycle from "./Lifecycle.js"
 import * as Migrations from "./Migrations.js"
-import * as PermitSemaphore from "./PermitSemaphore.js"
 import type * as Scheduler from "./Scheduler.js"
 import type { StorageService } from "./StorageService.js"
 
@@ -242,8 +242,9 @@ export const make = <const Defs extends Record<string, AnyQueueDefinition>>(
           definition,
           options: resolved,
           maxAttempts: policy.maxAttempts,
-          slot: resolved.concurrency === undefined ? undefined : yield* PermitSemaphore.make(resolved.concurrency),
-          override: undefined
+          slot: resolved.concurrency === undefined ? undefined : Slot.make(resolved.concurrency),
+          override: undefined,
+          paused: false
         })
       }
     }
@@ -275,7 +276,7 @@ export const make = <const Defs extends Record<string, AnyQueueDefinition>>(
         return Core.participant(core, context as Context.Context<unknown>, CurrentJob)
       }
     })
-    mutable.handle = capability.handle
+    mutable.handle = Core.pausedAware(core, capability.handle)
     mutable.watchers = capability.watchers
     const [last] = yield* capability.storage.exec(`SELECT MAX(seq) AS seq FROM ${JobsSchema.JOBS}`)
     core.seq.next = Number(last?.seq ?? 0) + 1

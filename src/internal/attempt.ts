@@ -31,6 +31,8 @@ import { type ActiveExecution, begin } from "./participant.js"
 import type { AlarmInvocationInfo } from "./platform.js"
 
 export interface Start {
+  /** Where the record stands among those waiting for its group's slot (`Dispatch.rank`). */
+  readonly rank?: ReadonlyArray<number> | undefined
   /** Held from the claim until the handler has really ended. */
   readonly permit: PermitSemaphore.Permit
   /** The record's group slot (`Dispatch.slotOf`), held as long as the permit. */
@@ -107,7 +109,7 @@ export const launch = (
           (permit) =>
             Effect.map(startHolding(run, key, { ...start, permit, slot }, false), (started) => started.entry.persisted)
         )
-      return group === undefined ? holding(undefined) : Effect.flatMap(restore(group.acquire), holding)
+      return group === undefined ? holding(undefined) : Effect.flatMap(restore(group.acquire(start.rank ?? [])), holding)
     })
   })
 
@@ -196,9 +198,10 @@ const readThenClaim = (run: Run, key: string, entry: ActiveExecution, start: Sta
       : storage.transaction(
       Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.flatMap(gate(now), (admitted) => {
         if (admitted) return claimAt(now)
-        // The gate moved the record (or its group): the timer looks again once this key is released.
+        // The gate moved the record (or its group) later: the alarm follows now, in this transaction,
+        // and the timer looks again once this key is released.
         entry.revisit = "refresh"
-        return Effect.succeed(undefined)
+        return Effect.as(run.engine.upkeep.reconcile, undefined)
       }))
     )
     return Effect.flatMap(claimed, (rows) => {

@@ -28,7 +28,9 @@ export const make = (run: Run): TableHandle => {
       const result = at !== undefined && (yield* engine.alarms.covers(at))
         ? yield* written
         : yield* engine.storage.transaction(Effect.tap(written, () =>
-          records.length === 0
+          options?.reconcile === true
+            ? upkeep.reconcile
+            : records.length === 0
             ? Effect.void
             // The earliest new time is the only one that can move the alarm earlier.
             : upkeep.cover(records.reduce((at, record) => Math.min(at, record.at), Number.MAX_SAFE_INTEGER))))

@@ -27,6 +27,8 @@ interface DueBatch {
   /** Taken keys not started yet. */
   readonly waiting: Set<string>
   readonly keys: ReadonlyArray<string>
+  /** Each key's rank among those waiting for its group's slot (`Dispatch.rank`). */
+  readonly ranks: ReadonlyMap<string, ReadonlyArray<number>> | undefined
 }
 
 /** Takes up to a batch of the table's due rows. Pair with `release`. */
@@ -35,9 +37,12 @@ const takeDue = (run: Run, now: number): Effect.Effect<DueBatch, StorageError> =
   const batch = participant.dueBatchSize
   // Rows another pass already took are left to it (and do not count against this batch).
   return Effect.map(run.engine.storage.exec(participant.sql.due, [now, batch + participant.queued.size]), (scanned) => {
-    const keys = scanned.map((row) => String(row.key)).filter((key) => !participant.queued.has(key)).slice(0, batch)
+    const taken = scanned.filter((row) => !participant.queued.has(String(row.key))).slice(0, batch)
+    const keys = taken.map((row) => String(row.key))
     for (const key of keys) participant.queued.add(key)
-    return { run, waiting: new Set(keys), keys }
+    const rank = participant.table.dispatch?.rank
+    const ranks = rank === undefined ? undefined : new Map(taken.map((row) => [String(row.key), rank.of(row)]))
+    return { run, waiting: new Set(keys), keys, ranks }
   })
 }
 
@@ -71,7 +76,7 @@ const runBatch = (batch: DueBatch, now: number, platform: AlarmInvocationInfo | 
     const outcomes: Array<Deferred.Deferred<void, StorageError>> = []
     // Queued while it waits for its permit, so the timer and other passes leave it.
     const launch = (key: string) =>
-      Effect.map(Attempt.launch(run, key, { platform, dueBy: now }), (outcome) => {
+      Effect.map(Attempt.launch(run, key, { platform, dueBy: now, rank: batch.ranks?.get(key) }), (outcome) => {
         outcomes.push(outcome)
         waiting.delete(key)
         run.participant.queued.delete(key)

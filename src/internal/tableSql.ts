@@ -25,6 +25,8 @@ export interface TableSql {
 /** What a table's dispatch changes in its statements (see `DurableTable.Dispatch`). */
 export interface Shape {
   readonly order?: string | undefined
+  /** Further columns due scans return (a select list). */
+  readonly rank?: { readonly columns: string } | undefined
   readonly pendingWhere?: string | undefined
   /** Set to the claim's time by every claim (its binding comes first). */
   readonly startedColumn?: string | undefined
@@ -40,7 +42,7 @@ export const make = (table: string, key: string, shape?: Shape): TableSql => {
   const pending = pendingOf(shape)
   const stamp = shape?.startedColumn === undefined ? "" : `, ${shape.startedColumn} = ?`
   return {
-    due: `SELECT ${key} AS key FROM ${table} WHERE ${pending} AND next_attempt_at <= ? ORDER BY ${
+    due: `SELECT ${key} AS key${shape?.rank === undefined ? "" : `, ${shape.rank.columns}`} FROM ${table} WHERE ${pending} AND next_attempt_at <= ? ORDER BY ${
       shape?.order ?? "next_attempt_at"
     } LIMIT ?`,
     read: `SELECT * FROM ${table} WHERE ${key} = ?`,

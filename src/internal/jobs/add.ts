@@ -10,12 +10,16 @@ import type { PendingRecord } from "../../DurableTable.js"
 import { InvalidInputError, type StorageError } from "../../Errors.js"
 import type { Row } from "../../StorageService.js"
 import { describeParseError } from "../codec.js"
+import * as Json from "../json.js"
 import * as Validate from "../validate.js"
 import { type Core, type QueueRuntime, tell, utf8Bytes } from "./core.js"
 import * as Flow from "./flow.js"
 import * as Rows from "./rows.js"
 import { DEDUP, JOBS } from "./schema.js"
 import type { AddResult, FlowResult, JobEventDraft } from "./types.js"
+
+/** What `Json.encode` adds around a defined value: `{"kind":"value","value":` and `}`. */
+const STORED_ENVELOPE_BYTES = Json.encode(null).length - "null".length
 
 /** Nodes of one flow, at most: a flow is one transaction. */
 export const MAX_FLOW_JOBS = 1_000
@@ -88,7 +92,9 @@ export const prepare = (
     const payload = yield* Validate.json(`${prefix}payload`, encoded)
     const limit = queue.options.maxPayloadBytes
     if (payload.length * 3 > limit) {
-      const bytes = utf8Bytes(payload)
+      // The limit is on the payload's own JSON (what would travel as a Queues message), not on the
+      // envelope it is stored in (`{"kind":"value","value":…}`, ASCII).
+      const bytes = encoded === undefined ? 0 : utf8Bytes(payload) - STORED_ENVELOPE_BYTES
       if (bytes > limit) {
         return yield* invalid(
           `${prefix}payload`,

@@ -4,10 +4,12 @@
  * changes around it.
  * @internal
  */
+import * as Cause from "effect/Cause"
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type * as Background from "../../Background.js"
-import type { DurableTable, Execution, SettledWork, TableHandle } from "../../DurableTable.js"
+import type { DurableTable, Execution, PendingRecord, SettledWork, Slot, TableHandle } from "../../DurableTable.js"
 import {
   DurableResultSerializationError,
   InvalidInputError,
@@ -15,7 +17,6 @@ import {
   NonRetryableError
 } from "../../Errors.js"
 import * as Lifecycle from "../../Lifecycle.js"
-import type * as PermitSemaphore from "../../PermitSemaphore.js"
 import type { Row, StorageService } from "../../StorageService.js"
 import { provideCaptured } from "../capability.js"
 import * as Json from "../json.js"
@@ -36,9 +37,14 @@ export interface QueueRuntime {
   readonly definition: AnyQueueDefinition
   readonly options: Options.Resolved
   readonly maxAttempts: number
-  readonly slot: PermitSemaphore.PermitSemaphore | undefined
+  readonly slot: Slot | undefined
   /** `setRateLimit`'s stored override: a limit, `null` for none, `undefined` for the definition's. */
   override: RateLimit | null | undefined
+  /**
+   * The stored pause flag as last written or read here (the table stays the truth every claim checks):
+   * a paused queue's jobs are not started eagerly, so they never show as `active` for a moment.
+   */
+  paused: boolean
 }
 
 export interface Core {
@@ -68,6 +74,28 @@ export const tell = (core: Core, events: ReadonlyArray<JobEventDraft>, finished:
   })
 
 const queueOfKey = (key: string): string => key.slice(0, key.indexOf("/"))
+
+/**
+ * `records` with no eager start for jobs of paused queues. The engine marks a key as executing before
+ * its claim finds the queue paused, so an eager start would show a paused job as `active` (and spend
+ * a claim and a read) until that claim failed.
+ */
+export const startable = (core: Pick<Core, "queues">, records: ReadonlyArray<PendingRecord>): ReadonlyArray<PendingRecord> =>
+  records.map((record) =>
+    record.start === true && core.queues.get(record.key.slice(0, record.key.indexOf("/")))?.paused === true
+      ? { ...record, start: false }
+      : record
+  )
+
+/** The engine's handle, with eager starts of paused queues' jobs left to the (paused-aware) schedule. */
+export const pausedAware = (core: Pick<Core, "queues">, handle: TableHandle): TableHandle => ({
+  ...handle,
+  writePending: (body, pending, options) =>
+    handle.writePending(body, (result) => {
+      const made = pending(result)
+      return made === undefined ? undefined : startable(core, Array.isArray(made) ? made : [made as PendingRecord])
+    }, options)
+})
 
 /** The rate limit in force for `queue`. */
 export const rateLimitOf = (queue: QueueRuntime): RateLimit | undefined =>
@@ -121,11 +149,16 @@ const jobContext = (core: Core, execution: Execution, queue: QueueRuntime, paylo
         const keep = queue.options.keepLogs
         if (keep === 0) return
         const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+        // Only while this job (this generation) is unfinished, as for progress: a handler still running
+        // after its job ended, or was removed and added again under the same id, writes nothing.
         const [added] = yield* storage.exec(
           `INSERT INTO ${LOGS} (key, seq, at, message)
-           SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ? FROM ${LOGS} WHERE key = ? RETURNING seq`,
-          [key, now, message, key]
+           SELECT ?, next, ?, ? FROM (SELECT COALESCE(MAX(seq), 0) + 1 AS next FROM ${LOGS} WHERE key = ?)
+           WHERE EXISTS (SELECT 1 FROM ${JOBS} WHERE key = ? AND generation_id = ? AND status = 'pending')
+           RETURNING seq`,
+          [key, now, message, key, key, execution.generation]
         )
+        if (added === undefined) return
         const seq = Number(added?.seq ?? 0)
         if (seq > keep) yield* storage.exec(`DELETE FROM ${LOGS} WHERE key = ? AND seq <= ?`, [key, seq - keep])
       }),
@@ -156,6 +189,9 @@ const unstorable = (queue: string, reason: string, cause?: unknown) =>
     message: `The result of a job of queue "${queue}" ${reason}`,
     ...(cause === undefined ? {} : { cause })
   })
+
+/** Keys a statement may list (a Durable Object statement takes at most 100 bindings). */
+const MAX_EXCLUDED = 64
 
 /** The token buckets a job needs before it starts: its queue's, and its group's. */
 const bucketsOf = (queue: QueueRuntime, row: Row): Array<{ readonly key: string; readonly limit: RateLimit }> => {
@@ -196,12 +232,16 @@ const gate = (core: Core, queue: QueueRuntime, buckets: ReturnType<typeof bucket
       }
       return true
     }
+    // Jobs running now keep their times (their run is not waiting for a token).
+    const prefix = `${queue.name}/`
+    const running = [...core.handle.executingKeys()].filter((key) => key.startsWith(prefix)).slice(0, MAX_EXCLUDED)
+    const notRunning = running.length === 0 ? "" : ` AND key NOT IN (${running.map(() => "?").join(", ")})`
     for (const { bucket, decision } of empty) {
       if (decision.take) continue
       const group = bucket.key === "" ? "" : " AND group_key = ?"
       yield* storage.exec(
-        `UPDATE ${JOBS} SET next_attempt_at = ? WHERE queue = ? AND status = 'pending' AND next_attempt_at < ?${group}`,
-        [decision.readyAt, queue.name, decision.readyAt, ...(bucket.key === "" ? [] : [bucket.key.slice(2)])]
+        `UPDATE ${JOBS} SET next_attempt_at = ? WHERE queue = ? AND status = 'pending' AND next_attempt_at < ?${group}${notRunning}`,
+        [decision.readyAt, queue.name, decision.readyAt, ...(bucket.key === "" ? [] : [bucket.key.slice(2)]), ...running]
       )
     }
     return false
@@ -214,8 +254,12 @@ export const participant = <I>(
   currentJob: CurrentJobTag<I>
 ): Pick<DurableTable<string>, "run" | "complete" | "describe" | "entity" | "completesInOneStatement" | "dispatch" | "settled"> => ({
   // Succeeds with the result's stored JSON.
-  run: (execution) =>
-    Effect.gen(function*() {
+  run: (execution) => {
+    const canceled = () => {
+      const reason = core.canceling.get(execution.key)
+      return reason === undefined ? undefined : new JobCanceledError({ message: canceledMessage(execution.row, reason) })
+    }
+    const body = Effect.gen(function*() {
       const name = String(execution.row.queue)
       const queue = core.queues.get(name)
       if (queue === undefined) return yield* new NonRetryableError({ message: `No queue "${name}" is defined any more` })
@@ -238,15 +282,29 @@ export const participant = <I>(
       const bytes = Json.oversizedBytes(text)
       if (bytes !== undefined) return yield* unstorable(name, `is ${bytes} bytes as JSON; a stored row is limited to ${Json.MAX_ROW_BYTES} bytes`)
       return text
-    }).pipe(
-      // A canceled job is not retried, whatever its handler failed with.
-      Effect.catchAll((error) => {
-        const reason = core.canceling.get(execution.key)
-        return reason === undefined || error instanceof JobCanceledError
-          ? Effect.fail(error)
-          : Effect.fail(new JobCanceledError({ message: canceledMessage(execution.row, reason) }))
-      })
-    ),
+    })
+    // A cancel aborts the handler by interrupting this fiber, and an interrupted fiber's exit carries no
+    // failure of its own (the engine would record a plain interruption and retry it), nor the value of
+    // a handler that finished anyway. So the end of a canceled run, whatever it is, is caught here
+    // (uninterruptibly) and becomes `JobCanceledError`: terminal, never retried, settled as `canceled`.
+    return Effect.uninterruptibleMask((restore) =>
+      restore(body).pipe(
+        Effect.matchCauseEffect({
+          onFailure: (cause) => {
+            const error = canceled()
+            const failure = Cause.failureOption(cause)
+            return error === undefined || (Option.isSome(failure) && failure.value instanceof JobCanceledError)
+              ? Effect.failCause(cause)
+              : Effect.fail(error)
+          },
+          onSuccess: (text) => {
+            const error = canceled()
+            return error === undefined ? Effect.succeed(text) : Effect.fail(error)
+          }
+        })
+      )
+    )
+  },
   complete: (execution, text, settledAt) =>
     Effect.map(
       core.storage.exec(
@@ -268,6 +326,7 @@ export const participant = <I>(
   }),
   dispatch: {
     order: START_ORDER,
+    rank: { columns: "priority, seq", of: (row) => [-Number(row.priority), Number(row.seq)] },
     pendingWhere: NOT_PAUSED,
     startedColumn: "started_at",
     slotOf: (key) => core.queues.get(queueOfKey(key))?.slot,
@@ -334,7 +393,7 @@ const settled = (
       }
     }
     return {
-      pending: out.pending,
+      pending: startable(core, out.pending),
       after: Effect.zipRight(
         Effect.sync(() => core.canceling.delete(key)),
         tell(core, out.events, out.finished)

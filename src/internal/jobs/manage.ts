@@ -33,7 +33,8 @@ const writeChanges = <A>(
 ): Effect.Effect<A, StorageError> =>
   Effect.gen(function*() {
     const out = Flow.changes()
-    const result = yield* core.handle.writePending(body(out), () => out.pending)
+    // A cancel or a removal takes pending work away: the alarm is reconciled, not only moved earlier.
+    const result = yield* core.handle.writePending(body(out), () => out.pending, { reconcile: true })
     yield* tell(core, out.events, out.finished)
     return result
   })
@@ -202,10 +203,15 @@ export const clean = (core: Core, queue: QueueRuntime, options: CleanOptions): E
 
 /** Pausing is durable: a paused queue starts nothing, on every path, until resumed. */
 export const setPaused = (core: Core, queue: QueueRuntime, paused: boolean): Effect.Effect<void, StorageError> =>
-  Effect.asVoid(core.handle.write(core.storage.exec(
-    `INSERT INTO ${QUEUES} (queue, paused) VALUES (?, ?) ON CONFLICT (queue) DO UPDATE SET paused = excluded.paused`,
-    [queue.name, paused ? 1 : 0]
-  )))
+  Effect.map(
+    core.handle.write(core.storage.exec(
+      `INSERT INTO ${QUEUES} (queue, paused) VALUES (?, ?) ON CONFLICT (queue) DO UPDATE SET paused = excluded.paused`,
+      [queue.name, paused ? 1 : 0]
+    )),
+    () => {
+      queue.paused = paused
+    }
+  )
 
 export const isPaused = (core: Core, queue: QueueRuntime): Effect.Effect<boolean, StorageError> =>
   Effect.map(core.storage.exec(`SELECT paused FROM ${QUEUES} WHERE queue = ?`, [queue.name]), ([row]) => Number(row?.paused ?? 0) === 1)
@@ -227,12 +233,14 @@ export const setRateLimit = (core: Core, queue: QueueRuntime, limit: RateLimit |
     queue.override = stored
   })
 
-/** The overrides stored by `setRateLimit`, read once when the queues are made. */
+/** The overrides stored by `setRateLimit` and the pause flags, read once when the queues are made. */
 export const loadOverrides = (core: Core): Effect.Effect<void, StorageError> =>
-  Effect.map(core.storage.exec(`SELECT queue, rate_limit FROM ${QUEUES} WHERE rate_limit IS NOT NULL`), (rows) => {
+  Effect.map(core.storage.exec(`SELECT queue, paused, rate_limit FROM ${QUEUES}`), (rows) => {
     for (const row of rows) {
       const queue = core.queues.get(String(row.queue))
-      if (queue !== undefined) queue.override = JSON.parse(String(row.rate_limit)) as RateLimit | null
+      if (queue === undefined) continue
+      queue.paused = Number(row.paused) === 1
+      if (row.rate_limit !== null) queue.override = JSON.parse(String(row.rate_limit)) as RateLimit | null
     }
   })
 
