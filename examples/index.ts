@@ -4,16 +4,18 @@
  */
 import imageJobsEffect, { type Env as ImageJobsEffectEnv, HELP as IMAGE_JOBS_EFFECT_HELP } from "./image-jobs/effect-worker.js"
 import imageJobs, { type Env as ImageJobsEnv, HELP as IMAGE_JOBS_HELP } from "./image-jobs/worker.js"
+import newsletter, { type Env as NewsletterEnv, HELP as NEWSLETTER_HELP } from "./newsletter/worker.js"
 import reminders, { type Env as RemindersEnv } from "./reminders/worker.js"
 import subscriptions, { type Env as SubscriptionsEnv, HELP as SUBSCRIPTIONS_HELP } from "./subscription-renewals/worker.js"
 
 // Every Durable Object class the config binds must be exported by the main module.
 export { ImageJobsEffect } from "./image-jobs/effect-worker.js"
 export { ImageJobs } from "./image-jobs/worker.js"
+export { Newsletter } from "./newsletter/worker.js"
 export { Reminders } from "./reminders/worker.js"
 export { Payments, Subscription } from "./subscription-renewals/worker.js"
 
-export interface Env extends RemindersEnv, SubscriptionsEnv, ImageJobsEnv, ImageJobsEffectEnv {}
+export interface Env extends RemindersEnv, SubscriptionsEnv, ImageJobsEnv, ImageJobsEffectEnv, NewsletterEnv {}
 
 const REMINDERS_HELP = `  # reminders (Effect-native, its own table attached to the engine)
   curl -X POST http://127.0.0.1:8787/reminders/demo/tea -d '{"message":"tea is ready","inMs":2000}'
@@ -22,18 +24,20 @@ const REMINDERS_HELP = `  # reminders (Effect-native, its own table attached to 
   curl 'http://127.0.0.1:8787/reminders/demo?until=settled'   # once none is pending
 `
 
-const HELP = `durability examples: reminders, subscriptions, images, images-effect
+const HELP = `durability examples: reminders, subscriptions, images, images-effect, newsletter
 
 ${REMINDERS_HELP}
 ${SUBSCRIPTIONS_HELP}
 ${IMAGE_JOBS_HELP}
-${IMAGE_JOBS_EFFECT_HELP}`
+${IMAGE_JOBS_EFFECT_HELP}
+${NEWSLETTER_HELP}`
 
 const routes: Record<string, ExportedHandlerFetchHandler<Env>> = {
   reminders: (request, env) => reminders.fetch(request, env),
   subscriptions: (request, env) => subscriptions.fetch(request, env),
   images: (request, env) => imageJobs.fetch(request, env),
-  "images-effect": (request, env) => imageJobsEffect.fetch(request, env)
+  "images-effect": (request, env) => imageJobsEffect.fetch(request, env),
+  newsletter: (request, env) => newsletter.fetch(request, env)
 }
 
 export default {

@@ -117,7 +117,8 @@ export type Settlement =
 export interface Slot {
   readonly capacity: number
   readonly tryAcquire: Effect.Effect<Option.Option<PermitSemaphore.Permit>>
-  readonly acquire: (rank: ReadonlyArray<number>) => Effect.Effect<PermitSemaphore.Permit>
+  /** Waits for a permit as `key`, ranked by `rank` among the waiters. */
+  readonly acquire: (rank: ReadonlyArray<number>, key: string) => Effect.Effect<PermitSemaphore.Permit>
   readonly available: Effect.Effect<number>
 }
 

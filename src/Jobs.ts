@@ -94,7 +94,9 @@ export const queue = <P, R, E = never, Req = never, PI = P, RI = R>(
     readonly groupRateLimit?: Options.GroupRateLimit<P> | undefined
     readonly handler: (job: Types.JobContext<P>) => Effect.Effect<R, E, Req>
   }
-): QueueDefinition<P, R, E, Exclude<Req, CurrentJob>> => {
+  // NoInfer: inferred from the options only. Inline in `make({ … })`, the contextual type (any queue,
+  // `JobContext<never>`) would otherwise make an unannotated handler's payload `never`, and `add` uncallable.
+): QueueDefinition<NoInfer<P>, R, E, Exclude<Req, CurrentJob>> => {
   const { payload, result, ...rest } = options
   return {
     ...rest,

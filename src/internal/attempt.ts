@@ -109,7 +109,7 @@ export const launch = (
           (permit) =>
             Effect.map(startHolding(run, key, { ...start, permit, slot }, false), (started) => started.entry.persisted)
         )
-      return group === undefined ? holding(undefined) : Effect.flatMap(restore(group.acquire(start.rank ?? [])), holding)
+      return group === undefined ? holding(undefined) : Effect.flatMap(restore(group.acquire(start.rank ?? [], key)), holding)
     })
   })
 

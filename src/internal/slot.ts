@@ -17,6 +17,12 @@ import type { Permit } from "../PermitSemaphore.js"
 /** Smaller starts first; compared element by element. */
 export type Rank = ReadonlyArray<number>
 
+/** A slot whose waiters can be ranked again (a record's priority changed while it waited). */
+export interface RankedSlot extends Slot {
+  /** Moves `key`'s waiter (if it waits) to its new rank; returns whether it waited. */
+  readonly rerank: (key: string, rank: Rank) => boolean
+}
+
 export const compare = (a: Rank, b: Rank): number => {
   for (let i = 0; i < Math.min(a.length, b.length); i++) {
     const difference = a[i]! - b[i]!
@@ -26,11 +32,12 @@ export const compare = (a: Rank, b: Rank): number => {
 }
 
 interface Waiter {
+  readonly key: string
   readonly rank: Rank
   readonly done: Deferred.Deferred<Permit>
 }
 
-export const make = (capacity: number): Slot => {
+export const make = (capacity: number): RankedSlot => {
   let free = capacity
   // Sorted by rank; a newcomer goes after every waiter of an equal rank.
   const waiters: Array<Waiter> = []
@@ -54,18 +61,22 @@ export const make = (capacity: number): Slot => {
     return grant()
   }
 
-  const acquire = (rank: Rank): Effect.Effect<Permit> =>
+  const enqueue = (waiter: Waiter) => {
+    let at = waiters.length
+    while (at > 0 && compare(waiters[at - 1]!.rank, waiter.rank) > 0) at--
+    waiters.splice(at, 0, waiter)
+  }
+
+  const acquire = (rank: Rank, key: string): Effect.Effect<Permit> =>
     Effect.uninterruptibleMask((restore) =>
       Effect.suspend(() => {
         const permit = takeFree()
         if (permit !== undefined) return Effect.succeed(permit)
-        const waiter: Waiter = { rank, done: Deferred.unsafeMake<Permit>(FiberId.none) }
-        let at = waiters.length
-        while (at > 0 && compare(waiters[at - 1]!.rank, rank) > 0) at--
-        waiters.splice(at, 0, waiter)
+        const waiter: Waiter = { key, rank, done: Deferred.unsafeMake<Permit>(FiberId.none) }
+        enqueue(waiter)
         return restore(Deferred.await(waiter.done)).pipe(
           Effect.onInterrupt(() => {
-            const index = waiters.indexOf(waiter)
+            const index = waiters.findIndex((waiting) => waiting.done === waiter.done)
             if (index >= 0) {
               waiters.splice(index, 1)
               return Effect.void
@@ -77,10 +88,19 @@ export const make = (capacity: number): Slot => {
       })
     )
 
+  const rerank = (key: string, rank: Rank): boolean => {
+    const index = waiters.findIndex((waiter) => waiter.key === key)
+    if (index < 0) return false
+    const [waiter] = waiters.splice(index, 1)
+    enqueue({ ...waiter!, rank })
+    return true
+  }
+
   return {
     capacity,
     tryAcquire: Effect.sync(() => Option.fromNullable(takeFree())),
     acquire,
-    available: Effect.sync(() => free)
+    available: Effect.sync(() => free),
+    rerank
   }
 }

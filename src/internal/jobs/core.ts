@@ -9,7 +9,8 @@ import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as Background from "../../Background.js"
-import type { DurableTable, Execution, PendingRecord, SettledWork, Slot, TableHandle } from "../../DurableTable.js"
+import type { DurableTable, Execution, PendingRecord, SettledWork, TableHandle } from "../../DurableTable.js"
+import type { RankedSlot } from "../slot.js"
 import {
   DurableResultSerializationError,
   InvalidInputError,
@@ -37,7 +38,7 @@ export interface QueueRuntime {
   readonly definition: AnyQueueDefinition
   readonly options: Options.Resolved
   readonly maxAttempts: number
-  readonly slot: Slot | undefined
+  readonly slot: RankedSlot | undefined
   /** `setRateLimit`'s stored override: a limit, `null` for none, `undefined` for the definition's. */
   override: RateLimit | null | undefined
   /**
@@ -74,6 +75,9 @@ export const tell = (core: Core, events: ReadonlyArray<JobEventDraft>, finished:
   })
 
 const queueOfKey = (key: string): string => key.slice(0, key.indexOf("/"))
+
+/** A job's place among those waiting for its queue's slot: higher priority first, then first added. */
+export const rankOf = (row: Row): ReadonlyArray<number> => [-Number(row.priority), Number(row.seq)]
 
 /**
  * `records` with no eager start for jobs of paused queues. The engine marks a key as executing before
@@ -208,7 +212,7 @@ const bucketsOf = (queue: QueueRuntime, row: Row): Array<{ readonly key: string;
  * moves every pending job of the empty bucket (queue or group) to when its next token is there,
  * so the wake-up goes straight to that time.
  */
-const gate = (core: Core, queue: QueueRuntime, buckets: ReturnType<typeof bucketsOf>) => (now: number) =>
+const gate = (core: Core, queue: QueueRuntime, buckets: ReturnType<typeof bucketsOf>, self: string) => (now: number) =>
   Effect.gen(function*() {
     const { storage } = core
     const stored = yield* storage.exec(
@@ -232,9 +236,11 @@ const gate = (core: Core, queue: QueueRuntime, buckets: ReturnType<typeof bucket
       }
       return true
     }
-    // Jobs running now keep their times (their run is not waiting for a token).
+    // Jobs running now keep their times (their run is not waiting for a token). The gated job counts
+    // as executing from before its claim: it must move too, or it stays due and is gated again at once,
+    // in a loop that never lets the clock move.
     const prefix = `${queue.name}/`
-    const running = [...core.handle.executingKeys()].filter((key) => key.startsWith(prefix)).slice(0, MAX_EXCLUDED)
+    const running = [...core.handle.executingKeys()].filter((key) => key.startsWith(prefix) && key !== self).slice(0, MAX_EXCLUDED)
     const notRunning = running.length === 0 ? "" : ` AND key NOT IN (${running.map(() => "?").join(", ")})`
     for (const { bucket, decision } of empty) {
       if (decision.take) continue
@@ -326,7 +332,7 @@ export const participant = <I>(
   }),
   dispatch: {
     order: START_ORDER,
-    rank: { columns: "priority, seq", of: (row) => [-Number(row.priority), Number(row.seq)] },
+    rank: { columns: "priority, seq", of: rankOf },
     pendingWhere: NOT_PAUSED,
     startedColumn: "started_at",
     slotOf: (key) => core.queues.get(queueOfKey(key))?.slot,
@@ -338,7 +344,7 @@ export const participant = <I>(
       const queue = core.queues.get(String(row.queue))
       if (queue === undefined) return undefined
       const buckets = bucketsOf(queue, row)
-      return buckets.length === 0 ? undefined : gate(core, queue, buckets)
+      return buckets.length === 0 ? undefined : gate(core, queue, buckets, String(row.key))
     }
   },
   settled: (row, settlement) => settled(core, row, settlement)

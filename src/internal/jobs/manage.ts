@@ -10,7 +10,7 @@ import type { PendingRecord } from "../../DurableTable.js"
 import { InvalidInputError, JobCanceledError, type StorageError } from "../../Errors.js"
 import type { Row } from "../../StorageService.js"
 import * as Validate from "../validate.js"
-import { canceledMessage, type Core, type QueueRuntime, tell } from "./core.js"
+import { canceledMessage, type Core, type QueueRuntime, rankOf, tell } from "./core.js"
 import * as Flow from "./flow.js"
 import * as Options from "./options.js"
 import { DEAD_LETTERS, JOBS, QUEUES } from "./schema.js"
@@ -166,10 +166,15 @@ export const retry = (core: Core, queue: QueueRuntime, id: string): Effect.Effec
 export const changePriority = (core: Core, queue: QueueRuntime, id: string, priority: number): Effect.Effect<boolean, StorageError> =>
   Effect.map(
     core.storage.exec(
-      `UPDATE ${JOBS} SET priority = ? WHERE key = ? AND status IN ('pending', 'waiting_children') RETURNING key`,
+      `UPDATE ${JOBS} SET priority = ? WHERE key = ? AND status IN ('pending', 'waiting_children') RETURNING key, priority, seq`,
       [priority, Flow.keyOf(queue.name, id)]
     ),
-    (rows) => rows.length > 0
+    ([row]) => {
+      if (row === undefined) return false
+      // Already waiting for its queue's slot: it waits at its new place.
+      queue.slot?.rerank(String(row.key), rankOf(row))
+      return true
+    }
   )
 
 export const DEFAULT_CLEAN_LIMIT = 1_000
