@@ -15,7 +15,8 @@ import {
   DurableResultSerializationError,
   InvalidInputError,
   JobCanceledError,
-  NonRetryableError
+  NonRetryableError,
+  type StorageError
 } from "../../Errors.js"
 import * as Lifecycle from "../../Lifecycle.js"
 import type { Row, StorageService } from "../../StorageService.js"
@@ -350,6 +351,23 @@ export const participant = <I>(
   settled: (row, settlement) => settled(core, row, settlement)
 })
 
+/**
+ * Inside a transaction whose changes failed other jobs (parents failed by a child: their own settle
+ * never runs): their queues' `removeOnFail` bound, their failed jobs counted afresh.
+ */
+export const trimChained = (core: Core, out: Flow.Changes, at: number): Effect.Effect<void, StorageError> =>
+  Effect.suspend(() => {
+    const queues = new Set(out.events.flatMap((event) => event.type === "failed" ? [event.queue] : []))
+    return Effect.forEach(queues, (name) => {
+      const retention = core.queues.get(name)?.options.removeOnFail
+      if (retention === undefined) return Effect.void
+      return Effect.map(
+        Flow.trim(core.flow, out, name, "failed", retention, at, undefined),
+        (after) => void core.retained.set(`${name}/failed`, after)
+      )
+    }, { discard: true })
+  })
+
 export const canceledMessage = (row: Row, reason: string): string =>
   `Job "${String(row.id)}" of queue "${String(row.queue)}" was canceled${reason === "" ? "" : `: ${reason}`}`
 
@@ -397,6 +415,7 @@ const settled = (
         const after = yield* Flow.trim(core.flow, out, name, status, retention, at, known === undefined ? undefined : known + 1)
         core.retained.set(counter, after)
       }
+      yield* trimChained(core, out, at)
     }
     return {
       pending: startable(core, out.pending),

@@ -10,7 +10,7 @@ import type { PendingRecord } from "../../DurableTable.js"
 import { InvalidInputError, JobCanceledError, type StorageError } from "../../Errors.js"
 import type { Row } from "../../StorageService.js"
 import * as Validate from "../validate.js"
-import { canceledMessage, type Core, type QueueRuntime, rankOf, tell } from "./core.js"
+import { canceledMessage, type Core, type QueueRuntime, rankOf, tell, trimChained } from "./core.js"
 import * as Flow from "./flow.js"
 import * as Options from "./options.js"
 import { DEAD_LETTERS, JOBS, QUEUES } from "./schema.js"
@@ -33,8 +33,13 @@ const writeChanges = <A>(
 ): Effect.Effect<A, StorageError> =>
   Effect.gen(function*() {
     const out = Flow.changes()
+    const now = yield* Clock.currentTimeMillis
     // A cancel or a removal takes pending work away: the alarm is reconciled, not only moved earlier.
-    const result = yield* core.handle.writePending(body(out), () => out.pending, { reconcile: true })
+    const result = yield* core.handle.writePending(
+      Effect.tap(body(out), () => trimChained(core, out, now)),
+      () => out.pending,
+      { reconcile: true }
+    )
     yield* tell(core, out.events, out.finished)
     return result
   })

@@ -29,6 +29,9 @@ export const jobRow = (object: TestObject, queue: string, id: string): Effect.Ef
 export const count = (object: TestObject, sql: string, ...bindings: Array<SqlValue>): Effect.Effect<number> =>
   Effect.map(rows(object, sql, ...bindings), ([row]) => Number(Object.values(row ?? {})[0] ?? 0))
 
+/** A payload, result or progress value as the job tables store it. */
+export const stored = (value: unknown): string => JSON.stringify({ kind: "value", value })
+
 /** Every row of every job table, in a fixed order: equal dumps mean storage did not change. */
 export const dump = (object: TestObject): Effect.Effect<Record<string, Array<Row>>> =>
   Effect.sync(() =>
@@ -42,8 +45,6 @@ export const recorder = () => {
   return {
     events,
     hook: (event: Jobs.JobEvent) => void events.push(event),
-    /** `type:id` of each event, for order assertions. */
-    brief: () => events.map((event) => `${event.type}:${event.id}`),
     of: <T extends Jobs.JobEvent["type"]>(type: T) =>
       events.filter((event): event is Extract<Jobs.JobEvent, { readonly type: T }> => event.type === type)
   }
