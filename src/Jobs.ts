@@ -182,7 +182,8 @@ const DEFAULT_WAIT_MS = 30_000
 /** The engine's events about jobs, told to the user's hook as job events. */
 const engineEvents = (hook: Types.JobEventHook | undefined, canceling: Map<string, string>): Lifecycle.LifecycleHook | undefined =>
   hook === undefined ? undefined : (event) => {
-    if (event.type === "purged" || event.entityKind !== "job") return
+    // Queue "" is the library's own retention upkeep, not a user's job.
+    if (event.type === "purged" || event.entityKind !== "job" || event.queue === "") return
     const base = { entityKind: "job" as const, queue: String(event.queue), id: String(event.jobId), timestamp: event.timestamp }
     switch (event.type) {
       case "attempt_started":

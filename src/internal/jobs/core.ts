@@ -29,6 +29,7 @@ import type { AnyQueueDefinition, CurrentJobTag } from "./definition.js"
 import * as Flow from "./flow.js"
 import * as Options from "./options.js"
 import * as Rows from "./rows.js"
+import * as Upkeep from "./upkeep.js"
 import { BUCKETS, JOBS, LOGS, NOT_PAUSED, START_ORDER } from "./schema.js"
 import type { ChildValue, JobContext, JobEvent, JobEventDraft, JobEventHook, RateLimit } from "./types.js"
 
@@ -267,6 +268,7 @@ export const participant = <I>(
       return reason === undefined ? undefined : new JobCanceledError({ message: canceledMessage(execution.row, reason) })
     }
     const body = Effect.gen(function*() {
+      if (execution.key === Upkeep.KEY) return yield* retentionUpkeep(core)
       const name = String(execution.row.queue)
       const queue = core.queues.get(name)
       if (queue === undefined) return yield* new NonRetryableError({ message: `No queue "${name}" is defined any more` })
@@ -372,12 +374,38 @@ export const canceledMessage = (row: Row, reason: string): string =>
   `Job "${String(row.id)}" of queue "${String(row.queue)}" was canceled${reason === "" ? "" : `: ${reason}`}`
 
 /** What a job's end changes around it (see `Flow`); `undefined` when nothing (the settle keeps one statement). */
+/** Every queue's age bounds (`removeOnComplete.ageMs`, `removeOnFail.ageMs`). */
+const ageBounds = (core: Core): ReadonlyArray<Upkeep.AgeBound> =>
+  [...core.queues.values()].flatMap((queue) => [
+    ...(queue.options.removeOnComplete?.ageMs === undefined
+      ? []
+      : [{ queue: queue.name, status: "completed" as const, ageMs: queue.options.removeOnComplete.ageMs }]),
+    ...(queue.options.removeOnFail?.ageMs === undefined
+      ? []
+      : [{ queue: queue.name, status: "failed" as const, ageMs: queue.options.removeOnFail.ageMs }])
+  ])
+
+/** The retention upkeep's run (see `Upkeep`): trims by age and tells the removals; its result is `null`. */
+const retentionUpkeep = (core: Core) =>
+  Effect.gen(function*() {
+    const out = Flow.changes()
+    const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+    const bounds = ageBounds(core)
+    yield* Upkeep.trim(core.flow, out, bounds, now)
+    for (const { queue, status } of bounds) core.retained.delete(`${queue}/${status}`)
+    yield* tell(core, out.events)
+    return Json.encode(null)
+  })
+
 const settled = (
   core: Core,
   row: Row,
   settlement: Parameters<NonNullable<DurableTable["settled"]>>[1]
 ): SettledWork | undefined => {
   const key = String(row.key)
+  if (key === Upkeep.KEY) {
+    return Effect.map(Upkeep.reschedule(core.storage, ageBounds(core), settlement.at), (pending) => ({ pending }))
+  }
   const name = String(row.queue)
   const queue = core.queues.get(name)
   const hasParent = row.parent_key !== null && row.parent_key !== undefined
@@ -414,6 +442,8 @@ const settled = (
         const known = core.retained.get(counter)
         const after = yield* Flow.trim(core.flow, out, name, status, retention, at, known === undefined ? undefined : known + 1)
         core.retained.set(counter, after)
+        // This job is kept until its age passes: the upkeep wakes the object then, even if nothing else happens.
+        if (retention.ageMs !== undefined) out.pending.push(yield* Upkeep.due(core.storage, at + retention.ageMs + 1, at))
       }
       yield* trimChained(core, out, at)
     }
