@@ -92,7 +92,7 @@ export const failed = (
       out.finished.push(String(row.key))
     }
     if (context.queueOf(queue)?.deadLetter === true) {
-      yield* storage(context).exec(
+      yield* context.storage.exec(
         `INSERT INTO ${DEAD_LETTERS} (queue, id, payload, attempts, error_name, error_message, failed_at)
          VALUES (?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (queue, id) DO UPDATE SET payload = excluded.payload, attempts = excluded.attempts,
@@ -147,8 +147,6 @@ export const childEndedOf = (
     id: String(row.id)
   }, outcome, at, depth)
 }
-
-const storage = (context: Context) => context.storage
 
 /**
  * Cancels the descendants of `rootKey` that never started (attempt 0: a started job keeps its
