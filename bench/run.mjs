@@ -1,17 +1,21 @@
 #!/usr/bin/env node
 /**
  * `npm run bench`: this library, the Agents SDK scheduler (the peer) and a raw-SQL floor, side by
- * side in one real workerd (Miniflare, local, no account), scenario by scenario in alternation.
+ * side in one real workerd (Miniflare, local, no account), scenario by scenario in alternation
+ * (B1–B6); then the job queues (J1–J4: this library's `DurabilityJobs` in the same workerd, BullMQ and
+ * pg-boss from bench/jobs-peer as a child process, on their own local servers).
  * Prints a table and writes bench/results/latest.json (`--smoke`: tiny N, bench/results/smoke.json,
- * for CI: it checks that everything runs and asserts no timing).
+ * for CI: it checks that everything runs and asserts no timing; `--only` with J scenarios alone:
+ * bench/results/jobs.json).
  *
- *   node bench/run.mjs [--smoke] [--reps N] [--only B1,B3] [--out FILE] [--profile]
+ *   node bench/run.mjs [--smoke] [--reps N] [--only B1,B3,J1] [--out FILE] [--profile] [--no-jobs-peer]
  *
  * Every implementation is bundled by `wrangler deploy --dry-run` (the peer from its own package in
  * bench/peer, installed here with `npm ci` when missing) and runs in its own worker, so each has its
  * own isolate (B4 reads that isolate's heap through workerd's inspector).
  */
-import { execFileSync } from "node:child_process"
+import { execFileSync, spawnSync } from "node:child_process"
+import { createHash } from "node:crypto"
 import fs from "node:fs"
 import net from "node:net"
 import os from "node:os"
@@ -36,8 +40,10 @@ const option = (name) => {
   return at === -1 ? undefined : argv[at + 1]
 }
 const smoke = flag("--smoke")
-const only = option("--only")?.split(",")
+const only = option("--only")?.split(",").map((name) => name.trim().toUpperCase())
 const wanted = (scenario) => only === undefined || only.includes(scenario)
+const wantB = ["B1", "B2", "B3", "B4", "B5", "B6"].some(wanted)
+const wantJ = ["J1", "J2", "J3", "J4"].some(wanted)
 
 const settings = smoke
   ? {
@@ -45,17 +51,29 @@ const settings = smoke
     b1: { n: 200, batch: 100 },
     b3: { rounds: 1, alarms: 8, leadMs: 300, spreadMs: 400, loadBatch: 5, loadEveryMs: 50 },
     b4: { backlog: 1_000, chunk: 500 },
-    b5: { small: 100, large: 1_000, n: 100, batch: 100, reps: 1 }
+    b5: { small: 100, large: 1_000, n: 100, batch: 100, reps: 1 },
+    j1: { n: 200, batch: 100 },
+    j2: { runMs: 1_000, windowsMs: [1_000], queued: { j2: 40, j2fast: 80 } },
+    j3: { jobs: 8, leadMs: 300, spreadMs: 400, seed: 0x5eed, loadBatch: 5, loadEveryMs: 100 },
+    // BullMQ's J1 checks the child-process path; pg-boss's PostgreSQL start (initdb) alone takes seconds.
+    jobsPeer: { n: 200, only: ["J1"], peers: ["bullmq"] }
   }
   : {
     reps: 3,
     b1: { n: 10_000, batch: 100 },
     b3: { rounds: 3, alarms: 64, leadMs: 500, spreadMs: 2_000, loadBatch: 10, loadEveryMs: 25 },
     b4: { backlog: 100_000, chunk: 500 },
-    b5: { small: 1_000, large: 100_000, n: 1_000, batch: 100, reps: 3 }
+    b5: { small: 1_000, large: 100_000, n: 1_000, batch: 100, reps: 3 },
+    // As bench/jobs-peer/run.mjs's J1–J3 (same sizes, concurrency 10, seed and spread).
+    j1: { n: 10_000, batch: 100 },
+    j2: { runMs: 5_000, windowsMs: [1_000, 2_000, 5_000], queued: { j2: 200, j2fast: 400 } },
+    j3: { jobs: 64, leadMs: 500, spreadMs: 2_000, seed: 0x5eed, loadBatch: 10, loadEveryMs: 100 },
+    jobsPeer: { n: 10_000, only: ["J1", "J2", "J3"], peers: ["bullmq", "pgboss"] }
   }
 if (option("--reps") !== undefined) settings.reps = Number(option("--reps"))
-const outFile = option("--out") ?? path.join(bench, "results", smoke ? "smoke.json" : "latest.json")
+// A run of job scenarios alone does not replace the B figures of latest.json.
+const outFile = option("--out") ??
+  path.join(bench, "results", smoke ? "smoke.json" : wantB ? "latest.json" : "jobs.json")
 
 const log = (...parts) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}]`, ...parts)
 
@@ -161,6 +179,100 @@ const perOperation = (impl, counts, completed) => {
   }
 }
 
+/** J4: which part of a job's life each statement of the jobs object belongs to (by its text). */
+const JOB_KINDS = [
+  // `counts()`, which J1 calls once every handler returned to see the last completions: not the jobs' own.
+  ["probe", /GROUP BY status, later|^SELECT next_attempt_at FROM durability_jobs WHERE status = 'pending' AND key IN/],
+  ["insert", /^INSERT INTO durability_jobs /],
+  ["claim", /^UPDATE durability_jobs SET attempt = attempt \+ 1/],
+  ["complete", /^UPDATE durability_jobs SET status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'completed' END/],
+  ["read", /^SELECT /]
+]
+
+/** J4: statements, rows written and transactions per completed job, by kind ("other": the rest). */
+const perJob = (counts, completed) => {
+  const kinds = Object.fromEntries([...JOB_KINDS.map(([kind]) => kind), "other"].map((kind) => [kind, { statements: 0, rowsWritten: 0 }]))
+  const statements = []
+  for (const [query, { n, rowsWritten }] of Object.entries(counts.statements)) {
+    const kind = JOB_KINDS.find(([, pattern]) => pattern.test(query))?.[0] ?? "other"
+    kinds[kind].statements += n
+    kinds[kind].rowsWritten += rowsWritten
+    statements.push({ kind, n, perJob: round(n / completed, 3), rowsPerJob: round(rowsWritten / completed, 3), sql: query })
+  }
+  const per = (value) => round(value / completed, 3)
+  const own = Object.entries(kinds).filter(([kind]) => kind !== "probe").map(([, k]) => k)
+  return {
+    completed,
+    statementsPerJob: per(own.reduce((sum, k) => sum + k.statements, 0)),
+    rowsWrittenPerJob: per(own.reduce((sum, k) => sum + k.rowsWritten, 0)),
+    kinds: Object.fromEntries(Object.entries(kinds).map(([kind, k]) => [kind, { statements: per(k.statements), rowsWritten: per(k.rowsWritten), n: k.statements }])),
+    transactionsPerJob: per(counts.transactions),
+    alarmWritesPerJob: per(counts.setAlarm + counts.deleteAlarm),
+    statements: statements.sort((a, b) => b.n - a.n)
+  }
+}
+
+/**
+ * J2's figures from start times (the library's, and BullMQ's from the peer's raw start times, by
+ * the same code): a token bucket of capacity C refilled at r per ms lets at most C + r*t jobs start
+ * in any closed window [s, s + t], and a bucket kept saturated reaches it. "From first" opens at the
+ * first start, "sliding" at every start. (bench/jobs-peer's own figures use half-open windows
+ * [s, s + t), where a perfect bucket reaches C + r*t - 1: 19/20 in 1 s at 10 + 10/s.)
+ */
+const bucketFigures = (starts, { capacity, refillPerSecond }, { runMs, windowsMs }) => {
+  const t0 = Math.min(...starts)
+  const inRun = starts.filter((t) => t <= t0 + runMs).sort((a, b) => a - b)
+  const perSecond = Array.from({ length: Math.ceil(runMs / 1_000) }, () => 0)
+  for (const t of inRun) if (t < t0 + runMs) perSecond[Math.floor((t - t0) / 1_000)]++
+  const busiest = (t) => {
+    let most = 0
+    for (let i = 0, j = 0; i < inRun.length; i++) {
+      while (j < inRun.length && inRun[j] <= inRun[i] + t) j++
+      most = Math.max(most, j - i)
+    }
+    return most
+  }
+  const windows = {}
+  for (const t of windowsMs) {
+    const bound = capacity + (refillPerSecond / 1_000) * t
+    const sliding = busiest(t)
+    const fromFirst = inRun.filter((start) => start <= t0 + t).length
+    windows[t] = {
+      bound,
+      maxStartedSliding: sliding,
+      ratioSliding: round(sliding / bound, 3),
+      startedFromFirst: fromFirst,
+      ratioFromFirst: round(fromFirst / bound, 3)
+    }
+  }
+  const ratios = (field) => Object.values(windows).map((w) => w[field])
+  return {
+    started: inRun.length,
+    perSecond,
+    windows,
+    worstRatio: Math.max(...ratios("ratioSliding")),
+    minRatioFromFirst: Math.min(...ratios("ratioFromFirst")),
+    maxRatioFromFirst: Math.max(...ratios("ratioFromFirst"))
+  }
+}
+
+/** J3's figures from `{ due, started }` samples, as bench/jobs-peer/run.mjs computes the peers'. */
+const latenessFigures = (samples) => {
+  const lateness = samples.map((sample) => sample.started - sample.due)
+  const error = lateness.map(Math.abs)
+  return {
+    jobs: lateness.length,
+    p50: percentile(lateness, 50),
+    p99: percentile(lateness, 99),
+    max: Math.max(...lateness),
+    min: Math.min(...lateness),
+    early: lateness.filter((ms) => ms < 0).length,
+    absP50: percentile(error, 50),
+    absP99: percentile(error, 99),
+    absMax: Math.max(...error)
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // workerd
 
@@ -186,7 +298,95 @@ const workerOptions = (name, built, bindings, flags = []) => ({
 })
 
 // ---------------------------------------------------------------------------------------------
+// The job-queue peers (BullMQ, pg-boss): bench/jobs-peer, its own package and servers
+
+const jobsPeerDir = path.join(bench, "jobs-peer")
+const usePeers = !flag("--no-jobs-peer")
+
+/** Installs bench/jobs-peer's package when missing or stale; false (said once) when that failed. */
+let jobsPeerInstall
+const ensureJobsPeer = () => {
+  if (jobsPeerInstall === undefined) {
+    try {
+      installJobsPeer()
+      jobsPeerInstall = true
+    } catch (error) {
+      log(`job-queue peers not run: bench/jobs-peer's npm ci failed: ${error.message}`)
+      results.jobsPeer = { errors: [`npm ci in bench/jobs-peer failed: ${error.message}`] }
+      jobsPeerInstall = false
+    }
+  }
+  return jobsPeerInstall
+}
+
+const installJobsPeer = () => {
+  const installed = ["bullmq", "pg-boss"].every((pkg) => fs.existsSync(path.join(jobsPeerDir, "node_modules", pkg, "package.json")))
+  const lock = path.join(jobsPeerDir, "node_modules", ".package-lock.json")
+  if (installed && fs.existsSync(lock) && fs.statSync(lock).mtimeMs >= fs.statSync(path.join(jobsPeerDir, "package-lock.json")).mtimeMs) return
+  log("installing the job-queue peers' package (bench/jobs-peer: npm ci)")
+  // --ignore-scripts: the only install script is msgpackr-extract's native build (msgpackr falls back to JS).
+  execFileSync("npm", ["ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"], {
+    cwd: jobsPeerDir,
+    stdio: ["ignore", "inherit", "inherit"]
+  })
+}
+
+/** bench/jobs-peer/run.mjs as a child process (its progress on our stderr): its one JSON object, or `{ error }`. */
+const runJobsPeer = (scenarios, peers) => {
+  const args = ["run.mjs", "--only", scenarios.join(","), "--peers", peers.join(","), "--n", String(settings.jobsPeer.n)]
+  log(`job-queue peers: node bench/jobs-peer/${args.join(" ")}`)
+  const child = spawnSync(process.execPath, args, {
+    cwd: jobsPeerDir,
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "inherit"],
+    maxBuffer: 64 * 2 ** 20,
+    timeout: 30 * 60_000
+  })
+  if (child.error !== undefined) return { error: `bench/jobs-peer did not run: ${child.error.message}` }
+  try {
+    return { ...JSON.parse(child.stdout), exitCode: child.status }
+  } catch {
+    return { error: `bench/jobs-peer exited ${child.status ?? child.signal} without its JSON: ${child.stdout.slice(-500)}` }
+  }
+}
+
+/** Gathers the peers' figures into `results.jobsPeer` ({ peers: { bullmq, pgboss }, ... } as bench/jobs-peer prints them). */
+const jobsPeer = {
+  add(output) {
+    if (output.error !== undefined) {
+      log(`job-queue peers: ${output.error}`)
+      results.jobsPeer = { ...results.jobsPeer, errors: [...(results.jobsPeer?.errors ?? []), output.error] }
+      return
+    }
+    const { peers, ...rest } = output
+    results.jobsPeer = { ...results.jobsPeer, ...rest, peers: { ...results.jobsPeer?.peers } }
+    for (const [key, peer] of Object.entries(peers ?? {})) {
+      if (peer.skipped !== undefined) log(`job-queue peer ${key} skipped: ${peer.skipped}`)
+      else if (peer.error !== undefined) log(`job-queue peer ${key} failed: ${peer.error}`)
+      const { wallMs: _wallMs, ...figures } = peer
+      results.jobsPeer.peers[key] = { ...results.jobsPeer.peers[key], ...figures }
+    }
+  },
+  skipped: (key) => results.jobsPeer?.peers?.[key]?.skipped !== undefined
+}
+
+// ---------------------------------------------------------------------------------------------
 // Main
+
+/** The commit measured, and whether src/ differed from it (a hash of the diff tells two dirty trees apart). */
+function sourceState() {
+  try {
+    const git = (...args) => execFileSync("git", args, { cwd: root, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] })
+    const diff = git("diff", "HEAD", "--", "src")
+    return {
+      commit: git("rev-parse", "--short", "HEAD").trim(),
+      srcDirty: diff.length > 0,
+      ...(diff.length > 0 ? { srcDiffSha1: createHash("sha1").update(diff).digest("hex").slice(0, 12) } : {})
+    }
+  } catch {
+    return undefined
+  }
+}
 
 const started = new Date()
 const results = {
@@ -202,24 +402,29 @@ const results = {
     loadAverage: os.loadavg().map((v) => round(v, 2))
   },
   versions: {},
+  source: sourceState(),
   scenarios: {}
 }
 
-ensurePeer()
+if (wantB) ensurePeer()
+const versionOf = (file) => JSON.parse(fs.readFileSync(file, "utf8")).version
 results.versions = {
-  miniflare: JSON.parse(fs.readFileSync(path.join(root, "node_modules/miniflare/package.json"), "utf8")).version,
-  workerd: JSON.parse(fs.readFileSync(path.join(root, "node_modules/workerd/package.json"), "utf8")).version,
-  wrangler: JSON.parse(fs.readFileSync(path.join(root, "node_modules/wrangler/package.json"), "utf8")).version,
-  agents: JSON.parse(fs.readFileSync(path.join(bench, "peer/node_modules/agents/package.json"), "utf8")).version,
-  effect: JSON.parse(fs.readFileSync(path.join(root, "node_modules/effect/package.json"), "utf8")).version
+  miniflare: versionOf(path.join(root, "node_modules/miniflare/package.json")),
+  workerd: versionOf(path.join(root, "node_modules/workerd/package.json")),
+  wrangler: versionOf(path.join(root, "node_modules/wrangler/package.json")),
+  ...(wantB ? { agents: versionOf(path.join(bench, "peer/node_modules/agents/package.json")) } : {}),
+  effect: versionOf(path.join(root, "node_modules/effect/package.json"))
 }
 
 log("bundling (wrangler deploy --dry-run)")
-const built = {
-  library: bundle(path.join(bench, "workers/lib.wrangler.toml"), "library"),
-  peer: bundle(path.join(bench, "peer/wrangler.toml"), "peer"),
-  floor: bundle(path.join(bench, "workers/floor.wrangler.toml"), "floor")
-}
+const built = wantB
+  ? {
+    library: bundle(path.join(bench, "workers/lib.wrangler.toml"), "library"),
+    peer: bundle(path.join(bench, "peer/wrangler.toml"), "peer"),
+    floor: bundle(path.join(bench, "workers/floor.wrangler.toml"), "floor")
+  }
+  : {}
+if (wantJ) built.jobs = bundle(path.join(bench, "workers/jobs.wrangler.toml"), "jobs")
 
 if (wanted("B6")) {
   const baseline = bundle(path.join(bench, "bundle/baseline.wrangler.toml"), "b6-baseline")
@@ -243,9 +448,14 @@ const mf = new Miniflare({
     stderr.pipe(workerdLog)
   },
   workers: [
-    workerOptions("library", built.library, [["TARGET", "LibBench"], ["TARGET_LIVE", "LibBenchLive"]]),
-    workerOptions("peer", built.peer, [["TARGET", "PeerBench"]], ["nodejs_compat"]),
-    workerOptions("floor", built.floor, [["TARGET", "FloorBench"], ["TARGET_SCHEMA", "FloorSchemaBench"]])
+    ...(wantB
+      ? [
+        workerOptions("library", built.library, [["TARGET", "LibBench"], ["TARGET_LIVE", "LibBenchLive"]]),
+        workerOptions("peer", built.peer, [["TARGET", "PeerBench"]], ["nodejs_compat"]),
+        workerOptions("floor", built.floor, [["TARGET", "FloorBench"], ["TARGET_SCHEMA", "FloorSchemaBench"]])
+      ]
+      : []),
+    ...(wantJ ? [workerOptions("jobs", built.jobs, [["TARGET", "JobsBench"], ["TARGET_LIVE", "JobsBenchLive"]])] : [])
   ]
 })
 
@@ -253,7 +463,8 @@ let failed = false
 try {
   await mf.ready
   const fetchers = {}
-  for (const impl of IMPLEMENTATIONS) fetchers[impl] = await mf.getWorker(impl)
+  for (const impl of wantB ? IMPLEMENTATIONS : []) fetchers[impl] = await mf.getWorker(impl)
+  if (wantJ) fetchers.jobs = await mf.getWorker("jobs")
   let runs = 0
   const call = async (impl, scenario, params) => {
     const response = await fetchers[impl].fetch(`http://bench/${scenario}`, {
@@ -268,8 +479,22 @@ try {
   /** The implementations in a rotating order, so none always goes first. */
   const order = (rep) => IMPLEMENTATIONS.map((_, i) => IMPLEMENTATIONS[(i + rep) % IMPLEMENTATIONS.length])
 
+  // --profile: a CPU profile of each isolate during its first B1 (or J1) run (open it in Chrome DevTools).
+  const profiler = async (impl, rep, label = impl) => {
+    if (!flag("--profile") || rep !== 0) return undefined
+    const inspector = await Inspector.connect(inspectorPort, impl)
+    await inspector.send("Profiler.enable")
+    await inspector.send("Profiler.start")
+    return async () => {
+      const { profile } = await inspector.send("Profiler.stop")
+      const file = path.join(bench, "results", `${label}.cpuprofile`)
+      fs.writeFileSync(file, JSON.stringify(profile))
+      inspector.close()
+      log(`CPU profile: ${path.relative(root, file)}`)
+    }
+  }
   // Warm each isolate (bundle evaluated, SQLite file open, code paths compiled).
-  for (const impl of IMPLEMENTATIONS) await call(impl, "drain", { name: fresh(impl, "warm"), n: 200, batch: 100 })
+  for (const impl of wantB ? IMPLEMENTATIONS : []) await call(impl, "drain", { name: fresh(impl, "warm"), n: 200, batch: 100 })
   // ... and the named-alarm path B3 measures (its first use is much slower than the rest).
   if (wanted("B3")) {
     for (const [impl, binding] of [["library", "TARGET"], ["library", "TARGET_LIVE"], ["peer", "TARGET"], ["floor", "TARGET"]]) {
@@ -363,20 +588,6 @@ try {
     const runsBy = Object.fromEntries(IMPLEMENTATIONS.map((impl) => [impl, []]))
     const batchRuns = []
     const schemaFloorRuns = []
-    // --profile: a CPU profile of each isolate during its first B1 run (open it in Chrome DevTools).
-    const profiler = async (impl, rep, label = impl) => {
-      if (!flag("--profile") || rep !== 0) return undefined
-      const inspector = await Inspector.connect(inspectorPort, impl)
-      await inspector.send("Profiler.enable")
-      await inspector.send("Profiler.start")
-      return async () => {
-        const { profile } = await inspector.send("Profiler.stop")
-        const file = path.join(bench, "results", `${label}.cpuprofile`)
-        fs.writeFileSync(file, JSON.stringify(profile))
-        inspector.close()
-        log(`CPU profile: ${path.relative(root, file)}`)
-      }
-    }
     for (let rep = 0; rep < settings.reps; rep++) {
       for (const impl of order(rep)) {
         const stop = await profiler(impl, rep)
@@ -468,12 +679,168 @@ try {
     }
     results.scenarios.B3 = b3
   }
+
+  if (wantJ) {
+    // Warm the jobs isolate: bundle evaluated, SQLite file open, add/claim/complete and the delayed path compiled.
+    await call("jobs", "j1", { name: fresh("jobs", "warm"), n: 200, batch: 100 })
+    await call("jobs", "j3", { name: fresh("jobs", "warm"), jobs: 8, leadMs: 200, spreadMs: 200, loadBatch: 2, loadEveryMs: 50 })
+
+    if (wanted("J1") || wanted("J4")) {
+      const runs = []
+      // BullMQ's J1 alternates with the library's (workerd sits idle meanwhile): both see the same machine.
+      const bullmqRuns = []
+      const bullmqJ1 = wanted("J1") && usePeers && settings.jobsPeer.only.includes("J1") &&
+        settings.jobsPeer.peers.includes("bullmq") && ensureJobsPeer()
+      for (let rep = 0; rep < settings.reps; rep++) {
+        const stop = await profiler("jobs", rep, "jobs-j1")
+        const run = await call("jobs", "j1", { name: fresh("jobs", "j1"), ...settings.j1 })
+        await stop?.()
+        if (run.ms === null) throw new Error(`J1: ${run.completed} of ${run.n} jobs completed (${run.handled} handled)`)
+        runs.push(run)
+        log(`J1 library rep ${rep + 1}: ${run.ms} ms (${round(run.n / (run.ms / 1000), 0)} jobs/s; adds took ${run.addMs} ms; ${run.probes} counts() probe(s))`)
+        if (bullmqJ1 && !jobsPeer.skipped("bullmq")) {
+          const output = runJobsPeer(["J1"], ["bullmq"])
+          jobsPeer.add(output)
+          const figures = output.peers?.bullmq?.J1
+          if (figures?.ms !== undefined) bullmqRuns.push(figures)
+        }
+      }
+      if (bullmqRuns.length > 0) {
+        const ms = median(bullmqRuns.map((run) => run.ms))
+        results.jobsPeer.peers.bullmq.J1 = {
+          ...bullmqRuns[0],
+          ms,
+          jobsPerSec: round(settings.jobsPeer.n / (ms / 1000), 0),
+          addMs: median(bullmqRuns.map((run) => run.addMs)),
+          runsMs: bullmqRuns.map((run) => run.ms)
+        }
+      }
+      const ms = median(runs.map((run) => run.ms))
+      // Where the time goes: adding alone (queue paused), then draining alone.
+      const splitName = fresh("jobs", "j1split")
+      const split = wanted("J1") ? await call("jobs", "j1split", { name: splitName, ...settings.j1 }) : undefined
+      // The same statements with no library, on a copy of the jobs table (in the split run's object, where it exists).
+      const floor = split === undefined ? undefined : await call("jobs", "j1floor", { name: splitName, ...settings.j1 })
+      if (split !== undefined) {
+        log(`J1 library split: adding alone ${split.addMs} ms (${round(split.addMs * 1000 / split.n, 1)} µs/job), draining alone ${split.drainMs} ms (${round(split.drainMs * 1000 / split.n, 1)} µs/job, first start ${split.firstStartAfterResumeMs} ms after resume); SQL alone ${floor.ms} ms (inserts ${floor.insertMs} ms)`)
+      }
+      if (wanted("J1")) {
+        results.scenarios.J1 = {
+          library: {
+            n: settings.j1.n,
+            batch: settings.j1.batch,
+            concurrency: 10,
+            ms,
+            jobsPerSec: round(settings.j1.n / (ms / 1000), 0),
+            addMs: median(runs.map((run) => run.addMs)),
+            firstStartMs: median(runs.map((run) => run.firstStartMs)),
+            lastHandlerMs: median(runs.map((run) => run.handledMs)),
+            runsMs: runs.map((run) => run.ms),
+            probes: runs.map((run) => run.probes),
+            split: { addMs: split.addMs, drainMs: split.drainMs, firstStartAfterResumeMs: split.firstStartAfterResumeMs },
+            sqlFloor: { ms: floor.ms, insertMs: floor.insertMs }
+          }
+        }
+      }
+      if (wanted("J4")) {
+        const all = runs.map((run) => perJob(run.counts, run.n))
+        results.scenarios.J4 = { library: { ...all[0], statementsPerJobAcrossRuns: all.map((r) => r.statementsPerJob) } }
+        log(`J4 library: ${all[0].statementsPerJob} statements per completed job`)
+      }
+    }
+
+    if (wanted("J2")) {
+      const j2 = {}
+      for (const queue of ["j2", "j2fast"]) {
+        const run = await call("jobs", "j2", {
+          name: fresh("jobs", queue),
+          queue,
+          queued: settings.j2.queued[queue],
+          runMs: settings.j2.runMs
+        })
+        j2[queue] = {
+          limit: run.limit,
+          kind: "token bucket (DurabilityJobs rateLimit)",
+          concurrency: 10,
+          queued: run.queued,
+          runMs: run.runMs,
+          ...bucketFigures(run.starts, run.limit, settings.j2)
+        }
+        log(`J2 library ${queue} ${JSON.stringify(run.limit)}: per second ${j2[queue].perSecond.join(" ")}, ratio from first ${j2[queue].minRatioFromFirst}..${j2[queue].maxRatioFromFirst}, worst sliding ${j2[queue].worstRatio}`)
+      }
+      results.scenarios.J2 = { library: j2 }
+    }
+
+    if (wanted("J3")) {
+      // `reps` rounds of each variant in turn, pooled: with 64 jobs a round, p99 of one round is its maximum.
+      const variants = [["load", "TARGET", true], ["idle", "TARGET", false], ["load, liveTimers", "TARGET_LIVE", true]]
+      const rounds = Object.fromEntries(variants.map(([label]) => [label, []]))
+      for (let rep = 0; rep < settings.reps; rep++) {
+        for (const [label, binding, load] of variants) {
+          const run = await call("jobs", "j3", { name: fresh("jobs", "j3"), binding, load, ...settings.j3 })
+          const figures = latenessFigures(run.samples)
+          rounds[label].push({ ...run, figures })
+          log(`J3 library (${label}) round ${rep + 1}: p50 ${figures.p50} ms, max ${figures.max} ms, ${figures.early} early of ${figures.jobs}`)
+        }
+      }
+      const j3 = {}
+      for (const [label] of variants) {
+        const all = rounds[label]
+        j3[label] = {
+          ...latenessFigures(all.flatMap((run) => run.samples)),
+          rounds: all.length,
+          maxPerRound: all.map((run) => run.figures.max),
+          addMs: all.map((run) => run.addMs),
+          dueBeforeAdded: all.reduce((sum, run) => sum + run.dueBeforeAdded, 0),
+          background: all[0].background,
+          // Per round, [due - first due, lateness] per job by due time: where the tail falls.
+          samples: all.map((run) => {
+            const byDue = [...run.samples].sort((a, b) => a.due - b.due)
+            return byDue.map((sample) => [sample.due - byDue[0].due, sample.started - sample.due])
+          })
+        }
+        log(`J3 library (${label}): ${j3[label].jobs} samples, p50 ${j3[label].p50} ms, p99 ${j3[label].p99} ms, max ${j3[label].max} ms, ${j3[label].early} early`)
+      }
+      results.scenarios.J3 = { library: j3 }
+    }
+  }
 } catch (error) {
   failed = true
   console.error(error)
 } finally {
   await mf.dispose().catch(() => undefined)
   fs.rmSync(persist, { recursive: true, force: true })
+}
+
+// The rest of the peers' scenarios, once workerd is gone: pg-boss's J1 (minutes at 10 000 jobs
+// without its batch tuning: run once), and J2/J3 of both.
+if (usePeers && !failed) {
+  const rest = settings.jobsPeer.only.filter(wanted)
+  const peerRuns = [
+    ["pgboss", rest],
+    ["bullmq", rest.filter((scenario) => scenario !== "J1")]
+  ].filter(([key]) => settings.jobsPeer.peers.includes(key))
+  for (const [key, scenarios] of peerRuns) {
+    if (scenarios.length === 0 || jobsPeer.skipped(key) || !ensureJobsPeer()) continue
+    try {
+      jobsPeer.add(runJobsPeer(scenarios, [key]))
+    } catch (error) {
+      jobsPeer.add({ error: String(error.message ?? error) })
+    }
+  }
+  // BullMQ's limiter held to the same bound by the same code: a bucket of capacity max refilled at max per duration.
+  const limiter = results.jobsPeer?.peers?.bullmq?.J2
+  if (results.scenarios.J2 !== undefined && limiter?.startOffsetsMs?.length > 0) {
+    const limit = { capacity: limiter.limiter.max, refillPerSecond: (limiter.limiter.max * 1_000) / limiter.limiter.durationMs }
+    results.scenarios.J2.bullmq = {
+      limit,
+      kind: limiter.limiter.kind,
+      concurrency: limiter.concurrency,
+      queued: limiter.queued,
+      runMs: limiter.runMs,
+      ...bucketFigures(limiter.startOffsetsMs, limit, { runMs: limiter.runMs, windowsMs: settings.j2.windowsMs })
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -541,20 +908,144 @@ if (s.B6) {
   row("B6", "library share, KiB gzip", fmt(b.library.shareGzipKib, 1), fmt(b.peer.shareGzipKib, 1), "0", `${fmt(b.library.shareGzipKib / b.peer.shareGzipKib, 2)}x peer`, "<= 150 KiB", b.library.shareGzipKib <= 150)
   goals.push({ goal: "B6 share <= 150 KiB gz", value: b.library.shareGzipKib, met: b.library.shareGzipKib <= 150 })
 }
+// Job queues: the library against BullMQ and pg-boss (bench/jobs-peer), when it ran.
+const jobRows = []
+const jobRow = (scenario, metric, library, bullmq, pgboss, goal, met) =>
+  jobRows.push({ scenario, metric, library, BullMQ: bullmq, "pg-boss": pgboss, goal, met: met === undefined ? "" : met ? "yes" : "NO" })
+/** A peer's figure for the table: the value, or why there is none. */
+const peerFigure = (key, scenario, pick) => {
+  const run = results.jobsPeer
+  if (run === undefined) return "-"
+  const peer = run.peers?.[key]
+  if (peer === undefined) return run.errors === undefined ? "-" : "error"
+  if (peer.skipped !== undefined) return "skipped"
+  const figures = peer[scenario]
+  if (figures === undefined) return peer.error === undefined ? "-" : "error"
+  if (figures.error !== undefined) return "error"
+  if (figures.supported === false) return "no limiter"
+  return pick(figures)
+}
+const numeric = (value) => typeof value === "number" ? value : undefined
+const lateness = (f) => `${fmt(f.p50, 0)} / ${fmt(f.p99, 0)} / ${fmt(f.max, 0)}`
+if (s.J1) {
+  const lib = s.J1.library
+  const bullmq = numeric(peerFigure("bullmq", "J1", (f) => f.jobsPerSec))
+  const vsBullmq = bullmq === undefined ? undefined : lib.jobsPerSec / bullmq
+  jobRow(
+    "J1",
+    `jobs/s, ${lib.n} jobs added in bulks of ${lib.batch}, concurrency ${lib.concurrency}`,
+    fmt(lib.jobsPerSec, 0),
+    peerFigure("bullmq", "J1", (f) => fmt(f.jobsPerSec, 0)),
+    peerFigure("pgboss", "J1", (f) => `${fmt(f.jobsPerSec, 0)}${f.batched?.jobsPerSec === undefined ? "" : ` (batched ${fmt(f.batched.jobsPerSec, 0)})`}`),
+    ">= BullMQ",
+    vsBullmq === undefined ? undefined : vsBullmq >= 1
+  )
+  jobRow("J1", "first add to last completion, ms (median)", fmt(lib.ms, 0), peerFigure("bullmq", "J1", (f) => fmt(f.ms, 0)), peerFigure("pgboss", "J1", (f) => fmt(f.ms, 0)), "", undefined)
+  jobRow("J1", "of which adding (sequential bulks), ms", fmt(lib.addMs, 0), peerFigure("bullmq", "J1", (f) => fmt(f.addMs, 0)), peerFigure("pgboss", "J1", (f) => fmt(f.addMs, 0)), "", undefined)
+  jobRow("J1", "library alone: adding into a paused queue / draining after resume, ms", `${fmt(lib.split.addMs, 0)} / ${fmt(lib.split.drainMs, 0)}`, "-", "-", "", undefined)
+  jobRow("J1", "same statements, no library (SQL floor): all / of which inserts, ms", `${fmt(lib.sqlFloor.ms, 0)} / ${fmt(lib.sqlFloor.insertMs, 0)}`, "-", "-", "", undefined)
+  if (vsBullmq !== undefined) goals.push({ goal: "J1 >= BullMQ's jobs/s", value: round(vsBullmq, 2), met: vsBullmq >= 1 })
+}
+if (s.J2) {
+  const bullmq = s.J2.bullmq
+  for (const [queue, figures] of Object.entries(s.J2.library)) {
+    const { capacity, refillPerSecond } = figures.limit
+    // BullMQ's limiter is set as the "j2" bucket (10 per second); nothing matches the faster one.
+    const peer = (pick) => queue === "j2" ? (bullmq === undefined ? peerFigure("bullmq", "J2", () => "-") : pick(bullmq)) : "-"
+    const pgboss = queue === "j2" ? peerFigure("pgboss", "J2", () => "-") : "-"
+    const label = `bucket ${capacity} + ${refillPerSecond}/s`
+    const window = (w) => `${w.startedFromFirst}/${w.bound} (${fmt(w.ratioFromFirst, 3)})`
+    for (const [t, w] of Object.entries(figures.windows)) {
+      jobRow(
+        "J2",
+        `${label}: started in [first, first + ${Number(t) / 1000} s] / bound C + r*t`,
+        window(w),
+        peer((f) => f.windows[t] === undefined ? "-" : window(f.windows[t])),
+        pgboss,
+        ">= 0.95, <= 1",
+        w.ratioFromFirst >= 0.95 && w.ratioFromFirst <= 1
+      )
+    }
+    jobRow(
+      "J2",
+      `${label}: most started in any window / bound (worst of ${Object.keys(figures.windows).map((t) => `${Number(t) / 1000} s`).join(", ")})`,
+      fmt(figures.worstRatio, 3),
+      peer((f) => fmt(f.worstRatio, 3)),
+      pgboss,
+      "<= 1",
+      figures.worstRatio <= 1
+    )
+    jobRow("J2", `${label}: started per second from the first`, figures.perSecond.join(" "), peer((f) => f.perSecond.join(" ")), "-", "", undefined)
+    const met = figures.worstRatio <= 1 && figures.minRatioFromFirst >= 0.95
+    goals.push({ goal: `J2 ${label}: never above the bound, >= 95 % of it`, value: { worst: figures.worstRatio, min: figures.minRatioFromFirst }, met })
+  }
+}
+if (s.J3) {
+  for (const [label, f] of Object.entries(s.J3.library)) {
+    const peerKey = label === "idle" ? "idle" : label === "load" ? "load" : undefined
+    const pick = (g) => (figures) => {
+      const chosen = peerKey === "idle" ? figures.idle : figures
+      return chosen === undefined || chosen.error !== undefined ? "error" : g(chosen)
+    }
+    const met = f.p99 <= 10 && f.early === 0
+    jobRow(
+      "J3",
+      `lateness p50 / p99 / max ms, jobs due 0.5-2.5 s ahead (${label}; library: ${f.rounds} x ${f.jobs / f.rounds} pooled)`,
+      lateness(f),
+      peerKey ? peerFigure("bullmq", "J3", pick(lateness)) : "-",
+      peerKey ? peerFigure("pgboss", "J3", pick(lateness)) : "-",
+      "p99 <= 10 ms",
+      met
+    )
+    jobRow(
+      "J3",
+      `started early (${label})`,
+      `${f.early}/${f.jobs}`,
+      peerKey ? peerFigure("bullmq", "J3", pick((g) => `${g.early}/${g.jobs}`)) : "-",
+      peerKey ? peerFigure("pgboss", "J3", pick((g) => `${g.early}/${g.jobs}`)) : "-",
+      "0",
+      f.early === 0
+    )
+    goals.push({ goal: `J3 (${label}) p99 <= 10 ms, never early`, value: { p99: f.p99, early: f.early }, met })
+  }
+}
+if (s.J4) {
+  const lib = s.J4.library
+  jobRow("J4", "SQL statements per completed job (J1 workload)", fmt(lib.statementsPerJob, 2), "-", "-", "<= 4", lib.statementsPerJob <= 4)
+  for (const kind of ["insert", "claim", "complete", "read", "other"]) {
+    jobRow("J4", `  of which ${kind}`, fmt(lib.kinds[kind].statements, 2), "-", "-", "", undefined)
+  }
+  jobRow("J4", "rows written per job (workerd count)", fmt(lib.rowsWrittenPerJob, 2), "-", "-", "", undefined)
+  jobRow("J4", "transactions / alarm writes per job", `${fmt(lib.transactionsPerJob, 2)} / ${fmt(lib.alarmWritesPerJob, 3)}`, "-", "-", "", undefined)
+  goals.push({ goal: "J4 <= 4 statements per job", value: lib.statementsPerJob, met: lib.statementsPerJob <= 4 })
+}
+
 results.goals = goals
 results.failed = failed
 
-const headers = ["scenario", "metric", "library", "peer", "floor", "ratio", "goal", "met"]
-const widths = headers.map((h) => Math.max(h.length, ...rows.map((r) => String(r[h]).length)))
-const line = (cells) => `| ${cells.map((c, i) => String(c).padEnd(widths[i])).join(" | ")} |`
-const table = [line(headers), `|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`, ...rows.map((r) => line(headers.map((h) => r[h])))]
-results.table = table.join("\n")
+const render = (headers, body) => {
+  const widths = headers.map((h) => Math.max(h.length, ...body.map((r) => String(r[h]).length)))
+  const line = (cells) => `| ${cells.map((c, i) => String(c).padEnd(widths[i])).join(" | ")} |`
+  return [line(headers), `|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`, ...body.map((r) => line(headers.map((h) => r[h])))].join("\n")
+}
+if (rows.length > 0) results.table = render(["scenario", "metric", "library", "peer", "floor", "ratio", "goal", "met"], rows)
+if (jobRows.length > 0) results.jobsTable = render(["scenario", "metric", "library", "BullMQ", "pg-boss", "goal", "met"], jobRows)
 
 fs.mkdirSync(path.dirname(outFile), { recursive: true })
 fs.writeFileSync(outFile, `${JSON.stringify(results, null, 2)}\n`)
 console.log(`\ndurability bench — ${results.date} — ${results.command}${smoke ? " (smoke: tiny N, figures mean nothing)" : ""}`)
-console.log(`machine: ${os.cpus().length} cores, Node ${process.version}, workerd ${results.versions.workerd}, agents ${results.versions.agents}, load ${results.machine.loadAverage.join(" ")}\n`)
-console.log(results.table)
+if (results.source !== undefined) {
+  console.log(`source: ${results.source.commit}${results.source.srcDirty ? ` with uncommitted src/ changes (diff ${results.source.srcDiffSha1})` : ""}`)
+}
+const peerServers = Object.values(results.jobsPeer?.peers ?? {}).filter((p) => p.server !== undefined).map((p) => `${p.name} ${p.version} on ${p.server}`)
+console.log(
+  `machine: ${os.cpus().length} cores, Node ${process.version}, workerd ${results.versions.workerd}` +
+    `${results.versions.agents === undefined ? "" : `, agents ${results.versions.agents}`}` +
+    `${peerServers.length === 0 ? "" : `, ${peerServers.join(", ")}`}, load ${results.machine.loadAverage.join(" ")}\n`
+)
+if (results.table !== undefined) console.log(results.table)
+if (results.table !== undefined && results.jobsTable !== undefined) console.log("")
+if (results.jobsTable !== undefined) console.log(results.jobsTable)
 console.log(`\nwritten to ${path.relative(root, outFile)}`)
 if (failed) {
   const lines = fs.existsSync(path.join(buildDir, "workerd.log")) ? fs.readFileSync(path.join(buildDir, "workerd.log"), "utf8").split("\n") : []
@@ -562,4 +1053,4 @@ if (failed) {
 } else {
   fs.rmSync(buildDir, { recursive: true, force: true })
 }
-if (failed || rows.length === 0) process.exit(1)
+if (failed || rows.length + jobRows.length === 0) process.exit(1)

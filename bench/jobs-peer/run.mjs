@@ -491,7 +491,16 @@ const rateFigures = (starts, { max, durationMs, runMs, windowsMs }) => {
     worst = Math.max(worst, sliding / bound)
   }
   const most = busiest(durationMs)
-  return { started: inRun.length, perSecond, maxStartedInSlidingDuration: most, vsMax: round(most / max, 3), windows, worstRatio: round(worst, 3) }
+  return {
+    started: inRun.length,
+    perSecond,
+    maxStartedInSlidingDuration: most,
+    vsMax: round(most / max, 3),
+    windows,
+    worstRatio: round(worst, 3),
+    // The raw start times (ms after the first), so bench/run.mjs can apply its own windows.
+    startOffsetsMs: inRun.map((t) => t - t0)
+  }
 }
 
 /** J2 (BullMQ): a queue saturated before the worker starts, so the limiter alone sets the pace. */

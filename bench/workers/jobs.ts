@@ -1,0 +1,250 @@
+/**
+ * This library's job queues as a benchmark target (J1–J4): one object per run, built the way the
+ * README shows (`DurabilityScheduler` + `DurabilityJobs`, default options), over a counted
+ * `ctx.storage`. Each scenario has its own queue; every handler does trivial work (count, note
+ * `Date.now()`). `JobsBenchLive` is the same with `liveTimers: true`.
+ */
+import { DurableObject } from "cloudflare:workers"
+import {
+  type AlarmInvocationInfo,
+  DurabilityJobs,
+  type DurabilityJobsInstance,
+  DurabilityScheduler,
+  type DurableJob
+} from "../../src/index.js"
+import { Counter, countingContext } from "./counting.js"
+import {
+  J2_LIMITS,
+  type J1Progress,
+  type J2Queue,
+  type J3Sample,
+  type JobsTarget,
+  makeJobsDriver
+} from "./jobsDriver.js"
+
+/** Jobs per queue running at once, as the peers' workers. */
+const CONCURRENCY = 10
+
+/**
+ * Resolves when `ready()` holds or at the deadline. `wake()` (from every handler) only checks the
+ * condition: no promise or timer per job, so waiting costs the measured run almost nothing.
+ */
+class Waiters {
+  private waiting = new Set<{ readonly ready: () => boolean; readonly resume: () => void }>()
+
+  wake(): void {
+    for (const waiter of this.waiting) if (waiter.ready()) waiter.resume()
+  }
+
+  until(ready: () => boolean, timeoutMs: number): Promise<void> {
+    if (ready()) return Promise.resolve()
+    return new Promise<void>((resolve) => {
+      const waiter = {
+        ready,
+        resume: () => {
+          clearTimeout(timer)
+          this.waiting.delete(waiter)
+          resolve()
+        }
+      }
+      const timer = setTimeout(waiter.resume, timeoutMs)
+      this.waiting.add(waiter)
+    })
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+/** What the handlers saw. */
+class Tracker {
+  readonly waiters = new Waiters()
+  j1 = { handled: 0, firstStartAt: null as number | null, lastHandledAt: null as number | null }
+  j2Starts: Array<number> = []
+  j3Samples: Array<J3Sample> = []
+  j3LoadDone = 0
+
+  reset(): void {
+    this.j1 = { handled: 0, firstStartAt: null, lastHandledAt: null }
+    this.j2Starts = []
+    this.j3Samples = []
+    this.j3LoadDone = 0
+  }
+}
+
+const queues = (tracker: Tracker) => {
+  const j2 = (job: DurableJob<{ readonly i: number }>) => {
+    tracker.j2Starts.push(Date.now())
+    tracker.waiters.wake()
+    return job.payload.i
+  }
+  return {
+    j1: {
+      concurrency: CONCURRENCY,
+      handler: (_job: DurableJob<{ readonly i: number }>) => {
+        const now = Date.now()
+        tracker.j1.handled++
+        tracker.j1.firstStartAt ??= now
+        tracker.j1.lastHandledAt = now
+        tracker.waiters.wake()
+      }
+    },
+    j2: { concurrency: CONCURRENCY, rateLimit: J2_LIMITS.j2, handler: j2 },
+    j2fast: { concurrency: CONCURRENCY, rateLimit: J2_LIMITS.j2fast, handler: j2 },
+    j3: {
+      concurrency: CONCURRENCY,
+      handler: (job: DurableJob<{ readonly i: number; readonly due?: number }>) => {
+        const started = Date.now()
+        if (job.payload.due !== undefined) tracker.j3Samples.push({ due: job.payload.due, started })
+        else tracker.j3LoadDone++
+        tracker.waiters.wake()
+      }
+    }
+  }
+}
+
+export class JobsBench extends DurableObject<Record<string, unknown>> implements JobsTarget {
+  static readonly liveTimers: boolean = false
+  readonly counter = new Counter()
+  readonly scheduler: DurabilityScheduler
+  readonly jobs: DurabilityJobsInstance<ReturnType<typeof queues>>
+  readonly tracker = new Tracker()
+
+  constructor(ctx: DurableObjectState, env: Record<string, unknown>) {
+    super(ctx, env)
+    this.scheduler = new DurabilityScheduler({
+      context: countingContext(ctx, this.counter),
+      liveTimers: (this.constructor as typeof JobsBench).liveTimers
+    })
+    this.jobs = new DurabilityJobs({ scheduler: this.scheduler, queues: queues(this.tracker) })
+  }
+
+  override async alarm(info?: AlarmInvocationInfo): Promise<void> {
+    await this.scheduler.alarm(info)
+  }
+
+  reset(): void {
+    this.counter.reset()
+    this.tracker.reset()
+  }
+
+  /** J1: `count` trivial jobs `{ i }` in one `addBulk`. */
+  async addJ1(start: number, count: number): Promise<void> {
+    await this.jobs.j1.addBulk(Array.from({ length: count }, (_, k) => ({ payload: { i: start + k } })))
+  }
+
+  /**
+   * J1: waits until `n` handlers returned, then until `counts()` says `n` jobs are completed (their
+   * settles commit right after the handlers return), and takes the statement counts.
+   */
+  async waitJ1(n: number, timeoutMs: number): Promise<J1Progress> {
+    const deadline = Date.now() + timeoutMs
+    await this.tracker.waiters.until(() => this.tracker.j1.handled >= n, timeoutMs)
+    let probes = 0
+    let completed = 0
+    let completedAt: number | null = null
+    while (this.tracker.j1.handled >= n && Date.now() < deadline) {
+      probes++
+      completed = (await this.jobs.j1.counts()).completed
+      if (completed >= n) {
+        completedAt = Date.now()
+        break
+      }
+      await sleep(1)
+    }
+    return { ...this.tracker.j1, completedAt, completed, probes, counts: this.counter.snapshot() }
+  }
+
+  /** J1 split: a paused queue takes adds without starting them; resuming starts the drain. */
+  async pauseJ1(paused: boolean): Promise<void> {
+    await (paused ? this.jobs.j1.pause() : this.jobs.j1.resume())
+  }
+
+  /**
+   * J1's SQL alone: the library's own statements for the J1 workload (per bulk, one transaction of
+   * `batch` inserts; per job, the claim and the completing update), run in a plain loop on a copy
+   * of the jobs table with its indexes, through the raw, uncounted `ctx.storage.sql`: what the
+   * schema and statements cost before any library code runs.
+   */
+  sqlFloor(n: number, batch: number): { readonly ms: number; readonly insertMs: number } {
+    const sql = this.ctx.storage.sql
+    const exec = (query: string, ...bindings: Array<SqlStorageValue>) => sql.exec(query, ...bindings).toArray()
+    const ddl = exec(
+      `SELECT sql FROM sqlite_master WHERE tbl_name = 'durability_jobs' AND type IN ('table', 'index') AND sql IS NOT NULL ORDER BY type DESC`
+    )
+    if (ddl.length === 0) throw new Error("the jobs table does not exist yet")
+    exec("DROP TABLE IF EXISTS floor_jobs")
+    for (const { sql: statement } of ddl) exec(String(statement).replaceAll("durability_jobs", "floor_jobs"))
+    const notPaused = "queue NOT IN (SELECT queue FROM durability_job_queues WHERE paused = 1)"
+    const insert = `INSERT INTO floor_jobs (key, queue, id, generation_id, status, attempt, next_attempt_at, run_at, priority, seq,
+        payload, group_key, parent_key, on_failure, children_pending, created_at)
+      VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+      ON CONFLICT (key) DO NOTHING RETURNING key`
+    const claim = `UPDATE floor_jobs SET attempt = attempt + 1, started_at = ? WHERE key = ? AND status = 'pending'
+      AND (${notPaused}) AND next_attempt_at <= ? AND attempt < ? RETURNING *`
+    const complete = `UPDATE floor_jobs SET status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'completed' END,
+        result = ?, finished_at = ?, last_error = NULL, last_error_name = NULL
+      WHERE key = ? AND generation_id = ? AND status = 'pending' AND attempt = ? RETURNING key`
+    let insertMs = 0
+    const t0 = Date.now()
+    for (let start = 0, seq = 1; start < n; start += batch) {
+      const now = Date.now()
+      const jobs = Array.from({ length: Math.min(batch, n - start) }, () => {
+        const id = crypto.randomUUID()
+        return { key: `j1/${id}`, id, generation: crypto.randomUUID(), payload: JSON.stringify({ i: seq }), seq: seq++ }
+      })
+      this.ctx.storage.transactionSync(() => {
+        for (const job of jobs) {
+          exec(insert, job.key, "j1", job.id, job.generation, "pending", now, now, 0, job.seq, job.payload, null, null, "fail", 0, now)
+        }
+      })
+      insertMs += Date.now() - now
+      for (const job of jobs) {
+        const [row] = exec(claim, Date.now(), job.key, Date.now(), 3)
+        if (row === undefined) throw new Error(`floor: ${job.key} not claimed`)
+        exec(complete, "{\"kind\":\"undefined\"}", Date.now(), job.key, job.generation, Number(row.attempt))
+      }
+    }
+    const ms = Date.now() - t0
+    exec("DROP TABLE floor_jobs")
+    return { ms, insertMs }
+  }
+
+  /** J2: `count` jobs in one `addBulk`, all due now: the bucket alone sets the pace. */
+  async addJ2(queue: J2Queue, count: number): Promise<void> {
+    await this.jobs[queue].addBulk(Array.from({ length: count }, (_, i) => ({ payload: { i } })))
+  }
+
+  async waitJ2Starts(count: number, timeoutMs: number): Promise<ReadonlyArray<number>> {
+    await this.tracker.waiters.until(() => this.tracker.j2Starts.length >= count, timeoutMs)
+    return this.tracker.j2Starts
+  }
+
+  /** Ends a J2 run: pauses the queue and deletes its jobs, so the object goes idle. */
+  async stopJ2(queue: J2Queue): Promise<ReadonlyArray<number>> {
+    await this.jobs[queue].pause()
+    const starts = [...this.tracker.j2Starts]
+    await this.jobs.purgeBefore(Date.now() + 1)
+    return starts
+  }
+
+  /** J3: the delayed jobs, each `{ i, due }` with `runAt: due`, in one `addBulk`. */
+  async addJ3Delayed(due: ReadonlyArray<number>): Promise<void> {
+    await this.jobs.j3.addBulk(due.map((at, i) => ({ payload: { i, due: at }, runAt: at })))
+  }
+
+  /** J3's background load: `count` immediate jobs on the same queue. */
+  async addJ3Load(start: number, count: number): Promise<void> {
+    await this.jobs.j3.addBulk(Array.from({ length: count }, (_, k) => ({ payload: { i: start + k } })))
+  }
+
+  async waitJ3(delayed: number, load: number, timeoutMs: number): Promise<{ samples: ReadonlyArray<J3Sample>; loadDone: number }> {
+    await this.tracker.waiters.until(() => this.tracker.j3Samples.length >= delayed && this.tracker.j3LoadDone >= load, timeoutMs)
+    return { samples: this.tracker.j3Samples, loadDone: this.tracker.j3LoadDone }
+  }
+}
+
+export class JobsBenchLive extends JobsBench {
+  static override readonly liveTimers: boolean = true
+}
+
+export default makeJobsDriver((env: any, binding, name) => env[binding].get(env[binding].idFromName(name)))
