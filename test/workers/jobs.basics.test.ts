@@ -126,7 +126,7 @@ describe("jobs: start order", () => {
   it("jobs that become due while the one slot is busy start by priority, FIFO within one", async () => {
     const jobs = freshJobs()
     // Holds the queue's one slot while the others are added.
-    await jobs.stub.add("ordered", { id: "blocker", payload: { tag: "blocker", holdMs: 300 } })
+    await jobs.stub.add("ordered", { id: "blocker", payload: { tag: "blocker", holdUntil: "blocker" } })
     await callsOf(jobs, "ordered", 1)
     await jobs.stub.add("ordered", { id: "p0-a", payload: { tag: "p0-a" } })
     await jobs.stub.add("ordered", { id: "p5-a", payload: { tag: "p5-a" }, priority: 5 })
@@ -138,6 +138,7 @@ describe("jobs: start order", () => {
     // Raised while waiting: it goes before p10.
     expect(await jobs.stub.changePriority("ordered", "p0-c", 20)).toBe(true)
     expect(await jobs.stub.counts("ordered")).toMatchObject({ active: 1, waiting: 7 })
+    await jobs.stub.release("blocker")
 
     const calls = await callsOf(jobs, "ordered", 8)
     expect(calls.map((call) => call.id)).toEqual(["blocker", "p0-c", "p10", "p5-a", "p5-b", "p0-a", "p0-b", "neg"])

@@ -53,6 +53,8 @@ export interface Work {
   readonly tag?: string
   readonly tenant?: string
   readonly holdMs?: number
+  /** `ordered`: holds until the test calls `release` with this name (no timing involved). */
+  readonly holdUntil?: string
   readonly holdAttempts?: number
   readonly failTimes?: number
   readonly fatal?: boolean
@@ -200,6 +202,25 @@ export class JobsObject extends DurableObject {
   readonly records = this.ctx.storage.sql.exec(CREATE)
   /** Handlers running in this instance, per queue. */
   private readonly active = new Map<string, number>()
+  private readonly gates = new Map<string, { readonly opened: Promise<void>; readonly open: () => void }>()
+
+  /** The named gate's promise (made on first use; lost on a reset, so tests that reset do not use gates). */
+  private gate(name: string): Promise<void> {
+    let gate = this.gates.get(name)
+    if (gate === undefined) {
+      let open!: () => void
+      const opened = new Promise<void>((resolve) => (open = resolve))
+      gate = { opened, open }
+      this.gates.set(name, gate)
+    }
+    return gate.opened
+  }
+
+  /** Opens the named gate: handlers held on it return. */
+  async release(name: string): Promise<void> {
+    void this.gate(name)
+    this.gates.get(name)!.open()
+  }
 
   readonly scheduler = new DurabilityScheduler({
     context: this.ctx,
@@ -231,6 +252,7 @@ export class JobsObject extends DurableObject {
         handler: (job: DurableJob<Work>) =>
           this.call(job, async () => {
             if (job.payload.holdMs !== undefined) await sleep(job.payload.holdMs)
+            if (job.payload.holdUntil !== undefined) await this.gate(job.payload.holdUntil)
             return { tag: job.payload.tag ?? null }
           })
       },
