@@ -373,7 +373,6 @@ export const trimChained = (core: Core, out: Flow.Changes, at: number): Effect.E
 export const canceledMessage = (row: Row, reason: string): string =>
   `Job "${String(row.id)}" of queue "${String(row.queue)}" was canceled${reason === "" ? "" : `: ${reason}`}`
 
-/** What a job's end changes around it (see `Flow`); `undefined` when nothing (the settle keeps one statement). */
 /** Every queue's age bounds (`removeOnComplete.ageMs`, `removeOnFail.ageMs`). */
 const ageBounds = (core: Core): ReadonlyArray<Upkeep.AgeBound> =>
   [...core.queues.values()].flatMap((queue) => [
@@ -397,6 +396,7 @@ const retentionUpkeep = (core: Core) =>
     return Json.encode(null)
   })
 
+/** What a job's end changes around it (see `Flow`); `undefined` when nothing (the settle keeps one statement). */
 const settled = (
   core: Core,
   row: Row,
