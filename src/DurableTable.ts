@@ -130,6 +130,11 @@ export interface Dispatch {
    * and to be claimed, e.g. "its queue is not paused". Pending records that fail it wait, durably.
    */
   readonly pendingWhere?: string | undefined
+  /**
+   * A record that must not start now whatever the permits (e.g. its queue is paused, so its claim
+   * would be refused): it gets no eager start and no timer; what makes it startable again re-arms them.
+   */
+  readonly held?: ((key: string) => boolean) | undefined
   /** A column every claim sets to the claim's time (e.g. `started_at`). */
   readonly startedColumn?: string | undefined
   /**

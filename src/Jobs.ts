@@ -279,7 +279,7 @@ export const make = <const Defs extends Record<string, AnyQueueDefinition>>(
         return Core.participant(core, context as Context.Context<unknown>, CurrentJob)
       }
     })
-    mutable.handle = Core.pausedAware(core, capability.handle)
+    mutable.handle = capability.handle
     mutable.watchers = capability.watchers
     const [last] = yield* capability.storage.exec(`SELECT MAX(seq) AS seq FROM ${JobsSchema.JOBS}`)
     core.seq.next = Number(last?.seq ?? 0) + 1

@@ -14,8 +14,6 @@
  */
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
-import * as Deferred from "effect/Deferred"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -38,6 +36,7 @@ import * as Codec from "./internal/codec.js"
 import * as Json from "./internal/json.js"
 import type { IsJson } from "./internal/jsonType.js"
 import * as ListQuery from "./internal/listQuery.js"
+import * as Watchers from "./internal/watchers.js"
 import * as MigrationSql from "./internal/migrationSql.js"
 import * as Policy from "./internal/policy.js"
 import * as Validate from "./internal/validate.js"
@@ -551,16 +550,8 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
         const limit = yield* Validate.milliseconds("timeoutMs", timeoutMs)
         const row = yield* readRow(operation, id)
         if (Option.isNone(row) || row.value.status !== "pending" || limit === 0) return yield* toResult(operation, row)
-        const signal = yield* watchers.signal(id, String(row.value.generation_id))
-        // Re-read after subscribing so a settle between the two reads is not missed.
-        const again = yield* readRow(operation, id)
-        if (Option.isSome(again) && again.value.status === "pending") {
-          yield* Effect.timeoutTo(Deferred.await(signal), {
-            duration: Duration.millis(limit),
-            onSuccess: () => undefined,
-            onTimeout: () => undefined
-          })
-        }
+        const pending = Effect.map(readRow(operation, id), (again) => Option.isSome(again) && again.value.status === "pending")
+        yield* Watchers.awaitSettle(watchers, id, String(row.value.generation_id), pending, limit)
         return yield* toResult(operation, yield* readRow(operation, id))
       })
 

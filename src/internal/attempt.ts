@@ -391,7 +391,10 @@ const afterSettled = (run: Run, done: Made): Effect.Effect<void> =>
 export const startPending = (run: Run, records: ReadonlyArray<PendingRecord>): Effect.Effect<void> =>
   records.length === 0 ? Effect.void : Effect.gen(function*() {
     let startable = true
+    const held = run.participant.table.dispatch?.held
     for (const made of records) {
+      // A held record's claim would be refused: starting it would only show it running for a moment.
+      if (held?.(made.key) === true) continue
       const running = run.participant.active.get(made.key)
       if (running !== undefined) {
         // The timer skips a running key; its release looks again.

@@ -18,6 +18,20 @@ export const cursor = (at: number, key: string): string => `${at}:${key}`
 
 const invalid = (field: string, message: string) => new InvalidInputError({ field, kind: "type", message })
 
+/** A page size: an integer from 1 to `maxLimit` (`defaultLimit` when absent). */
+export const limit = (value: unknown, defaultLimit: number, maxLimit: number): Effect.Effect<number, InvalidInputError> =>
+  value === undefined
+    ? Effect.succeed(defaultLimit)
+    : typeof value === "number" && Number.isSafeInteger(value) && value >= 1 && value <= maxLimit
+    ? Effect.succeed(value)
+    : Effect.fail(
+      new InvalidInputError({
+        field: "limit",
+        kind: "range",
+        message: `limit must be an integer from 1 to ${maxLimit}, got ${shown(value)}`
+      })
+    )
+
 export const parse = <S extends string>(
   options: {
     readonly status?: S | ReadonlyArray<S> | undefined
@@ -28,20 +42,12 @@ export const parse = <S extends string>(
   maxLimit: number,
   known: ReadonlyArray<S>
 ): Effect.Effect<Query<S>, InvalidInputError> =>
-  Effect.suspend((): Effect.Effect<Query<S>, InvalidInputError> => {
+  Effect.gen(function*() {
     if (typeof options !== "object" || options === null) {
-      return Effect.fail(invalid("options", `options must be an object, got ${shown(options)}`))
+      return yield* invalid("options", `options must be an object, got ${shown(options)}`)
     }
-    const { limit = defaultLimit, status } = options
-    if (typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 1 || limit > maxLimit) {
-      return Effect.fail(
-        new InvalidInputError({
-          field: "limit",
-          kind: "range",
-          message: `limit must be an integer from 1 to ${maxLimit}, got ${shown(limit)}`
-        })
-      )
-    }
+    const pageSize = yield* limit(options.limit, defaultLimit, maxLimit)
+    const { status } = options
     const statuses: ReadonlyArray<S> | undefined = status === undefined
       ? undefined
       : typeof status === "string"
@@ -49,19 +55,19 @@ export const parse = <S extends string>(
       : status
     if (statuses !== undefined) {
       if (!Array.isArray(statuses) || statuses.length === 0) {
-        return Effect.fail(invalid("status", `status must be one of ${known.join(", ")} or a non-empty array of them`))
+        return yield* invalid("status", `status must be one of ${known.join(", ")} or a non-empty array of them`)
       }
       const unknown = statuses.find((s: S) => !known.includes(s))
       if (unknown !== undefined) {
-        return Effect.fail(invalid("status", `status must be one of ${known.join(", ")}, got ${shown(unknown)}`))
+        return yield* invalid("status", `status must be one of ${known.join(", ")}, got ${shown(unknown)}`)
       }
     }
-    if (options.cursor === undefined) return Effect.succeed({ statuses, limit, after: undefined })
+    if (options.cursor === undefined) return { statuses, limit: pageSize, after: undefined }
     const text = options.cursor
     const separator = typeof text === "string" ? text.indexOf(":") : -1
     const at = separator > 0 ? Number(text.slice(0, separator)) : Number.NaN
     if (!Number.isSafeInteger(at) || at < 0) {
-      return Effect.fail(invalid("cursor", `cursor must be a cursor returned by list, got ${shown(text)}`))
+      return yield* invalid("cursor", `cursor must be a cursor returned by list, got ${shown(text)}`)
     }
-    return Effect.succeed({ statuses, limit, after: { at, key: text.slice(separator + 1) } })
+    return { statuses, limit: pageSize, after: { at, key: text.slice(separator + 1) } }
   })

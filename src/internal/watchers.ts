@@ -5,6 +5,7 @@
  * @internal
  */
 import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as FiberId from "effect/FiberId"
 export interface Watchers {
@@ -35,3 +36,24 @@ export const make = (): Watchers => {
     }
   }
 }
+
+/**
+ * Waits (at most `timeoutMs`) for the record under `key` at `generation` to settle: subscribes, then
+ * asks `pending` again, so a settle between the caller's read and the subscription is not missed.
+ */
+export const awaitSettle = <E>(
+  watchers: Watchers,
+  key: string,
+  generation: string,
+  pending: Effect.Effect<boolean, E>,
+  timeoutMs: number
+): Effect.Effect<void, E> =>
+  Effect.gen(function*() {
+    const signal = yield* watchers.signal(key, generation)
+    if (!(yield* pending)) return
+    yield* Effect.timeoutTo(Deferred.await(signal), {
+      duration: Duration.millis(timeoutMs),
+      onSuccess: () => undefined,
+      onTimeout: () => undefined
+    })
+  })

@@ -12,8 +12,9 @@ import type { Row } from "../../StorageService.js"
 import { describeParseError } from "../codec.js"
 import * as Json from "../json.js"
 import * as Validate from "../validate.js"
-import { type Core, type QueueRuntime, tell, utf8Bytes } from "./core.js"
+import { type Core, invalidInput, type QueueRuntime, readJob, tell, utf8Bytes } from "./core.js"
 import * as Flow from "./flow.js"
+import { isObject } from "./options.js"
 import * as Rows from "./rows.js"
 import { DEDUP, JOBS } from "./schema.js"
 import type { AddResult, FlowResult, JobEventDraft } from "./types.js"
@@ -24,10 +25,7 @@ const STORED_ENVELOPE_BYTES = Json.encode(null).length - "null".length
 /** Nodes of one flow, at most: a flow is one transaction. */
 export const MAX_FLOW_JOBS = 1_000
 
-const invalid = (field: string, kind: "range" | "type", message: string) => new InvalidInputError({ field, kind, message })
-
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
+const invalid = invalidInput
 
 export interface Prepared {
   readonly queue: QueueRuntime
@@ -174,8 +172,6 @@ interface Added {
   readonly pending?: PendingRecord | undefined
   readonly event: JobEventDraft
 }
-
-const readJob = (core: Core, key: string) => Effect.map(core.storage.exec(`SELECT * FROM ${JOBS} WHERE key = ?`, [key]), ([row]) => row)
 
 const existing = (core: Core, job: Prepared, row: Row, now: number): Added => ({
   result: { id: job.id, state: Rows.stateOf(row, now, core.handle.executing(job.key)), deduplicated: true },

@@ -9,7 +9,7 @@ import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as Background from "../../Background.js"
-import type { DurableTable, Execution, PendingRecord, SettledWork, TableHandle } from "../../DurableTable.js"
+import type { DurableTable, Execution, SettledWork, TableHandle } from "../../DurableTable.js"
 import type { RankedSlot } from "../slot.js"
 import {
   DurableResultSerializationError,
@@ -76,32 +76,24 @@ export const tell = (core: Core, events: ReadonlyArray<JobEventDraft>, finished:
         ({ ...event, entityKind: "job", timestamp }) as JobEvent), { discard: true })
   })
 
-const queueOfKey = (key: string): string => key.slice(0, key.indexOf("/"))
+export const queueOfKey = (key: string): string => key.slice(0, key.indexOf("/"))
 
 /** A job's place among those waiting for its queue's slot: higher priority first, then first added. */
 export const rankOf = (row: Row): ReadonlyArray<number> => [-Number(row.priority), Number(row.seq)]
 
-/**
- * `records` with no eager start for jobs of paused queues. The engine marks a key as executing before
- * its claim finds the queue paused, so an eager start would show a paused job as `active` (and spend
- * a claim and a read) until that claim failed.
- */
-export const startable = (core: Pick<Core, "queues">, records: ReadonlyArray<PendingRecord>): ReadonlyArray<PendingRecord> =>
-  records.map((record) =>
-    record.start === true && core.queues.get(record.key.slice(0, record.key.indexOf("/")))?.paused === true
-      ? { ...record, start: false }
-      : record
-  )
+/** The stored job under `key`, if any. */
+export const readJob = (core: Core, key: string): Effect.Effect<Row | undefined, StorageError> =>
+  Effect.map(core.storage.exec(`SELECT * FROM ${JOBS} WHERE key = ?`, [key]), ([row]) => row)
 
-/** The engine's handle, with eager starts of paused queues' jobs left to the (paused-aware) schedule. */
-export const pausedAware = (core: Pick<Core, "queues">, handle: TableHandle): TableHandle => ({
-  ...handle,
-  writePending: (body, pending, options) =>
-    handle.writePending(body, (result) => {
-      const made = pending(result)
-      return made === undefined ? undefined : startable(core, Array.isArray(made) ? made : [made as PendingRecord])
-    }, options)
-})
+/** A bad argument of a call, naming the field. */
+export const invalidInput = (field: string, kind: "range" | "type", message: string): InvalidInputError =>
+  new InvalidInputError({ field, kind, message })
+
+/** The keys of `queue`'s jobs executing in this isolate now. */
+export const executingIn = (core: Core, queue: string): Array<string> => {
+  const prefix = `${queue}/`
+  return [...core.handle.executingKeys()].filter((key) => key.startsWith(prefix))
+}
 
 /** The rate limit in force for `queue`. */
 export const rateLimitOf = (queue: QueueRuntime): RateLimit | undefined =>
@@ -241,8 +233,7 @@ const gate = (core: Core, queue: QueueRuntime, buckets: ReturnType<typeof bucket
     // Jobs running now keep their times (their run is not waiting for a token). The gated job counts
     // as executing from before its claim: it must move too, or it stays due and is gated again at once,
     // in a loop that never lets the clock move.
-    const prefix = `${queue.name}/`
-    const running = [...core.handle.executingKeys()].filter((key) => key.startsWith(prefix) && key !== self).slice(0, MAX_EXCLUDED)
+    const running = executingIn(core, queue.name).filter((key) => key !== self).slice(0, MAX_EXCLUDED)
     const notRunning = running.length === 0 ? "" : ` AND key NOT IN (${running.map(() => "?").join(", ")})`
     for (const { bucket, decision } of empty) {
       if (decision.take) continue
@@ -339,6 +330,7 @@ export const participant = <I>(
     pendingWhere: NOT_PAUSED,
     startedColumn: "started_at",
     slotOf: (key) => core.queues.get(queueOfKey(key))?.slot,
+    held: (key) => core.queues.get(queueOfKey(key))?.paused === true,
     gated: (key) => {
       const queue = core.queues.get(queueOfKey(key))
       return queue !== undefined && (rateLimitOf(queue) !== undefined || queue.options.groupRateLimit !== undefined)
@@ -448,7 +440,7 @@ const settled = (
       yield* trimChained(core, out, at)
     }
     return {
-      pending: startable(core, out.pending),
+      pending: out.pending,
       after: Effect.zipRight(
         Effect.sync(() => core.canceling.delete(key)),
         tell(core, out.events, out.finished)

@@ -10,15 +10,13 @@ import type { PendingRecord } from "../../DurableTable.js"
 import { InvalidInputError, JobCanceledError, type StorageError } from "../../Errors.js"
 import type { Row } from "../../StorageService.js"
 import * as Validate from "../validate.js"
-import { canceledMessage, type Core, type QueueRuntime, rankOf, tell, trimChained } from "./core.js"
+import { canceledMessage, type Core, invalidInput, type QueueRuntime, rankOf, readJob, tell, trimChained } from "./core.js"
 import * as Flow from "./flow.js"
 import * as Options from "./options.js"
 import { DEAD_LETTERS, JOBS, QUEUES } from "./schema.js"
 import type { CleanOptions, RateLimit } from "./types.js"
 
-const invalid = (field: string, kind: "range" | "type", message: string) => new InvalidInputError({ field, kind, message })
-
-const readJob = (core: Core, key: string) => Effect.map(core.storage.exec(`SELECT * FROM ${JOBS} WHERE key = ?`, [key]), ([row]) => row)
+const invalid = invalidInput
 
 /** Retention counts are only a cache: after a delete by hand, they are counted again. */
 const forgetCounts = (core: Core, queue: string) => {

@@ -59,7 +59,7 @@ export const MAX_ENTRY_BYTES = 65_536
 const invalid = (field: string, kind: "range" | "type", message: string, value: unknown) =>
   new InvalidOptionError({ field, kind, message: `${field} ${message}, got ${shown(value)}` })
 
-const isObject = (value: unknown): value is Record<string, unknown> =>
+export const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === "object" && value !== null && !Array.isArray(value)
 
 /** Why `limit` is not a rate limit, or undefined (`field` names it in the message). */

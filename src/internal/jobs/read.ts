@@ -4,14 +4,14 @@
  * @internal
  */
 import * as Clock from "effect/Clock"
-import * as Deferred from "effect/Deferred"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { InvalidInputError, type StorageError } from "../../Errors.js"
 import type { Row, SqlValue } from "../../StorageService.js"
 import * as Json from "../json.js"
 import * as Validate from "../validate.js"
-import type { Core, QueueRuntime } from "./core.js"
+import { type Core, executingIn, invalidInput, type QueueRuntime, readJob } from "./core.js"
+import * as Watchers from "../watchers.js"
+import * as ListQuery from "../listQuery.js"
 import * as Flow from "./flow.js"
 import * as Rows from "./rows.js"
 import { DEAD_LETTERS, JOBS, LOGS } from "./schema.js"
@@ -29,14 +29,9 @@ import {
 export const DEFAULT_PAGE = 100
 export const MAX_PAGE = 1_000
 
-const invalid = (field: string, kind: "range" | "type", message: string) => new InvalidInputError({ field, kind, message })
+const invalid = invalidInput
 
-const limitOf = (value: unknown, fallback: number): Effect.Effect<number, InvalidInputError> =>
-  value === undefined
-    ? Effect.succeed(fallback)
-    : typeof value === "number" && Number.isSafeInteger(value) && value >= 1 && value <= MAX_PAGE
-    ? Effect.succeed(value)
-    : Effect.fail(invalid("limit", "range", `limit must be an integer from 1 to ${MAX_PAGE}, got ${Validate.shown(value)}`))
+const limitOf = (value: unknown, fallback: number) => ListQuery.limit(value, fallback, MAX_PAGE)
 
 /** The job's info, its payload and result decoded by the queue's schemas (as stored when they no longer decode). */
 export const info = (core: Core, queue: QueueRuntime, row: Row, now: number): Effect.Effect<JobInfo, StorageError> =>
@@ -52,7 +47,7 @@ export const info = (core: Core, queue: QueueRuntime, row: Row, now: number): Ef
 
 export const get = (core: Core, queue: QueueRuntime, id: string): Effect.Effect<JobInfo | undefined, StorageError> =>
   Effect.gen(function*() {
-    const [row] = yield* core.storage.exec(`SELECT * FROM ${JOBS} WHERE key = ?`, [Flow.keyOf(queue.name, id)])
+    const row = yield* readJob(core, Flow.keyOf(queue.name, id))
     return row === undefined ? undefined : yield* info(core, queue, row, yield* Clock.currentTimeMillis)
   })
 
@@ -73,10 +68,6 @@ const stateCondition = (state: JobState, now: number, active: ReadonlyArray<stri
   }
 }
 
-const activeOf = (core: Core, queue: QueueRuntime): Array<string> => {
-  const prefix = `${queue.name}/`
-  return [...core.handle.executingKeys()].filter((key) => key.startsWith(prefix))
-}
 
 /** The queue's jobs in the order they were added, filtered by state. */
 export const list = (core: Core, queue: QueueRuntime, options: JobListOptions = {}): Effect.Effect<JobPage, InvalidInputError | StorageError> =>
@@ -95,7 +86,7 @@ export const list = (core: Core, queue: QueueRuntime, options: JobListOptions = 
       }
     }
     const now = yield* Clock.currentTimeMillis
-    const active = activeOf(core, queue)
+    const active = executingIn(core, queue.name)
     const conditions = (states ?? []).map((state) => stateCondition(state, now, active))
     const filter = conditions.length === 0 ? "" : ` AND (${conditions.map((c) => c.sql).join(" OR ")})`
     const rows = yield* core.storage.exec(
@@ -121,7 +112,7 @@ export const counts = (core: Core, queue: QueueRuntime): Effect.Effect<Record<Jo
       const state = Rows.stateOf({ status: row.status ?? null, next_attempt_at: Number(row.later) === 1 ? now + 1 : now }, now, false)
       result[state] += Number(row.n)
     }
-    const active = activeOf(core, queue)
+    const active = executingIn(core, queue.name)
     if (active.length > 0) {
       const running = yield* core.storage.exec(
         `SELECT next_attempt_at FROM ${JOBS} WHERE status = 'pending' AND key IN (${active.map(() => "?").join(", ")})`,
@@ -165,22 +156,12 @@ export const deadLetters = (
   options: { readonly limit?: number | undefined; readonly cursor?: string | undefined } = {}
 ): Effect.Effect<DeadLetterPage, InvalidInputError | StorageError> =>
   Effect.gen(function*() {
-    if (typeof options !== "object" || options === null) return yield* invalid("options", "type", "options must be an object")
-    const limit = yield* limitOf(options.limit, DEFAULT_PAGE)
-    let after: { readonly at: number; readonly id: string } | undefined
-    if (options.cursor !== undefined) {
-      const text = options.cursor
-      const separator = typeof text === "string" ? text.indexOf(":") : -1
-      const at = separator > 0 ? Number(text.slice(0, separator)) : Number.NaN
-      if (!Number.isSafeInteger(at)) {
-        return yield* invalid("cursor", "type", `cursor must be a cursor returned by deadLetters.list, got ${Validate.shown(text)}`)
-      }
-      after = { at, id: text.slice(separator + 1) }
-    }
+    // The operations' keyset paging: `<failedAt>:<id>` cursors.
+    const { after, limit } = yield* ListQuery.parse(options, DEFAULT_PAGE, MAX_PAGE, [])
     const rows = yield* core.storage.exec(
       `SELECT * FROM ${DEAD_LETTERS} WHERE queue = ?${after === undefined ? "" : " AND (failed_at > ? OR (failed_at = ? AND id > ?))"}
        ORDER BY failed_at, id LIMIT ?`,
-      [queue.name, ...(after === undefined ? [] : [after.at, after.at, after.id]), limit + 1]
+      [queue.name, ...(after === undefined ? [] : [after.at, after.at, after.key]), limit + 1]
     )
     const page = rows.slice(0, limit)
     const items = yield* Effect.forEach(page, (row): Effect.Effect<DeadLetter> => {
@@ -195,7 +176,7 @@ export const deadLetters = (
       }))
     })
     const last = page[page.length - 1]
-    return rows.length > limit && last !== undefined ? { items, cursor: `${Number(last.failed_at)}:${String(last.id)}` } : { items }
+    return rows.length > limit && last !== undefined ? { items, cursor: ListQuery.cursor(Number(last.failed_at), String(last.id)) } : { items }
   })
 
 const finished = (row: Row | undefined) => row === undefined || (row.status !== "pending" && row.status !== "waiting_children")
@@ -204,19 +185,11 @@ const finished = (row: Row | undefined) => row === undefined || (row.status !== 
 export const wait = (core: Core, queue: QueueRuntime, id: string, timeoutMs: number): Effect.Effect<JobInfo | undefined, StorageError> =>
   Effect.gen(function*() {
     const key = Flow.keyOf(queue.name, id)
-    const read = Effect.map(core.storage.exec(`SELECT * FROM ${JOBS} WHERE key = ?`, [key]), ([row]) => row)
-    const first = yield* read
+    const first = yield* readJob(core, key)
     if (!finished(first) && timeoutMs > 0) {
-      const signal = yield* core.watchers.signal(key, String(first!.generation_id))
-      // Read again after subscribing: a finish between the two reads is not missed.
-      if (!finished(yield* read)) {
-        yield* Effect.timeoutTo(Deferred.await(signal), {
-          duration: Duration.millis(timeoutMs),
-          onSuccess: () => undefined,
-          onTimeout: () => undefined
-        })
-      }
+      const pending = Effect.map(readJob(core, key), (row) => !finished(row))
+      yield* Watchers.awaitSettle(core.watchers, key, String(first!.generation_id), pending, timeoutMs)
     }
-    const row = yield* read
+    const row = yield* readJob(core, key)
     return row === undefined ? undefined : yield* info(core, queue, row, yield* Clock.currentTimeMillis)
   })

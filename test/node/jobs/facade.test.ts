@@ -111,6 +111,7 @@ describe("DurabilityJobs", () => {
   it("errors are Error subclasses with stable names; job errors keep theirs (ChildJobFailedError, JobCanceledError)", async () => {
     const context = await memoryContext()
     const held = gate()
+    const holding = gate()
     let reason: unknown
     const jobs = new DurabilityJobs({
       context,
@@ -122,6 +123,7 @@ describe("DurabilityJobs", () => {
           handler: async (job: DurableJob<{ readonly fail?: boolean; readonly hold?: boolean }>) => {
             if (job.payload.fail === true) throw new NonRetryableError("mailbox gone")
             if (job.payload.hold === true) {
+              holding.open()
               await held.opened
               reason = job.signal.reason
               // Ignores the abort and returns a value anyway.
@@ -153,7 +155,8 @@ describe("DurabilityJobs", () => {
     expect((await jobs.email.get("c"))?.error).toEqual({ name: "NonRetryableError", message: "mailbox gone" })
 
     await jobs.email.add({ id: "held", payload: { hold: true } })
-    await new Promise((resolve) => setTimeout(resolve, 0))
+    // Running (active) when canceled: the handler said so.
+    await holding.opened
     expect(await jobs.email.cancel("held", "not needed")).toBe(true)
     held.open()
     const canceled = await jobs.email.job("held").wait({ timeoutMs: 5_000 })
