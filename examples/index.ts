@@ -2,6 +2,7 @@
  * The one Worker that serves every example (`npm start`, root `wrangler.toml`).
  * Routes by the first path segment; `GET /` lists a curl command for each route.
  */
+import digest, { type Env as DigestEnv, HELP as DIGEST_HELP } from "./digest/worker.js"
 import imageJobsEffect, { type Env as ImageJobsEffectEnv, HELP as IMAGE_JOBS_EFFECT_HELP } from "./image-jobs/effect-worker.js"
 import imageJobs, { type Env as ImageJobsEnv, HELP as IMAGE_JOBS_HELP } from "./image-jobs/worker.js"
 import newsletter, { type Env as NewsletterEnv, HELP as NEWSLETTER_HELP } from "./newsletter/worker.js"
@@ -9,13 +10,14 @@ import reminders, { type Env as RemindersEnv } from "./reminders/worker.js"
 import subscriptions, { type Env as SubscriptionsEnv, HELP as SUBSCRIPTIONS_HELP } from "./subscription-renewals/worker.js"
 
 // Every Durable Object class the config binds must be exported by the main module.
+export { Digest } from "./digest/worker.js"
 export { ImageJobsEffect } from "./image-jobs/effect-worker.js"
 export { ImageJobs } from "./image-jobs/worker.js"
 export { Newsletter } from "./newsletter/worker.js"
 export { Reminders } from "./reminders/worker.js"
 export { Payments, Subscription } from "./subscription-renewals/worker.js"
 
-export interface Env extends RemindersEnv, SubscriptionsEnv, ImageJobsEnv, ImageJobsEffectEnv, NewsletterEnv {}
+export interface Env extends RemindersEnv, SubscriptionsEnv, ImageJobsEnv, ImageJobsEffectEnv, NewsletterEnv, DigestEnv {}
 
 const REMINDERS_HELP = `  # reminders (Effect-native, its own table attached to the engine)
   curl -X POST http://127.0.0.1:8787/reminders/demo/tea -d '{"message":"tea is ready","inMs":2000}'
@@ -24,20 +26,22 @@ const REMINDERS_HELP = `  # reminders (Effect-native, its own table attached to 
   curl 'http://127.0.0.1:8787/reminders/demo?until=settled'   # once none is pending
 `
 
-const HELP = `durability examples: reminders, subscriptions, images, images-effect, newsletter
+const HELP = `durability examples: reminders, subscriptions, images, images-effect, newsletter, digest
 
 ${REMINDERS_HELP}
 ${SUBSCRIPTIONS_HELP}
 ${IMAGE_JOBS_HELP}
 ${IMAGE_JOBS_EFFECT_HELP}
-${NEWSLETTER_HELP}`
+${NEWSLETTER_HELP}
+${DIGEST_HELP}`
 
 const routes: Record<string, ExportedHandlerFetchHandler<Env>> = {
   reminders: (request, env) => reminders.fetch(request, env),
   subscriptions: (request, env) => subscriptions.fetch(request, env),
   images: (request, env) => imageJobs.fetch(request, env),
   "images-effect": (request, env) => imageJobsEffect.fetch(request, env),
-  newsletter: (request, env) => newsletter.fetch(request, env)
+  newsletter: (request, env) => newsletter.fetch(request, env),
+  digest: (request, env) => digest.fetch(request, env)
 }
 
 export default {

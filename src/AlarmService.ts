@@ -74,6 +74,12 @@ export interface AlarmService {
   readonly fallback: Effect.Effect<void, StorageError>
   /** Reads the physical alarm from the platform (before serving); one already past arms the early timer. */
   readonly warm: Effect.Effect<void, StorageError>
+  /**
+   * Runs `effect` (a pass) as time the object is awake anyway: meanwhile the early timer takes work
+   * due at any time, not only inside the min-delay window. A physical alarm cannot be delivered while
+   * a pass started by one runs, so without the timer, work due during a long pass would wait for it.
+   */
+  readonly whileAwake: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
 
 export const AlarmService: Context.Tag<AlarmService, AlarmService> = Context.GenericTag<AlarmService>(
@@ -93,8 +99,11 @@ export const make: Effect.Effect<AlarmService, never, StorageService | Scheduler
     const fires = yield* Queue.unbounded<void>()
     let timer: ArmedTimer | undefined
 
-    // The early timer's business: work due inside the min-delay window (or any work, with liveTimers).
-    const forTimer = (at: number, now: number) => config.liveTimers || at - now < config.alarmMinDelayMs
+    // Passes running now: the object is awake for them.
+    let awake = 0
+    // The early timer's business: work due inside the min-delay window, or any work while the object is
+    // awake for a pass (or always, with liveTimers).
+    const forTimer = (at: number, now: number) => config.liveTimers || awake > 0 || at - now < config.alarmMinDelayMs
 
     // Detached from the slot first: the pass this fire starts re-arms the timer.
     const fire = (self: () => ArmedTimer | undefined) =>
@@ -173,6 +182,8 @@ export const make: Effect.Effect<AlarmService, never, StorageService | Scheduler
       // delay): the platform would re-run alarm() at once. One still ahead, by now + minDelay, is kept.
       handoff: Effect.flatMap(Clock.currentTimeMillis, (now) => reconcile(now + 1)),
       fallback: Effect.flatMap(Clock.currentTimeMillis, (now) => storage.setAlarm(now + config.alarmMinDelayMs)),
+      whileAwake: (effect) =>
+        Effect.acquireUseRelease(Effect.sync(() => awake++), () => effect, () => Effect.sync(() => awake--)),
       warm: Effect.gen(function*() {
         const stored = yield* storage.readAlarm
         // A stored alarm already past is one the platform did not deliver (wrangler dev does not fire an

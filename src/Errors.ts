@@ -110,3 +110,20 @@ export class ChildJobFailedError extends Schema.TaggedError<ChildJobFailedError>
   "ChildJobFailedError",
   { message: Schema.String, queue: Schema.String, id: Schema.String }
 ) {}
+
+/**
+ * A durable step (`Steps.step`, `call.step`) could not be used: its name (or an option) is invalid
+ * (`invalid`) or repeats a step of the same attempt (`duplicate`), its result cannot be stored
+ * (`unstorable`: not JSON, too large, refused by its schema) or its stored result no longer decodes
+ * (`undecodable`). Terminal when it ends a handler: retrying would hit it again, or run the step's
+ * side effect again.
+ */
+export class DurableStepError extends Schema.TaggedError<DurableStepError>("durability/DurableStepError")(
+  "DurableStepError",
+  {
+    step: Schema.String,
+    reason: Schema.Literal("invalid", "duplicate", "unstorable", "undecodable"),
+    message: Schema.String,
+    cause: Schema.optional(Schema.Defect)
+  }
+) {}

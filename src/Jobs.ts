@@ -11,7 +11,8 @@
  * the wake-up goes there: no polling).
  *
  * Handlers are Effects; their requirements are taken from the context `make` runs in, as for
- * operations. In a handler, `Jobs.progress(n)` and `Jobs.log(message)` reach the current job.
+ * operations. In a handler, `Jobs.progress(n)` and `Jobs.log(message)` reach the current job, and
+ * `Jobs.step(name, effect)` is a durable step of it (see `Steps`).
  */
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -41,10 +42,12 @@ import * as JobsSchema from "./internal/jobs/schema.js"
 import type * as Types from "./internal/jobs/types.js"
 import * as Policy from "./internal/policy.js"
 import * as Slot from "./internal/slot.js"
+import * as StepMemo from "./internal/steps.js"
 import * as Validate from "./internal/validate.js"
 import type * as Lifecycle from "./Lifecycle.js"
 import * as Migrations from "./Migrations.js"
 import type * as Scheduler from "./Scheduler.js"
+import * as Steps from "./Steps.js"
 import type { StorageService } from "./StorageService.js"
 
 export type {
@@ -86,6 +89,9 @@ export const progress = (value: unknown): Effect.Effect<void, InvalidInputError 
 export const log = (message: string): Effect.Effect<void, InvalidInputError | StorageError, CurrentJob> =>
   Effect.flatMap(CurrentJob, ({ job }) => job.log(message))
 
+/** A durable step of the current job: its first successful result is stored and replayed (see `Steps.step`). */
+export const step = Steps.step
+
 /** Defines a queue: its handler, optional payload/result schemas (checked at `add`, decoded when run) and options. */
 export const queue = <P, R, E = never, Req = never, PI = P, RI = R>(
   options: Policy.ExecutionOptions & Omit<Options.QueueOptions, "groupRateLimit"> & {
@@ -96,11 +102,12 @@ export const queue = <P, R, E = never, Req = never, PI = P, RI = R>(
   }
   // NoInfer: inferred from the options only. Inline in `make({ … })`, the contextual type (any queue,
   // `JobContext<never>`) would otherwise make an unannotated handler's payload `never`, and `add` uncallable.
-): QueueDefinition<NoInfer<P>, R, E, Exclude<Req, CurrentJob>> => {
+  // Every attempt gets its `CurrentJob` and its steps' `CurrentCall`: neither is a requirement of the handler.
+): QueueDefinition<NoInfer<P>, R, E, Exclude<Req, CurrentJob | Steps.CurrentCall>> => {
   const { payload, result, ...rest } = options
   return {
     ...rest,
-    handler: options.handler as (job: Types.JobContext<P>) => Effect.Effect<R, E, Exclude<Req, CurrentJob>>,
+    handler: options.handler as (job: Types.JobContext<P>) => Effect.Effect<R, E, Exclude<Req, CurrentJob | Steps.CurrentCall>>,
     payload: Codec.fromSchema(payload),
     result: Codec.fromSchema(result)
   }
@@ -210,7 +217,8 @@ const engineEvents = (hook: Types.JobEventHook | undefined, canceling: Map<strin
     }
   }
 
-const isTerminal = (error: unknown) => error instanceof JobCanceledError || error instanceof DurableResultSerializationError
+const isTerminal = (error: unknown) =>
+  error instanceof JobCanceledError || error instanceof DurableResultSerializationError || StepMemo.isStepFailure(error)
 
 export const make = <const Defs extends Record<string, AnyQueueDefinition>>(
   definitions: Defs,

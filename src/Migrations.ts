@@ -15,6 +15,7 @@
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { MigrationError, StorageError } from "./Errors.js"
+import { MEMO_TABLE } from "./internal/steps.js"
 import { StorageService } from "./StorageService.js"
 
 export interface Migration {
@@ -314,8 +315,9 @@ const execute = (
       )
     }
     const [remaining] = yield* sql.query(Count, `SELECT COUNT(*) AS count FROM ${HISTORY_TABLE}`)
-    // Reverting everything leaves no trace of the library in the object's database.
-    if (remaining?.count === 0) yield* sql.exec(`DROP TABLE ${HISTORY_TABLE}`)
+    // Reverting everything leaves no trace of the library in the object's database: nor the memo
+    // table the capabilities share (each revert keeps it, not knowing whether another uses it).
+    if (remaining?.count === 0) yield* sql.exec(`DROP TABLE ${HISTORY_TABLE}; DROP TABLE IF EXISTS ${MEMO_TABLE}`)
   })
 
 /**

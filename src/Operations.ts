@@ -10,7 +10,8 @@
  *
  * Handlers are Effects. Their requirements `R` are taken from the context
  * `make` runs in: provide them once per Durable Object, in the layer of the
- * object's runtime, and every attempt runs with them.
+ * object's runtime, and every attempt runs with them. In a handler,
+ * `Operations.step(name, effect)` is a durable step of the call (see `Steps`).
  */
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -39,10 +40,12 @@ import * as ListQuery from "./internal/listQuery.js"
 import * as Watchers from "./internal/watchers.js"
 import * as MigrationSql from "./internal/migrationSql.js"
 import * as Policy from "./internal/policy.js"
+import * as StepMemo from "./internal/steps.js"
 import * as Validate from "./internal/validate.js"
 import type * as Lifecycle from "./Lifecycle.js"
 import * as Migrations from "./Migrations.js"
 import * as Scheduler from "./Scheduler.js"
+import * as Steps from "./Steps.js"
 import { type Row, StorageService } from "./StorageService.js"
 import type * as Schema from "effect/Schema"
 export type { ExecutionOptions, RetriesOptions } from "./internal/policy.js"
@@ -78,6 +81,9 @@ export type RequirementsOf<Defs> = {
     : never
 }[keyof Defs]
 
+/** A durable step of the current call: its first successful result is stored and replayed (see `Steps.step`). */
+export const step = Steps.step
+
 /**
  * Declares an operation. `payload`/`result` schemas are optional: with one, the
  * payload is validated and encoded at registration and decoded at execution.
@@ -94,10 +100,11 @@ export const operation = <P, R, E = never, Req = never, PI = P, RI = R>(
     // a terminal failure after the side effect ran.
     & (IsJson<NoInfer<RI>> extends true ? unknown
       : { readonly result: "the handler's result (or its result schema's encoded form) must be JSON" })
-): OperationDefinition<NoInfer<P>, NoInfer<R>, NoInfer<E>, NoInfer<Req>> => ({
+  // Every attempt gets its steps' `CurrentCall`: it is not a requirement of the handler.
+): OperationDefinition<NoInfer<P>, NoInfer<R>, NoInfer<E>, Exclude<NoInfer<Req>, Steps.CurrentCall>> => ({
   ...(options.attemptTimeoutMs === undefined ? {} : { attemptTimeoutMs: options.attemptTimeoutMs }),
   ...(options.retries === undefined ? {} : { retries: options.retries }),
-  handler: options.handler,
+  handler: options.handler as (call: DurableCall<P>) => Effect.Effect<R, E, Exclude<Req, Steps.CurrentCall>>,
   payload: Codec.fromSchema(options.payload),
   result: Codec.fromSchema(options.result)
 })
@@ -251,6 +258,11 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
     created_at INTEGER NOT NULL DEFAULT (${MigrationSql.NOW_MS})`),
       pendingIndex: PENDING_INDEX
     })
+  },
+  {
+    name: "durability_0006_operations_steps",
+    // The shared memo table and the triggers deleting a call's memos with its end, purge or replacement.
+    ...StepMemo.memoSchema({ capability: "operations", table: "durability_calls", keyColumn: "id", terminal: ["completed", "failed"] })
   }
 ]
 
@@ -301,8 +313,8 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
       definitions,
       options,
       timeoutError,
-      // A result that cannot be stored must not re-run its side effect.
-      isTerminal: () => isSerializationFailure,
+      // A result that cannot be stored must not re-run its side effect; nor must a step's.
+      isTerminal: () => (error) => isSerializationFailure(error) || StepMemo.isStepFailure(error),
       releaseKeysOnPurge: true,
       purgeReason: () => new Error("Durable operation was purged"),
       participant: ({ definitionOf, storage }) => ({
@@ -327,8 +339,19 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
               attempt: execution.attempt,
               signal: execution.signal
             }
+            const steps = StepMemo.runner(storage, {
+              capability: CAPABILITY,
+              table: TABLE,
+              keyColumn: "id",
+              key: execution.key,
+              generation: execution.generation
+            })
             const result = yield* Capability.provideCaptured(
-              definition.handler(call as never) as Effect.Effect<unknown, unknown, RequirementsOf<Defs>>,
+              Effect.provideService(
+                definition.handler(call as never) as Effect.Effect<unknown, unknown, RequirementsOf<Defs> | Steps.CurrentCall>,
+                Steps.CurrentCall,
+                steps
+              ),
               context
             )
             const encoded = yield* Effect.mapError(

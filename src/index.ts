@@ -31,6 +31,7 @@ export type {
   DurableRegistration,
   HandlerMap
 } from "./facade/Durability.js"
+export type { DurableStep, DurableStepOptions } from "./facade/helper.js"
 export { DurabilityAlarms } from "./facade/DurabilityAlarms.js"
 export type {
   AlarmHandlerMap,
@@ -77,6 +78,23 @@ export type {
   JobState as DurableJobState,
   RateLimit as DurableJobRateLimit
 } from "./Jobs.js"
+export { DurabilitySchedules } from "./facade/DurabilitySchedules.js"
+export type {
+  DurabilitySchedulesBase,
+  DurabilitySchedulesConfig,
+  DurabilitySchedulesConstructor,
+  DurabilitySchedulesInstance,
+  DurabilitySchedulesOptions,
+  DurableSchedule,
+  DurableScheduleInfo,
+  DurableScheduleOptions,
+  DurableSchedulePage,
+  DurableScheduleRun,
+  DurableScheduleTiming,
+  DurableScheduleUpsertResult,
+  EnqueueTarget,
+  ScheduleHandlerMap
+} from "./facade/DurabilitySchedules.js"
 export type { MigrationResult as DurabilityMigrationResult, SchedulerAttachment } from "./facade/attachment.js"
 export {
   DuplicateDurableCallError,
@@ -88,11 +106,13 @@ export {
   DurableRetryPolicyError,
   ChildJobFailedError,
   JobCanceledError,
+  DurableStepError,
   NonRetryableError
 } from "./facade/errors.js"
 export { migrations as durabilityOperationMigrations } from "./Operations.js"
 export { migrations as durabilityNamedAlarmMigrations } from "./NamedAlarms.js"
 export { migrations as durabilityJobMigrations } from "./Jobs.js"
+export { migrations as durabilityScheduleMigrations } from "./Schedules.js"
 export type { LifecycleEvent as DurabilityLifecycleEvent, LifecycleHook } from "./Lifecycle.js"
 export { logLifecycle } from "./Logging.js"
 export type { SerializedError } from "./Errors.js"

@@ -4,16 +4,34 @@
  * registration committed, `.getResult(id)` reads the outcome, `.job(id)` gives
  * a handle that can wait for it.
  */
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import type { LifecycleHook } from "../Lifecycle.js"
 import * as Operations from "../Operations.js"
+import * as Steps from "../Steps.js"
 import type { IsJson } from "../internal/jsonType.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
 import type * as Scheduler from "../Scheduler.js"
 import { fromPromise, migrateWith, type MigrationResult, type SchedulerAttachment } from "./attachment.js"
-import { build, type DurabilityMethodOptions, Helper, type HelperSpec, pickExecution } from "./helper.js"
+import {
+  build,
+  type DurabilityMethodOptions,
+  type DurableStep,
+  Helper,
+  type HelperSpec,
+  pickExecution,
+  promiseStep
+} from "./helper.js"
 
-export type DurableCall<P> = Operations.DurableCall<P>
+/** What a handler is called with for one attempt. */
+export interface DurableCall<P> extends Operations.DurableCall<P> {
+  /**
+   * A durable step of this call: `await call.step("charge", () => charge(...))` runs the function once
+   * and stores its result (JSON, or `{ result: schema }`'s encoded form); every later attempt of the
+   * call gets the stored result back. Names are unique within one attempt.
+   */
+  readonly step: DurableStep
+}
 export type DurableOperationResult<R> = Operations.OperationResult<R>
 
 /** A handler: receives the call, returns the result (JSON) or a promise of it. */
@@ -118,7 +136,9 @@ const spec: HelperSpec<DurabilityMethodOptions, Operations.AnyOperationDefinitio
   define: (handler, method) => {
     const run = handler as (call: DurableCall<unknown>) => unknown
     return Operations.operation({
-      handler: (call: DurableCall<unknown>) => fromPromise(() => run(call)),
+      handler: (call: Operations.DurableCall<unknown>) =>
+        Effect.flatMap(Effect.runtime<Steps.CurrentCall>(), (runtime) =>
+          fromPromise(() => run({ ...call, step: promiseStep(Context.get(runtime.context, Steps.CurrentCall), runtime) }))),
       ...pickExecution(method)
     })
   },

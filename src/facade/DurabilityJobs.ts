@@ -3,10 +3,12 @@
  * `jobs.email.add({ payload })`, `jobs.email.get(id)`, `jobs.email.pause()`…; `jobs.flow(tree)`
  * adds a parent and its children (across queues) in one transaction.
  */
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Runtime from "effect/Runtime"
 import * as Jobs from "../Jobs.js"
+import * as Steps from "../Steps.js"
 import type { AnyQueueDefinition } from "../internal/jobs/definition.js"
 import type { GroupRateLimit, Retention } from "../internal/jobs/options.js"
 import type * as Types from "../internal/jobs/types.js"
@@ -15,7 +17,7 @@ import type * as Scheduler from "../Scheduler.js"
 import { attach, fromPromise, migrateWith, type MigrationResult, type SchedulerAttachment } from "./attachment.js"
 import type { BivariantHandler } from "./Durability.js"
 import { fromCause } from "./errors.js"
-import { type DurabilityMethodOptions, Helper, pickExecution } from "./helper.js"
+import { type DurabilityMethodOptions, type DurableStep, Helper, pickExecution, promiseStep } from "./helper.js"
 
 /** What a job's handler is called with. */
 export interface DurableJob<P = unknown> {
@@ -35,6 +37,12 @@ export interface DurableJob<P = unknown> {
   log(message: string): Promise<void>
   /** The values and failures of the job's children, by child id. */
   childrenValues(): Promise<Readonly<Record<string, Types.ChildValue>>>
+  /**
+   * A durable step of this job: `await job.step("render", () => render(...))` runs the function once
+   * and stores its result (JSON, or `{ result: schema }`'s encoded form); every later attempt of the
+   * job gets the stored result back. Names are unique within one attempt.
+   */
+  readonly step: DurableStep
 }
 
 export type DurableJobHandler<P = unknown> = (job: DurableJob<P>) => unknown
@@ -113,7 +121,7 @@ export interface DurabilityJobsConstructor {
 type Service = Jobs.JobsService<Record<string, AnyQueueDefinition>>
 
 /** The handler's job with promises, run on the object's runtime. */
-const promiseJob = (job: Types.JobContext<unknown>, runtime: Runtime.Runtime<never>): DurableJob<unknown> => {
+const promiseJob = (job: Types.JobContext<unknown>, runtime: Runtime.Runtime<Steps.CurrentCall>): DurableJob<unknown> => {
   const run = <A>(effect: Effect.Effect<A, unknown>) =>
     Runtime.runPromiseExit(runtime)(effect).then((exit) => {
       if (Exit.isFailure(exit)) throw fromCause(exit.cause)
@@ -129,7 +137,8 @@ const promiseJob = (job: Types.JobContext<unknown>, runtime: Runtime.Runtime<nev
     idempotencyKey: job.idempotencyKey,
     progress: (value) => run(job.progress(value)),
     log: (message) => run(job.log(message)),
-    childrenValues: () => run(job.childrenValues)
+    childrenValues: () => run(job.childrenValues),
+    step: promiseStep(Context.get(runtime.context, Steps.CurrentCall), runtime)
   }
 }
 
@@ -161,7 +170,7 @@ const define = (name: string, options: DurabilityQueueOptions<unknown>): AnyQueu
     ...rest,
     ...pickExecution(options),
     handler: (job: Types.JobContext<unknown>) =>
-      Effect.flatMap(Effect.runtime<never>(), (runtime) => fromPromise(() => handler(promiseJob(job, runtime))))
+      Effect.flatMap(Effect.runtime<Steps.CurrentCall>(), (runtime) => fromPromise(() => handler(promiseJob(job, runtime))))
   }) as unknown as AnyQueueDefinition
 }
 

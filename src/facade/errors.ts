@@ -27,6 +27,8 @@ export class DurableAlarmTimeoutError extends named("DurableAlarmTimeoutError") 
 export class DurableCanceledError extends named("DurableCanceledError") {}
 export class JobCanceledError extends named("JobCanceledError") {}
 export class ChildJobFailedError extends named("ChildJobFailedError") {}
+/** A durable step's name is invalid or repeated in one attempt, or its result cannot be stored; terminal. */
+export class DurableStepError extends named("DurableStepError") {}
 
 const byTag: Record<string, new(message: string, options?: { readonly cause?: unknown }) => Error> = {
   NonRetryableError,
@@ -40,7 +42,8 @@ const byTag: Record<string, new(message: string, options?: { readonly cause?: un
   DurableAlarmTimeoutError,
   DurableCanceledError,
   JobCanceledError,
-  ChildJobFailedError
+  ChildJobFailedError,
+  DurableStepError
 }
 
 /** Turns any failure of the Effect API into what a promise caller expects. */

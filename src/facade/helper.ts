@@ -6,12 +6,18 @@
  * @internal
  */
 import type * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Runtime from "effect/Runtime"
+import type * as Schema from "effect/Schema"
 import type { LifecycleHook } from "../Lifecycle.js"
 import type * as Scheduler from "../Scheduler.js"
+import type { IsJson } from "../internal/jsonType.js"
 import type { AlarmInvocationInfo } from "../internal/platform.js"
 import type { ExecutionOptions, RetriesOptions } from "../internal/policy.js"
-import { attach, checkHandlers, type SchedulerAttachment } from "./attachment.js"
+import type { StepRunner } from "../internal/steps.js"
+import { attach, checkHandlers, fromPromise, type SchedulerAttachment } from "./attachment.js"
 import type { DurabilityScheduler } from "./DurabilityScheduler.js"
+import { fromCause } from "./errors.js"
 import type { ObjectRuntime } from "./objectRuntime.js"
 
 export interface DurabilityRetryOptions {
@@ -129,3 +135,46 @@ export class Helper<S extends Purgeable> {
     return Helper.run(this, (service) => service.purgeBefore(before))
   }
 }
+
+/**
+ * `call.step(name, fn, options?)`: a durable step of the handler's call. `fn` runs only when no
+ * earlier attempt of the call stored this step's result; its first successful result is stored
+ * (JSON, or the encoded form of `options.result`, an Effect `Schema`) and returned on every later
+ * attempt without running `fn`. A rejection is not stored. Rejects with `DurableStepError` (terminal
+ * when the handler lets it through) when the name is invalid or used twice in one attempt, or the
+ * result cannot be stored.
+ */
+export interface DurableStep {
+  <A, I>(
+    name: string,
+    fn: () => A | PromiseLike<A>,
+    options: DurableStepOptions<A, I> & { readonly result: Schema.Schema<A, I> } & (IsJson<NoInfer<I>> extends true ? unknown
+        : { readonly "the encoded form of a step's result schema must be JSON": never })
+  ): Promise<A>
+  <A>(
+    name: string,
+    fn: (() => A | PromiseLike<A>) & (IsJson<NoInfer<A>> extends true ? unknown
+      : { readonly "a step's result must be JSON (no Date, Map, Set, BigInt, function or Error): give options.result, a Schema that encodes it": never }),
+    options?: { readonly result?: undefined }
+  ): Promise<A>
+}
+
+export interface DurableStepOptions<A, I> {
+  /** An Effect `Schema` whose encoded form (JSON) is stored; the stored form is decoded on replay. */
+  readonly result?: Schema.Schema<A, I> | undefined
+}
+
+/**
+ * A handler's `step` for the promise face, over its attempt's step runner, run on the handler's own
+ * runtime (its clock and services). Any helper whose handlers have steps builds it this way.
+ */
+export const promiseStep = (runner: StepRunner, runtime: Runtime.Runtime<never>): DurableStep =>
+  ((name: string, fn: () => unknown, options?: DurableStepOptions<unknown, unknown>): Promise<unknown> => {
+    if (typeof fn !== "function") {
+      return Promise.reject(new TypeError(`step ${JSON.stringify(String(name)).slice(0, 80)} needs a function`))
+    }
+    return Runtime.runPromiseExit(runtime)(runner.step(name, fromPromise(fn), options)).then((exit) => {
+      if (Exit.isFailure(exit)) throw fromCause(exit.cause)
+      return exit.value
+    })
+  }) as DurableStep

@@ -188,11 +188,14 @@ const readThenClaim = (run: Run, key: string, entry: ActiveExecution, start: Sta
     const { dispatch, policy: policyOf } = run.participant.table
     const policy = policyOf(row)
     const { storage } = run.engine
+    const gate = dispatch?.admit?.(row)
     const claimAt = (now: number) => {
       const bindings = [key, String(row.generation_id), policy.maxAttempts]
-      return storage.exec(run.participant.sql.claim, dispatch?.startedColumn === undefined ? bindings : [now, ...bindings])
+      return storage.exec(
+        gate === undefined ? run.participant.sql.claim : run.participant.sql.claimRow,
+        dispatch?.startedColumn === undefined ? bindings : [now, ...bindings]
+      )
     }
-    const gate = dispatch?.admit?.(row)
     const claimed = gate === undefined
       ? (dispatch?.startedColumn === undefined ? claimAt(0) : Effect.flatMap(Clock.currentTimeMillis, claimAt))
       : storage.transaction(
@@ -209,7 +212,8 @@ const readThenClaim = (run: Run, key: string, entry: ActiveExecution, start: Sta
       const [first] = rows
       return first === undefined
         ? exhaust(run, key, row, policy)
-        : attempt(run, key, row, Number(first.attempt), entry, start.platform)
+        // A gated record runs as claimed: its gate may have written to it in the claim's transaction.
+        : attempt(run, key, gate === undefined ? row : first, Number(first.attempt), entry, start.platform)
     })
   })
 

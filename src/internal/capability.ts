@@ -49,7 +49,8 @@ const RESERVED: Readonly<Record<string, ReadonlySet<string>>> = (() => {
   return {
     Durability: new Set(base),
     DurabilityAlarms: new Set([...base, "get", "cancel", "list"]),
-    DurabilityJobs: new Set([...base, "flow", "queues"])
+    DurabilityJobs: new Set([...base, "flow", "queues"]),
+    DurabilitySchedules: new Set([...base, "enqueue"])
   }
 })()
 

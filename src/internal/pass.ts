@@ -101,16 +101,17 @@ const runDue = (engine: Engine, startedAt: number, info: AlarmInvocationInfo | u
   Effect.suspend(() => {
     engine.upkeep.passes.running++
     const batches: Array<DueBatch> = []
-    return Effect.gen(function*() {
+    return engine.alarms.whileAwake(Effect.gen(function*() {
       for (const participant of engine.participants) batches.push(yield* takeDue({ engine, participant }, startedAt))
       // The pass can take long (a handler attached to, a full pool): arm the timer now for later work
-      // it did not take. Work already due waits for this pass to end.
+      // it did not take, whenever it is due (the object is awake meanwhile). Work already due waits for
+      // this pass to end.
       yield* engine.upkeep.reported(engine.upkeep.refreshTimer(startedAt))
       yield* Effect.forEach(batches, (batch) => runBatch(batch, startedAt, info), {
         concurrency: "unbounded",
         discard: true
       })
-    }).pipe(Effect.ensuring(Effect.sync(() => {
+    })).pipe(Effect.ensuring(Effect.sync(() => {
       engine.upkeep.passes.running--
       batches.forEach(release)
     })))

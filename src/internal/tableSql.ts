@@ -16,6 +16,8 @@ export interface TableSql {
   readonly due: string
   readonly read: string
   readonly claim: string
+  /** `claim`, returning the whole row as claimed (for a gated claim, whose gate may have written to it). */
+  readonly claimRow: string
   /** A due record's claim in one statement, given its attempt limit as SQL (bindings: key, due-by time, then the limit's). */
   readonly claimDue: (limit: string) => string
   readonly exhaust: string
@@ -48,6 +50,8 @@ export const make = (table: string, key: string, shape?: Shape): TableSql => {
     read: `SELECT * FROM ${table} WHERE ${key} = ?`,
     claim: `UPDATE ${table} SET attempt = attempt + 1${stamp} WHERE ${key} = ? AND generation_id = ? AND ${pending} ` +
       `AND attempt < ? RETURNING attempt`,
+    claimRow: `UPDATE ${table} SET attempt = attempt + 1${stamp} WHERE ${key} = ? AND generation_id = ? AND ${pending} ` +
+      `AND attempt < ? RETURNING *`,
     claimDue: (limit) =>
       `UPDATE ${table} SET attempt = attempt + 1${stamp} WHERE ${key} = ? AND ${pending} AND next_attempt_at <= ? ` +
       `AND attempt < ${limit} RETURNING *`,

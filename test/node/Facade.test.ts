@@ -52,8 +52,11 @@ const tables = (memory: MemoryStorage.MemoryStorage) =>
 const OPERATION_MIGRATIONS = [
   "durability_0001_create_calls",
   "durability_0002_pending_index",
-  "durability_0004_calls_generation_and_created_at"
+  "durability_0004_calls_generation_and_created_at",
+  "durability_0006_operations_steps"
 ]
+/** The durable steps' memo table, shared by the capabilities: it goes only when every capability is reverted. */
+const MEMO_TABLE = "durability_steps"
 const ALARM_MIGRATIONS = ["durability_0003_create_alarms", "durability_0004_alarms_generation_and_created_at"]
 
 describe("Durability", () => {
@@ -212,10 +215,14 @@ describe("Durability", () => {
     expect(tables(context.memory)).toEqual([])
     expect(Durability.migrate(context)).toEqual({ applied: OPERATION_MIGRATIONS, rolledBack: [] })
     expect(Durability.migrate(context)).toEqual({ applied: [], rolledBack: [] })
-    expect(tables(context.memory)).toEqual(["durability_calls", "durability_migrations"])
+    expect(tables(context.memory)).toEqual(["durability_calls", "durability_migrations", MEMO_TABLE])
     expect(Durability.migrate(context, "durability_0001_create_calls")).toEqual({
       applied: [],
-      rolledBack: ["durability_0004_calls_generation_and_created_at", "durability_0002_pending_index"]
+      rolledBack: [
+        "durability_0006_operations_steps",
+        "durability_0004_calls_generation_and_created_at",
+        "durability_0002_pending_index"
+      ]
     })
     expect(Durability.migrate(context, null)).toEqual({
       applied: [],
@@ -296,14 +303,14 @@ describe("DurabilityAlarms", () => {
     expect(Durability.migrate(context)).toEqual({ applied: OPERATION_MIGRATIONS, rolledBack: [] })
     expect(DurabilityAlarms.migrate(context)).toEqual({ applied: ALARM_MIGRATIONS, rolledBack: [] })
     expect(DurabilityAlarms.migrate(context)).toEqual({ applied: [], rolledBack: [] })
-    expect(tables(context.memory)).toEqual(["durability_alarms", "durability_calls", "durability_migrations"])
+    expect(tables(context.memory)).toEqual(["durability_alarms", "durability_calls", "durability_migrations", MEMO_TABLE])
     expect(DurabilityAlarms.migrate(context, null)).toEqual({
       applied: [],
       rolledBack: ["durability_0004_alarms_generation_and_created_at", "durability_0003_create_alarms"]
     })
-    expect(tables(context.memory)).toEqual(["durability_calls", "durability_migrations"])
+    expect(tables(context.memory)).toEqual(["durability_calls", "durability_migrations", MEMO_TABLE])
     expect(DurabilityAlarms.migrate(context)).toEqual({ applied: ALARM_MIGRATIONS, rolledBack: [] })
-    expect(tables(context.memory)).toEqual(["durability_alarms", "durability_calls", "durability_migrations"])
+    expect(tables(context.memory)).toEqual(["durability_alarms", "durability_calls", "durability_migrations", MEMO_TABLE])
   })
 })
 

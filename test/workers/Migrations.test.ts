@@ -24,7 +24,7 @@ it("upgrades an operations table with old rows to generations and creation times
        VALUES ('old', 'resize', '{"kind":"value","value":1}', 'pending', 1, 5)`
     )
     expect(Durability.migrate(state)).toEqual({
-      applied: ["durability_0004_calls_generation_and_created_at"],
+      applied: ["durability_0004_calls_generation_and_created_at", "durability_0006_operations_steps"],
       rolledBack: []
     })
     const [row] = state.storage.sql.exec("SELECT generation_id, created_at, attempt FROM durability_calls").toArray()
@@ -34,7 +34,7 @@ it("upgrades an operations table with old rows to generations and creation times
 
     expect(Durability.migrate(state, "durability_0002_pending_index")).toEqual({
       applied: [],
-      rolledBack: ["durability_0004_calls_generation_and_created_at"]
+      rolledBack: ["durability_0006_operations_steps", "durability_0004_calls_generation_and_created_at"]
     })
     const columns = state.storage.sql.exec("SELECT name FROM pragma_table_info('durability_calls')").toArray()
     expect(columns.map((c) => c.name)).not.toContain("generation_id")
@@ -44,6 +44,7 @@ it("upgrades an operations table with old rows to generations and creation times
       "durability_0002_pending_index",
       "durability_0001_create_calls"
     ])
+    // Nothing left: the memo table the capabilities share goes with the last revert.
     expect(tables(state)).toEqual([])
   })
 })
@@ -56,8 +57,8 @@ it("applies and reverts the named alarms table independently of operations", asy
       applied: ["durability_0003_create_alarms", "durability_0004_alarms_generation_and_created_at"],
       rolledBack: []
     })
-    expect(tables(state)).toEqual(["durability_alarms", "durability_calls", "durability_migrations"])
+    expect(tables(state)).toEqual(["durability_alarms", "durability_calls", "durability_migrations", "durability_steps"])
     DurabilityAlarms.migrate(state, null)
-    expect(tables(state)).toEqual(["durability_calls", "durability_migrations"])
+    expect(tables(state)).toEqual(["durability_calls", "durability_migrations", "durability_steps"])
   })
 })

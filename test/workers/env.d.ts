@@ -10,5 +10,7 @@ declare module "cloudflare:test" {
     readonly HANDOFF_OBJECT: DurableObjectNamespace<import("./objects/ParityObject.js").HandoffObject>
     readonly JOBS_OBJECT: DurableObjectNamespace<import("./objects/JobsObject.js").JobsObject>
     readonly JOBS_CHAOS_OBJECT: DurableObjectNamespace<import("./objects/JobsChaosObject.js").JobsChaosObject>
+    readonly STEPS_OBJECT: DurableObjectNamespace<import("./objects/StepsObject.js").StepsObject>
+    readonly SCHEDULES_OBJECT: DurableObjectNamespace<import("./objects/SchedulesObject.js").SchedulesObject>
   }
 }

@@ -249,10 +249,15 @@ describe("jobs: the migration in real DO SQLite", () => {
         { type: "table", name: "durability_job_logs" },
         { type: "table", name: "durability_job_queues" },
         { type: "table", name: "durability_jobs" },
-        { type: "trigger", name: "durability_jobs_logs_gone" }
+        { type: "trigger", name: "durability_jobs_logs_gone" },
+        // The durable steps' memos go with their job (durability_0006_jobs_steps).
+        { type: "trigger", name: "durability_jobs_steps_ended" },
+        { type: "trigger", name: "durability_jobs_steps_gone" },
+        { type: "trigger", name: "durability_jobs_steps_replaced" }
       ])
-      expect(state.storage.sql.exec("SELECT name FROM durability_migrations WHERE name LIKE '%jobs%'").toArray()).toEqual([
-        { name: "durability_0005_create_jobs" }
+      expect(state.storage.sql.exec("SELECT name FROM durability_migrations WHERE name LIKE '%jobs%' ORDER BY id").toArray()).toEqual([
+        { name: "durability_0005_create_jobs" },
+        { name: "durability_0006_jobs_steps" }
       ])
     })
     expect((await jobs.stub.table("logs")).map((line) => line.key)).toEqual(["plain/logged", "plain/kept"])

@@ -18,6 +18,8 @@ export { ManagedObject } from "./objects/ManagedObject.js"
 export { HandoffObject, ParityObject } from "./objects/ParityObject.js"
 export { JobsChaosObject } from "./objects/JobsChaosObject.js"
 export { JobsObject } from "./objects/JobsObject.js"
+export { StepsObject } from "./objects/StepsObject.js"
+export { SchedulesObject } from "./objects/SchedulesObject.js"
 
 /** A bare SQLite-backed object: tests reach its storage through `runInDurableObject`. */
 export class StorageObject extends DurableObject {}

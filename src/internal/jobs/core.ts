@@ -5,7 +5,7 @@
  * @internal
  */
 import * as Cause from "effect/Cause"
-import type * as Context from "effect/Context"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as Background from "../../Background.js"
@@ -22,7 +22,9 @@ import * as Lifecycle from "../../Lifecycle.js"
 import type { Row, StorageService } from "../../StorageService.js"
 import { provideCaptured } from "../capability.js"
 import * as Json from "../json.js"
+import * as StepMemo from "../steps.js"
 import * as Validate from "../validate.js"
+import * as Steps from "../../Steps.js"
 import type * as Watchers from "../watchers.js"
 import * as Bucket from "./bucket.js"
 import type { AnyQueueDefinition, CurrentJobTag } from "./definition.js"
@@ -268,8 +270,16 @@ export const participant = <I>(
         (cause) => new NonRetryableError({ message: `The stored payload of a job of queue "${name}" does not decode`, cause })
       )
       const job = jobContext(core, execution, queue, payload)
+      const steps = StepMemo.runner(core.storage, {
+        capability: "jobs",
+        table: JOBS,
+        keyColumn: "key",
+        key: execution.key,
+        generation: execution.generation
+      })
+      // Both in one provide: one context update per attempt, as before steps.
       const handled = queue.definition.handler(job as JobContext<never>).pipe(
-        Effect.provideService(currentJob, { job })
+        Effect.provide(Context.add(Context.make(currentJob, { job }), Steps.CurrentCall, steps))
       ) as Effect.Effect<unknown, unknown, unknown>
       const value = yield* provideCaptured(handled, context)
       const encoded = yield* Effect.mapError(

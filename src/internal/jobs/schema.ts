@@ -8,6 +8,7 @@
  */
 import type * as Migrations from "../../Migrations.js"
 import * as MigrationSql from "../migrationSql.js"
+import * as StepMemo from "../steps.js"
 
 export const JOBS = "durability_jobs"
 export const QUEUES = "durability_job_queues"
@@ -101,6 +102,11 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
       DROP TABLE IF EXISTS ${QUEUES};
       DROP TABLE IF EXISTS ${JOBS}`,
     presentWhen: MigrationSql.tableExists(JOBS)
+  },
+  {
+    name: "durability_0006_jobs_steps",
+    // The shared memo table and the triggers deleting a job's memos with its end, removal or `retry`.
+    ...StepMemo.memoSchema({ capability: "jobs", table: JOBS, keyColumn: "key", terminal: ["completed", "failed", "canceled"] })
   }
 ]
 

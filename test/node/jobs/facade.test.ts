@@ -215,7 +215,7 @@ describe("DurabilityJobs", () => {
   it("DurabilityJobs.migrate applies and reverts the jobs tables synchronously", async () => {
     const context = await memoryContext()
     const names = durabilityJobMigrations.map((migration) => migration.name)
-    expect(names).toEqual(["durability_0005_create_jobs"])
+    expect(names).toEqual(["durability_0005_create_jobs", "durability_0006_jobs_steps"])
     const result = DurabilityJobs.migrate(context)
     expect(result).toEqual({ applied: names, rolledBack: [] })
     expect(jobTables(context.memory)).toEqual([
@@ -227,7 +227,7 @@ describe("DurabilityJobs", () => {
       "durability_jobs"
     ])
     expect(DurabilityJobs.migrate(context)).toEqual({ applied: [], rolledBack: [] })
-    expect(DurabilityJobs.migrate(context, null)).toEqual({ applied: [], rolledBack: names })
+    expect(DurabilityJobs.migrate(context, null)).toEqual({ applied: [], rolledBack: [...names].reverse() })
     expect(jobTables(context.memory)).toEqual([])
     expect(thrownBy(() => DurabilityJobs.migrate(context, "durability_9999_unknown")).name).toBe("MigrationError")
   })

@@ -1,0 +1,156 @@
+/**
+ * `DurabilitySchedules`: recurring schedules for promise-style code. Every handler becomes a
+ * property: `schedules.digest.upsert(key, { cron: "0 9 * * 1-5", timezone: "Europe/Lisbon" })`,
+ * `.get(key)`, `.trigger(key)`…
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import type { LifecycleHook } from "../Lifecycle.js"
+import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
+import type * as Scheduler from "../Scheduler.js"
+import * as Schedules from "../Schedules.js"
+import * as Steps from "../Steps.js"
+import type * as Types from "../internal/jobs/types.js"
+import { fromPromise, migrateWith, type MigrationResult, type SchedulerAttachment } from "./attachment.js"
+import type { BivariantHandler } from "./Durability.js"
+import {
+  build,
+  type DurabilityMethodOptions,
+  type DurableStep,
+  Helper,
+  type HelperSpec,
+  pickExecution,
+  promiseStep
+} from "./helper.js"
+
+/** What a schedule's handler is called with for one attempt of one run. */
+export interface DurableScheduleRun<P = unknown> extends Schedules.ScheduleRun<P> {
+  /**
+   * A durable step of this run: `await run.step("build", () => build(...))` runs the function once and
+   * stores its result; the run's later attempts (after a failure or an eviction) get it back.
+   */
+  readonly step: DurableStep
+}
+export type DurableScheduleInfo<P = unknown> = Schedules.ScheduleInfo<P>
+export type DurableScheduleTiming = Schedules.TimingInput
+export type DurableScheduleOptions<P = unknown> = Schedules.UpsertOptions<P>
+export type DurableScheduleUpsertResult = Schedules.UpsertResult
+export type DurableSchedulePage<P = unknown> = Schedules.SchedulePage<P>
+
+/** An unannotated handler's run is a `DurableScheduleRun<unknown>`; annotate it to type the payload. */
+export type ScheduleHandlerMap = Record<string, BivariantHandler<DurableScheduleRun<unknown>>>
+
+type PayloadOf<H> = H extends (run: DurableScheduleRun<infer P>) => unknown ? P : unknown
+
+export interface DurabilitySchedulesOptions<H extends ScheduleHandlerMap> extends DurabilityMethodOptions {
+  readonly handlers: H
+  readonly methods?: { readonly [K in keyof H]?: DurabilityMethodOptions } | undefined
+  /** At most this many runs of these schedules at once, inside the object's permits (default 1). */
+  readonly concurrency?: number | undefined
+  readonly onLifecycleEvent?: LifecycleHook | undefined
+}
+
+export type DurabilitySchedulesConfig<H extends ScheduleHandlerMap> = DurabilitySchedulesOptions<H> & SchedulerAttachment
+
+/** One handler's schedules, by key (see `Schedules.ScheduleHandle` for each call's contract). */
+export interface DurableSchedule<P> {
+  upsert(key: string, timing: DurableScheduleTiming, options?: DurableScheduleOptions<P>): Promise<DurableScheduleUpsertResult>
+  remove(key: string): Promise<boolean>
+  get(key: string): Promise<DurableScheduleInfo<P> | undefined>
+  list(options?: { readonly limit?: number | undefined; readonly cursor?: string | undefined }): Promise<DurableSchedulePage<P>>
+  pause(key: string): Promise<boolean>
+  resume(key: string): Promise<boolean>
+  trigger(key: string): Promise<boolean>
+}
+
+export interface DurabilitySchedulesBase {
+  alarm(info?: AlarmInvocationInfo): Promise<void>
+  /** Deletes every schedule created before `before` (strict; epoch ms or a `Date`); returns how many. */
+  purgeBefore(before: number | Date): Promise<number>
+}
+
+export type DurabilitySchedulesInstance<H extends ScheduleHandlerMap> =
+  & DurabilitySchedulesBase
+  & { readonly [K in keyof H]: DurableSchedule<PayloadOf<H[K]>> }
+
+/** The part of a `DurabilityJobs` queue a schedule needs to enqueue into it. */
+export interface EnqueueTarget<P> {
+  add(options: Types.AddOptions<P>): Promise<Types.AddResult>
+}
+
+export interface DurabilitySchedulesConstructor {
+  new<H extends ScheduleHandlerMap>(config: DurabilitySchedulesConfig<H>): DurabilitySchedulesInstance<H>
+  /**
+   * A handler that adds one job per run to a `DurabilityJobs` queue (`jobs.email`), with the
+   * schedule's payload; the job's id and dedup key are the slot's idempotency key, so a retried run
+   * adds it once.
+   */
+  enqueue<P>(queue: EnqueueTarget<P>): (run: DurableScheduleRun<P>) => Promise<Types.AddResult>
+  migrate(context: DurabilityContext, target?: string | null): MigrationResult
+}
+
+type Service = Schedules.SchedulesService<Record<string, Schedules.AnyScheduleDefinition>>
+
+const specWith = (concurrency: number | undefined): HelperSpec<DurabilityMethodOptions, Schedules.AnyScheduleDefinition, Service> => ({
+  owner: "DurabilitySchedules",
+  define: (handler, method) => {
+    const run = handler as (run: DurableScheduleRun<unknown>) => unknown
+    return Schedules.schedule({
+      handler: (info: Schedules.ScheduleRun<unknown>) =>
+        Effect.flatMap(Effect.runtime<Steps.CurrentCall>(), (runtime) =>
+          fromPromise(() => run({ ...info, step: promiseStep(Context.get(runtime.context, Steps.CurrentCall), runtime) }))),
+      ...pickExecution(method)
+    }) as Schedules.AnyScheduleDefinition
+  },
+  make: (definitions, options) =>
+    Schedules.make(definitions, { ...options, ...(concurrency === undefined ? {} : { concurrency }) }) as Effect.Effect<
+      Service,
+      unknown,
+      Scheduler.Services
+    >
+})
+
+const asSchedule = (helper: DurabilitySchedulesImpl, name: string): DurableSchedule<unknown> => {
+  const call = <A, E>(body: (handle: Schedules.ScheduleHandle<unknown>) => Effect.Effect<A, E>) =>
+    DurabilitySchedulesImpl.runOn(helper, (service) => body((service as unknown as Record<string, Schedules.ScheduleHandle<unknown>>)[name]!))
+  return {
+    upsert: (key, timing, options) => call((handle) => handle.upsert(key, timing, options)),
+    remove: (key) => call((handle) => handle.remove(key)),
+    get: (key) => call((handle) => handle.get(key)),
+    list: (options) => call((handle) => handle.list(options)),
+    pause: (key) => call((handle) => handle.pause(key)),
+    resume: (key) => call((handle) => handle.resume(key)),
+    trigger: (key) => call((handle) => handle.trigger(key))
+  }
+}
+
+const ENQUEUE_DEDUP_MS = 7 * 24 * 60 * 60 * 1000
+
+class DurabilitySchedulesImpl extends Helper<Service> {
+  constructor(config: DurabilitySchedulesConfig<ScheduleHandlerMap>) {
+    if (typeof config !== "object" || config === null) throw new TypeError("DurabilitySchedules needs a config object")
+    const built = build(config, specWith(config.concurrency))
+    super(built)
+    for (const name of built.names) Helper.method(this, name, asSchedule(this, name))
+  }
+
+  /** Runs a call of the schedules on the object's runtime (for the per-handler objects). */
+  static runOn<A, E>(helper: DurabilitySchedulesImpl, body: (service: Service) => Effect.Effect<A, E>): Promise<A> {
+    return Helper.run(helper, body)
+  }
+
+  static enqueue<P>(queue: EnqueueTarget<P>): (run: DurableScheduleRun<P>) => Promise<Types.AddResult> {
+    if (typeof queue !== "object" || queue === null || typeof queue.add !== "function") {
+      throw new TypeError("DurabilitySchedules.enqueue needs a queue of DurabilityJobs (e.g. jobs.email)")
+    }
+    return (run) =>
+      queue.add({ id: run.idempotencyKey, payload: run.payload, dedup: { key: run.idempotencyKey, ttlMs: ENQUEUE_DEDUP_MS } })
+  }
+
+  static migrate(context: DurabilityContext, target?: string | null): MigrationResult {
+    return migrateWith(context, Schedules.migrate, target)
+  }
+}
+
+export const DurabilitySchedules: DurabilitySchedulesConstructor =
+  DurabilitySchedulesImpl as unknown as DurabilitySchedulesConstructor
