@@ -4,7 +4,6 @@
  * clock, so nothing here waits on time: every await is a promise that settles
  * as soon as the work it stands for is done.
  */
-import { Effect } from "effect"
 import { describe, expect, expectTypeOf, it, vi } from "vitest"
 import {
   DuplicateDurableCallError,
@@ -21,28 +20,14 @@ import {
   logLifecycle,
   NonRetryableError
 } from "../../src/index.js"
-import type { DurabilityContext } from "../../src/internal/platform.js"
 import * as MemoryStorage from "../../src/testing/MemoryStorage.js"
-
-const memoryContext = async (): Promise<DurabilityContext & { readonly memory: MemoryStorage.MemoryStorage }> => {
-  const memory = await Effect.runPromise(MemoryStorage.make)
-  return { storage: memory, memory }
-}
+import { memoryContext, thrownBy } from "./support/promise.js"
 
 /** A promise the test settles by hand, to hold a handler open without waiting on time. */
 const gate = () => {
   let open!: () => void
   const opened = new Promise<void>((resolve) => (open = resolve))
   return { open, opened }
-}
-
-const thrownBy = (build: () => unknown): Error => {
-  try {
-    build()
-  } catch (error) {
-    return error as Error
-  }
-  throw new Error("expected the call to throw")
 }
 
 const tables = (memory: MemoryStorage.MemoryStorage) =>

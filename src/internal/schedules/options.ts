@@ -9,7 +9,7 @@ import * as Validate from "../validate.js"
 import * as Plan from "./plan.js"
 
 export interface UpsertOptions<P = unknown> {
-  /** What every run of the schedule is given (JSON, or the schedule's payload Schema's input). */
+  /** What every run of the schedule is given (JSON, or the schedule's payload Schema's input). Default `null`. */
   readonly payload?: P | undefined
   /** No slot before this time (epoch ms or a `Date`). An `everyMs` schedule's slots count from it. */
   readonly startAt?: number | Date | undefined

@@ -6,6 +6,7 @@
 import type { SerializedError } from "../../Errors.js"
 import type { Row } from "../../StorageService.js"
 import * as Json from "../json.js"
+import type * as Options from "./options.js"
 import type * as Plan from "./plan.js"
 import * as Timing from "./timing.js"
 
@@ -61,7 +62,7 @@ export interface RunInfo {
 }
 
 /** A schedule as `get` and `list` show it. */
-export interface ScheduleInfo<P = unknown> {
+export interface ScheduleInfo<P = unknown> extends Options.Resolved {
   readonly schedule: string
   readonly key: string
   readonly timing: Timing.TimingSpec
@@ -81,12 +82,6 @@ export interface ScheduleInfo<P = unknown> {
   readonly runCount: number
   /** Slots passed over without a run (catch-up, overlap). */
   readonly missedCount: number
-  readonly startAt: number | null
-  readonly endAt: number | null
-  readonly limit: number | null
-  readonly catchUp: Plan.CatchUp
-  readonly overlap: Plan.Overlap
-  readonly graceMs: number
   readonly createdAt: number
   readonly updatedAt: number
 }

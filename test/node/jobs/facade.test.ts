@@ -4,7 +4,6 @@
  * the field, add/get/wait, flows, progress and logs, cancel, errors as `Error` subclasses with
  * stable names, and `DurabilityJobs.migrate`.
  */
-import { Effect } from "effect"
 import { describe, expect, expectTypeOf, it } from "vitest"
 import {
   ChildJobFailedError,
@@ -15,22 +14,8 @@ import {
   JobCanceledError,
   NonRetryableError
 } from "../../../src/index.js"
-import type { DurabilityContext } from "../../../src/internal/platform.js"
 import * as MemoryStorage from "../../../src/testing/MemoryStorage.js"
-
-const memoryContext = async (): Promise<DurabilityContext & { readonly memory: MemoryStorage.MemoryStorage }> => {
-  const memory = await Effect.runPromise(MemoryStorage.make)
-  return { storage: memory, memory }
-}
-
-const thrownBy = (build: () => unknown): Error => {
-  try {
-    build()
-  } catch (error) {
-    return error as Error
-  }
-  throw new Error("expected the call to throw")
-}
+import { memoryContext, thrownBy } from "../support/promise.js"
 
 /** A promise the test settles by hand, to hold a handler open without waiting on time. */
 const gate = () => {

@@ -3,7 +3,6 @@
  * waits on a slot: runs are triggered): construction errors naming the field, upsert/get/list,
  * trigger, pause/resume/remove, bad input as TypeError/RangeError, `enqueue` into a queue, migrate.
  */
-import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import {
   DurabilityJobs,
@@ -13,22 +12,7 @@ import {
   type DurableJob,
   type DurableScheduleRun
 } from "../../../src/index.js"
-import type { DurabilityContext } from "../../../src/internal/platform.js"
-import * as MemoryStorage from "../../../src/testing/MemoryStorage.js"
-
-const memoryContext = async (): Promise<DurabilityContext & { readonly memory: MemoryStorage.MemoryStorage }> => {
-  const memory = await Effect.runPromise(MemoryStorage.make)
-  return { storage: memory, memory }
-}
-
-const thrownBy = (build: () => unknown): Error => {
-  try {
-    build()
-  } catch (error) {
-    return error as Error
-  }
-  throw new Error("expected the call to throw")
-}
+import { memoryContext, thrownBy } from "../support/promise.js"
 
 const quiet = () => undefined
 

@@ -2,7 +2,7 @@
  * Shared by the schedule suites: a recording handler (what each run saw, and when it ran by the
  * test clock), rows read straight from storage, and handlers held open by hand.
  */
-import { Clock, Deferred, Effect, FiberId } from "effect"
+import { Clock, Effect } from "effect"
 import * as Schedules from "../../../src/Schedules.js"
 import type { SqlValue } from "../../../src/StorageService.js"
 import type * as TestDurability from "../../../src/testing/TestDurability.js"
@@ -55,22 +55,7 @@ export const recording = (behave?: (run: Schedules.ScheduleRun<unknown>) => Effe
 }
 
 /** Gates keyed by name: a handler awaits its gate, the test opens it. */
-export const gates = () => {
-  const made = new Map<string, Deferred.Deferred<void>>()
-  const of = (id: string) => {
-    let gate = made.get(id)
-    if (gate === undefined) {
-      gate = Deferred.unsafeMake<void>(FiberId.none)
-      made.set(id, gate)
-    }
-    return gate
-  }
-  return {
-    wait: (id: string) => Deferred.await(of(id)),
-    open: (id: string) => Deferred.succeed(of(id), undefined),
-    reset: (id: string) => void made.delete(id)
-  }
-}
+export { gates } from "../jobs/support.js"
 
 export const iso = (ms: number) => new Date(ms).toISOString()
 export const at = (text: string) => new Date(text).getTime()
