@@ -383,10 +383,7 @@ export const make = <const Defs extends Record<string, AnyScheduleDefinition>>(
         const timing = timingOf(timingText, anchor)
         // A re-timed schedule never runs again a slot it ran (or runs) already: e.g. one re-timed in the
         // very millisecond of a slot that just ran, whose new timing has that slot too.
-        const ranUpTo = existing === undefined ? -1 : Math.max(
-          existing.run_slot !== null && Number(existing.run_manual) === 0 ? Number(existing.run_slot) : -1,
-          existing.last_slot !== null && Number(existing.last_manual) === 0 ? Number(existing.last_slot) : -1
-        )
+        const ranUpTo = existing === undefined || existing.started_slot === null ? -1 : Number(existing.started_slot)
         const fresh = Plan.firstFrom({ timing, bounds, limit: resolved.limit, scheduledRuns }, Math.max(now, ranUpTo + 1))
         // An unchanged timing keeps its cursor (no reset of the next run), unless a new limit ends or revives it.
         const cursor = !sameTiming

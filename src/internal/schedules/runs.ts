@@ -29,6 +29,7 @@ export const gate = (parts: Parts, row: Row) => (now: number): Effect.Effect<boo
     return Effect.as(
       parts.storage.exec(
         `UPDATE ${TABLE} SET run_slot = ?, run_manual = ?, run_started_at = ?, slot_at = ?,
+           started_slot = CASE WHEN ? = 1 THEN started_slot ELSE ? END,
            waited_at = CASE WHEN ? = 1 THEN waited_at ELSE NULL END, missed_count = missed_count + ?,
            run_number = run_number + 1, scheduled_runs = scheduled_runs + ?, last_error = NULL, last_error_name = NULL
          WHERE key = ? AND generation_id = ?`,
@@ -37,6 +38,8 @@ export const gate = (parts: Parts, row: Row) => (now: number): Effect.Effect<boo
           decision.manual ? 1 : 0,
           now,
           decision.cursor,
+          decision.manual ? 1 : 0,
+          decision.slot,
           decision.manual ? 1 : 0,
           decision.missed,
           decision.manual ? 0 : 1,

@@ -34,6 +34,7 @@ const CREATE = `CREATE TABLE ${TABLE} (
     manual_at INTEGER,
     waited_at INTEGER,
     run_slot INTEGER,
+    started_slot INTEGER,
     run_manual INTEGER NOT NULL DEFAULT 0,
     run_started_at INTEGER,
     started_at INTEGER,

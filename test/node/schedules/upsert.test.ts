@@ -55,6 +55,27 @@ describe("upsert", () => {
       expect(info).toMatchObject({ timing: { everyMs: 45_000 }, description: "every 45000ms", payload: "b", catchUp: "skip" })
     }))
 
+  for (const manualBetween of [false, true]) {
+    it.effect(`re-timed in the millisecond of a slot that just ran, the slot does not run again${manualBetween ? " (a manual run settled between)" : ""}`, () =>
+      Effect.gen(function*() {
+        yield* TestClock.setTime(1_000)
+        const object = yield* TestDurability.make()
+        const tick = recording()
+        const schedules = yield* make(object, tick)
+        yield* object.run(schedules.tick.upsert("k", { cron: "0 * * * *" }))
+        yield* TestClock.setTime(at("1970-01-01T01:00:00Z"))
+        if (manualBetween) {
+          yield* object.run(schedules.tick.trigger("k"))
+          yield* TestClock.adjust(0)
+        }
+        // The new timing has 01:00 too: the next run is the first slot after the one that ran.
+        const retimed = yield* object.run(schedules.tick.upsert("k", { cron: "0,30 * * * *" }))
+        expect(retimed.nextRunAt).toBe(at("1970-01-01T01:30:00Z"))
+        yield* TestClock.adjust("30 minutes")
+        expect(tick.seen.filter((s) => !s.manual).map((s) => s.scheduledTime)).toEqual([at("1970-01-01T01:00:00Z"), at("1970-01-01T01:30:00Z")])
+      }))
+  }
+
   it.effect("startAt, endAt and limit bound the slots; the schedule then ends", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(0)
