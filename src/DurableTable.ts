@@ -212,6 +212,18 @@ export interface TableHandle {
   ) => Effect.Effect<number>
   /** Emits a lifecycle event to this table's hook, stamped `at` (a clock reading the caller has) or now. */
   readonly emit: (build: (timestamp: number) => Lifecycle.LifecycleEvent, at?: number) => Effect.Effect<void>
+  /**
+   * Settles an attempt that ran outside this isolate's executions (a job leased to an external worker),
+   * as the engine settles its own: the policy decides a failure, the settled work and the events
+   * follow. All of it is one transaction that first runs `guard` (the lease's fencing check): when the
+   * guard fails, nothing is written and its error is returned. `row` is the record as claimed, `value`
+   * what `complete` stores.
+   */
+  readonly settle: <E>(
+    row: Row,
+    outcome: { readonly _tag: "Success"; readonly value: unknown } | { readonly _tag: "Failure"; readonly error: unknown },
+    guard: Effect.Effect<void, E>
+  ) => Effect.Effect<void, E | StorageError>
   /** Whether the record under `key` is executing in this isolate now (what "active" means after an eviction: nothing). */
   readonly executing: (key: string) => boolean
   /** The keys executing in this isolate now. */

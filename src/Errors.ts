@@ -105,6 +105,21 @@ export class JobCanceledError extends Schema.TaggedError<JobCanceledError>("dura
   { message: Schema.String }
 ) {}
 
+/**
+ * A call with a lease's token (`heartbeat`, `log`, `complete`, `fail`) that no longer holds the job: its
+ * lease expired or was reclaimed, the job was leased again, settled, canceled or removed. Nothing was written.
+ */
+export class StaleLeaseError extends Schema.TaggedError<StaleLeaseError>("durability/StaleLeaseError")(
+  "StaleLeaseError",
+  { message: Schema.String, queue: Schema.String, id: Schema.String, token: Schema.Number }
+) {}
+
+/** A leased job whose leases expired more than its queue's `maxStalled` times: it fails for good. */
+export class JobStalledError extends Schema.TaggedError<JobStalledError>("durability/JobStalledError")(
+  "JobStalledError",
+  { message: Schema.String }
+) {}
+
 /** A parent job failed because one of its children failed for good (`onFailure: "fail"`, the default). */
 export class ChildJobFailedError extends Schema.TaggedError<ChildJobFailedError>("durability/ChildJobFailedError")(
   "ChildJobFailedError",

@@ -26,8 +26,10 @@ import {
   InvalidInputError,
   InvalidOptionError,
   JobCanceledError,
+  JobStalledError,
   type MigrationError,
   type ParticipantConflictError,
+  type StaleLeaseError,
   type StorageError
 } from "./Errors.js"
 import * as Capability from "./internal/capability.js"
@@ -38,6 +40,7 @@ import type { AnyQueueDefinition, CurrentJobService, QueueDefinition } from "./i
 import * as Manage from "./internal/jobs/manage.js"
 import * as Options from "./internal/jobs/options.js"
 import * as Read from "./internal/jobs/read.js"
+import * as Lease from "./internal/jobs/lease.js"
 import * as JobsSchema from "./internal/jobs/schema.js"
 import type * as Types from "./internal/jobs/types.js"
 import * as Policy from "./internal/policy.js"
@@ -113,6 +116,30 @@ export const queue = <P, R, E = never, Req = never, PI = P, RI = R>(
   }
 }
 
+/**
+ * Defines a queue processed by workers elsewhere (`processing: "external"`): no handler here; its due
+ * jobs wait for `lease`, and the lease's holder settles them (`complete`/`fail`) with its token.
+ */
+export const externalQueue = <P = unknown, R = unknown, PI = P, RI = R>(
+  options: Policy.ExecutionOptions & Omit<Options.QueueOptions, "groupRateLimit" | "processing"> & {
+    readonly payload?: Schema.Schema<P, PI> | undefined
+    readonly result?: Schema.Schema<R, RI> | undefined
+    readonly groupRateLimit?: Options.GroupRateLimit<P> | undefined
+  }
+): QueueDefinition<NoInfer<P>, R, never, never> => {
+  const { payload, result, ...rest } = options
+  return {
+    ...rest,
+    processing: "external",
+    // Never called: the engine claims an external queue's job only to end a lease that stalled too often.
+    handler: () => Effect.die(new Error("an external queue's jobs are not run here")),
+    payload: Codec.fromSchema(payload),
+    result: Codec.fromSchema(result)
+  }
+}
+
+export type { Lease as JobLease, LeaseOptions as JobLeaseOptions } from "./internal/jobs/lease.js"
+
 type PayloadOf<D> = D extends QueueDefinition<infer P, infer _R, infer _E, infer _Req> ? P : never
 type ResultOf<D> = D extends QueueDefinition<infer _P, infer R, infer _E, infer _Req> ? R : never
 
@@ -156,6 +183,32 @@ export interface Queue<P, R> {
     id: string,
     options?: { readonly timeoutMs?: number | undefined }
   ) => Effect.Effect<Types.JobInfo<P, R> | undefined, InvalidInputError | StorageError>
+  /**
+   * An external queue (`processing: "external"`): leases up to `limit` due jobs to a worker, by priority
+   * then insertion order, within the queue's concurrency (leases out at once), rate limits and pause.
+   * Each lease counts an attempt and carries a fencing `token`; an expired lease is reclaimed at its end.
+   */
+  readonly lease: (options?: Lease.LeaseOptions) => Effect.Effect<ReadonlyArray<Lease.Lease<P>>, InvalidInputError | StorageError>
+  /** Extends the lease (default by the queue's `leaseMs`) and stores progress; `StaleLeaseError` when the token no longer holds the job. */
+  readonly heartbeat: (
+    id: string,
+    token: number,
+    options?: { readonly progress?: unknown; readonly extendMs?: number | undefined }
+  ) => Effect.Effect<{ readonly leaseUntil: number }, InvalidInputError | StaleLeaseError | StorageError>
+  /** Appends a line to the leased job's log; `StaleLeaseError` when the token no longer holds the job. */
+  readonly log: (id: string, token: number, message: string) => Effect.Effect<void, InvalidInputError | StaleLeaseError | StorageError>
+  /** Completes the leased job with its result; `StaleLeaseError` (nothing written) when the token no longer holds it. */
+  readonly complete: (id: string, token: number, result: R) => Effect.Effect<void, InvalidInputError | StaleLeaseError | StorageError>
+  /**
+   * Fails the leased attempt: retried under the queue's policy (leased again from its retry time), or
+   * failed for good when its attempts are spent or `retryable` is false. `StaleLeaseError` as for `complete`.
+   */
+  readonly fail: (
+    id: string,
+    token: number,
+    error: string | { readonly name?: string | undefined; readonly message: string },
+    options?: { readonly retryable?: boolean | undefined }
+  ) => Effect.Effect<void, InvalidInputError | StaleLeaseError | StorageError>
   readonly deadLetters: {
     readonly list: (
       options?: { readonly limit?: number | undefined; readonly cursor?: string | undefined }
@@ -218,7 +271,8 @@ const engineEvents = (hook: Types.JobEventHook | undefined, canceling: Map<strin
   }
 
 const isTerminal = (error: unknown) =>
-  error instanceof JobCanceledError || error instanceof DurableResultSerializationError || StepMemo.isStepFailure(error)
+  error instanceof JobCanceledError || error instanceof DurableResultSerializationError || error instanceof JobStalledError ||
+  StepMemo.isStepFailure(error)
 
 export const make = <const Defs extends Record<string, AnyQueueDefinition>>(
   definitions: Defs,
@@ -354,6 +408,11 @@ const queueService = (core: Core.Core, queue: Core.QueueRuntime): Queue<unknown,
         const timeoutMs = options.timeoutMs === undefined ? DEFAULT_WAIT_MS : yield* Validate.milliseconds("timeoutMs", options.timeoutMs)
         return yield* Read.wait(core, queue, checked, timeoutMs)
       }),
+    lease: (options) => Lease.lease(core, queue, options),
+    heartbeat: (id, token, options) => Effect.flatMap(idOf(id), (checked) => Lease.heartbeat(core, queue, checked, token, options)),
+    log: (id, token, message) => Effect.flatMap(idOf(id), (checked) => Lease.log(core, queue, checked, token, message)),
+    complete: (id, token, result) => Effect.flatMap(idOf(id), (checked) => Lease.complete(core, queue, checked, token, result)),
+    fail: (id, token, error, options) => Effect.flatMap(idOf(id), (checked) => Lease.fail(core, queue, checked, token, error, options)),
     deadLetters: {
       list: (options) => Read.deadLetters(core, queue, options),
       redrive: (options = {}) =>

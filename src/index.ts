@@ -57,7 +57,14 @@ export type {
   DurableJob,
   DurableJobHandler,
   DurableJobRef,
+  DurableJobsAnyQueues,
+  DurableJobsRouteKeyInput,
+  DurableJobsRouter,
+  DurableJobsRouterOptions,
+  DurableJobsShardNamespace,
   DurableQueue,
+  DurableRoutedCounts,
+  DurableRoutedQueue,
   QueueMap
 } from "./facade/DurabilityJobs.js"
 export type {
@@ -72,6 +79,8 @@ export type {
   FlowResult as DurableJobFlowResult,
   JobEvent as DurableJobEvent,
   JobInfo as DurableJobInfo,
+  JobLease as DurableJobLease,
+  JobLeaseOptions as DurableJobLeaseOptions,
   JobListOptions as DurableJobListOptions,
   JobLogs as DurableJobLogs,
   JobPage as DurableJobPage,
@@ -107,7 +116,9 @@ export {
   ChildJobFailedError,
   JobCanceledError,
   DurableStepError,
-  NonRetryableError
+  JobStalledError,
+  NonRetryableError,
+  StaleLeaseError
 } from "./facade/errors.js"
 export { migrations as durabilityOperationMigrations } from "./Operations.js"
 export { migrations as durabilityNamedAlarmMigrations } from "./NamedAlarms.js"

@@ -10,7 +10,9 @@ import * as Runtime from "effect/Runtime"
 import * as Jobs from "../Jobs.js"
 import * as Steps from "../Steps.js"
 import type { AnyQueueDefinition } from "../internal/jobs/definition.js"
+import * as Router from "../internal/jobs/router.js"
 import type { GroupRateLimit, Retention } from "../internal/jobs/options.js"
+import type { Lease as JobLease, LeaseOptions as JobLeaseOptions } from "../internal/jobs/lease.js"
 import type * as Types from "../internal/jobs/types.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
 import type * as Scheduler from "../Scheduler.js"
@@ -48,7 +50,14 @@ export interface DurableJob<P = unknown> {
 export type DurableJobHandler<P = unknown> = (job: DurableJob<P>) => unknown
 
 export interface DurabilityQueueOptions<P = unknown> extends DurabilityMethodOptions {
-  readonly handler: BivariantHandler<DurableJob<P>>
+  /** Runs each job here; omitted for a queue with `processing: "external"` (its workers lease the jobs). */
+  readonly handler?: BivariantHandler<DurableJob<P>> | undefined
+  /** `"external"`: due jobs wait for `lease` by workers elsewhere, who settle them with the lease's token. */
+  readonly processing?: "inline" | "external" | undefined
+  /** An external queue's default lease (ms; default 30 000). */
+  readonly leaseMs?: number | undefined
+  /** An external queue's expired leases a job survives before it fails (`JobStalledError`; default 1). */
+  readonly maxStalled?: number | undefined
   readonly concurrency?: number | undefined
   readonly rateLimit?: Types.RateLimit | undefined
   readonly groupRateLimit?: GroupRateLimit<P> | undefined
@@ -95,6 +104,21 @@ export interface DurableQueue<P, R> {
   clean(options: Types.CleanOptions): Promise<number>
   setRateLimit(limit: Types.RateLimit | null): Promise<void>
   job(id: string): DurableJobRef<P, R>
+  /** External queues: leases due jobs to a worker (see `Jobs.Queue.lease`). */
+  lease(options?: JobLeaseOptions): Promise<ReadonlyArray<JobLease<P>>>
+  /** Extends a lease and stores progress; rejects with `StaleLeaseError` when the token no longer holds the job. */
+  heartbeat(id: string, token: number, options?: { readonly progress?: unknown; readonly extendMs?: number | undefined }): Promise<{ readonly leaseUntil: number }>
+  /** Appends a line to a leased job's log (`StaleLeaseError` as for `heartbeat`). */
+  log(id: string, token: number, message: string): Promise<void>
+  /** Completes a leased job; `StaleLeaseError` (nothing written) when the token no longer holds it. */
+  complete(id: string, token: number, result: R): Promise<void>
+  /** Fails a leased attempt: retried under the queue's policy, or for good (`retryable: false`, attempts spent). */
+  fail(
+    id: string,
+    token: number,
+    error: string | { readonly name?: string | undefined; readonly message: string },
+    options?: { readonly retryable?: boolean | undefined }
+  ): Promise<void>
   readonly deadLetters: {
     list(options?: { readonly limit?: number | undefined; readonly cursor?: string | undefined }): Promise<Types.DeadLetterPage<P>>
     redrive(options?: { readonly ids?: ReadonlyArray<string> | undefined }): Promise<number>
@@ -113,9 +137,44 @@ export type DurabilityJobsInstance<Q extends QueueMap> =
   & DurabilityJobsBase
   & { readonly [K in keyof Q]: DurableQueue<PayloadOf<Q[K]>, ResultOf<Q[K]>> }
 
+export type { RouteKeyInput as DurableJobsRouteKeyInput, RoutedCounts as DurableRoutedCounts, ShardNamespace as DurableJobsShardNamespace } from "../internal/jobs/router.js"
+
+/** `DurabilityJobs.router`'s options (see the README's "Sharding job queues"). */
+export type DurableJobsRouterOptions = Router.RouterOptions
+
+/** One queue of a sharded set of objects, as the router reaches it. */
+export type DurableRoutedQueue<P = unknown, R = unknown> = Router.RoutedQueue<P, R>
+
+/** Any object's queues, when the router is not given the shard class's `jobs` type. */
+export interface DurableJobsAnyQueues {
+  readonly [queue: string]: DurableQueue<unknown, unknown>
+}
+
+type RoutedQueueOf<Q> = Q extends DurableQueue<infer P, infer R> ? Router.RoutedQueue<P, R> : Router.RoutedQueue<unknown, unknown>
+
+/** The queues of `N` objects of one class, routed by key (`J`: the type of the class's `DurabilityJobs`). */
+export interface DurableJobsRouter<J = DurableJobsAnyQueues> {
+  readonly shards: number
+  /** The shard (0-based) a routing key goes to: FNV-1a 32-bit of its UTF-8 bytes, mod `shards`. */
+  shardOf(key: string): number
+  queue<K extends Exclude<keyof J, keyof DurabilityJobsBase> & string>(name: K): RoutedQueueOf<J[K]>
+  /** The whole tree goes to the shard of the root's key (a root without `id` gets one here first). */
+  flow(root: Types.FlowNode): Promise<Types.FlowResult>
+}
+
 export interface DurabilityJobsConstructor {
   new<Q extends QueueMap>(config: DurabilityJobsConfig<Q>): DurabilityJobsInstance<Q>
   migrate(context: DurabilityContext, target?: string | null): MigrationResult
+  /**
+   * Routes a queue's jobs over `shards` objects of your class (shard `i`: `namespace.idFromName(`${name}:${i}`)`)
+   * and fans reads in. Runs in any Worker code; the class must extend `DurableObject` and hand calls to `serve`.
+   */
+  router<J = DurableJobsAnyQueues>(options: DurableJobsRouterOptions): DurableJobsRouter<J>
+  /**
+   * Executes one call of a router against this object's queues: add the method the router calls
+   * (default `jobsCall`) to your class, `jobsCall(call: unknown) { return DurabilityJobs.serve(this.jobs, call) }`.
+   */
+  serve(jobs: DurabilityJobsBase, call: unknown): Promise<unknown>
 }
 
 type Service = Jobs.JobsService<Record<string, AnyQueueDefinition>>
@@ -153,7 +212,10 @@ const QUEUE_OPTIONS = new Set([
   "keepLogs",
   "maxPayloadBytes",
   "retries",
-  "attemptTimeoutMs"
+  "attemptTimeoutMs",
+  "processing",
+  "leaseMs",
+  "maxStalled"
 ])
 
 /** A queue's promise options as the Effect API's definition (which checks every value and names the field). */
@@ -162,6 +224,11 @@ const define = (name: string, options: DurabilityQueueOptions<unknown>): AnyQueu
   for (const key of Object.keys(options)) {
     // A typo would silently drop its option.
     if (!QUEUE_OPTIONS.has(key)) throw new TypeError(`queues.${name}.${key} is not a queue option`)
+  }
+  if (options.processing === "external") {
+    if (options.handler !== undefined) throw new TypeError(`queues.${name}.handler is not used by an external queue: its workers lease the jobs`)
+    const { attemptTimeoutMs: _timeout, handler: _none, processing: _processing, retries: _retries, ...external } = options
+    return Jobs.externalQueue({ ...external, ...pickExecution(options) }) as unknown as AnyQueueDefinition
   }
   const handler = options.handler as (job: DurableJob<unknown>) => unknown
   if (typeof handler !== "function") throw new TypeError(`queues.${name}.handler must be a function`)
@@ -195,6 +262,11 @@ const asQueue = (helper: DurabilityJobsImpl, name: string): DurableQueue<unknown
     clean: (options) => call((queue) => queue.clean(options)),
     setRateLimit: (limit) => call((queue) => queue.setRateLimit(limit)),
     job: (id) => ({ wait: (options) => call((queue) => queue.wait(id, options)) }),
+    lease: (options) => call((queue) => queue.lease(options)),
+    heartbeat: (id, token, options) => call((queue) => queue.heartbeat(id, token, options)),
+    log: (id, token, message) => call((queue) => queue.log(id, token, message)),
+    complete: (id, token, result) => call((queue) => queue.complete(id, token, result)),
+    fail: (id, token, error, options) => call((queue) => queue.fail(id, token, error, options)),
     deadLetters: {
       list: (options) => call((queue) => queue.deadLetters.list(options)),
       redrive: (options) => call((queue) => queue.deadLetters.redrive(options))
@@ -202,7 +274,26 @@ const asQueue = (helper: DurabilityJobsImpl, name: string): DurableQueue<unknown
   }
 }
 
+/** A shard's page for the router: one item at a time, so each carries the list cursor just after it. */
+const shardPage = (queue: Jobs.Queue<unknown, unknown>, page: Router.PageCall) =>
+  Effect.gen(function*() {
+    const items: Array<Router.PageItem<Types.JobInfo>> = []
+    let cursor = page.cursor
+    while (items.length < page.limit) {
+      const one = yield* queue.list({ limit: 1, states: page.states, ...(cursor === undefined ? {} : { cursor }) })
+      const [info] = one.items
+      if (info === undefined) break
+      items.push(one.cursor === undefined ? { info } : { info, after: one.cursor })
+      if (one.cursor === undefined) break
+      cursor = one.cursor
+    }
+    const last = items[items.length - 1]
+    return { items, more: items.length === page.limit && last?.after !== undefined } satisfies Router.ShardPage<Types.JobInfo>
+  })
+
 class DurabilityJobsImpl extends Helper<Service> {
+  readonly #queues: ReadonlySet<string>
+
   constructor(config: DurabilityJobsConfig<QueueMap>) {
     if (typeof config !== "object" || config === null) throw new TypeError("DurabilityJobs needs a config object")
     const queues = config.queues as unknown
@@ -219,6 +310,7 @@ class DurabilityJobsImpl extends Helper<Service> {
       }) as Effect.Effect<Service, unknown, Scheduler.Services>
     )
     super({ scheduler, runtime, service, names: Object.keys(definitions) })
+    this.#queues = new Set(Object.keys(definitions))
     for (const name of Object.keys(definitions)) Helper.method(this, name, asQueue(this, name))
   }
 
@@ -233,6 +325,43 @@ class DurabilityJobsImpl extends Helper<Service> {
 
   static migrate(context: DurabilityContext, target?: string | null): MigrationResult {
     return migrateWith(context, Jobs.migrate, target)
+  }
+
+  static router(options: Router.RouterOptions): DurableJobsRouter {
+    const router = new Router.Router(options)
+    return {
+      shards: router.shards,
+      shardOf: (key) => router.shardOf(key),
+      queue: (name) => router.queue(name),
+      flow: (root) => router.flow(root)
+    }
+  }
+
+  static serve(jobs: DurabilityJobsBase, call: unknown): Promise<unknown> {
+    try {
+      if (!(jobs instanceof DurabilityJobsImpl)) throw new TypeError("DurabilityJobs.serve needs a DurabilityJobs instance")
+      const parsed = Router.parseCall(call, jobs.#queues)
+      if (parsed.op === "flow") return jobs.flow(parsed.root)
+      const queue = (jobs as unknown as Record<string, DurableQueue<unknown, unknown>>)[parsed.queue]!
+      switch (parsed.op) {
+        case "add":
+          return queue.add(parsed.job)
+        case "addBulk":
+          return queue.addBulk(parsed.jobs)
+        case "get":
+          return queue.get(parsed.id)
+        case "page":
+          return DurabilityJobsImpl.runOn(jobs, (service) => shardPage((service as unknown as Record<string, Jobs.Queue<unknown, unknown>>)[parsed.queue]!, parsed.page))
+        case "counts":
+          return Promise.all([queue.counts(), queue.isPaused()]).then(([counts, paused]) => ({ counts, paused }))
+        case "pause":
+          return queue.pause()
+        case "resume":
+          return queue.resume()
+      }
+    } catch (error) {
+      return Promise.reject(error)
+    }
   }
 }
 

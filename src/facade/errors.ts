@@ -27,6 +27,9 @@ export class DurableAlarmTimeoutError extends named("DurableAlarmTimeoutError") 
 export class DurableCanceledError extends named("DurableCanceledError") {}
 export class JobCanceledError extends named("JobCanceledError") {}
 export class ChildJobFailedError extends named("ChildJobFailedError") {}
+/** A lease's token no longer holds its job (expired, reclaimed, leased again, settled); nothing was written. */
+export class StaleLeaseError extends named("StaleLeaseError") {}
+export class JobStalledError extends named("JobStalledError") {}
 /** A durable step's name is invalid or repeated in one attempt, or its result cannot be stored; terminal. */
 export class DurableStepError extends named("DurableStepError") {}
 
@@ -43,7 +46,9 @@ const byTag: Record<string, new(message: string, options?: { readonly cause?: un
   DurableCanceledError,
   JobCanceledError,
   ChildJobFailedError,
-  DurableStepError
+  DurableStepError,
+  StaleLeaseError,
+  JobStalledError
 }
 
 /** Turns any failure of the Effect API into what a promise caller expects. */

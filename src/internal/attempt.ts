@@ -302,7 +302,8 @@ const attempt = (
       )
     }
     const endedAt = yield* Clock.currentTimeMillis
-    yield* settle(run, { execution, entry, policy, outcome, endedAt, durationMs: endedAt - startedAt })
+    // An own execution has no guard, so nothing is refused.
+    yield* (settle(run, { execution, entry, policy, outcome, endedAt, durationMs: endedAt - startedAt }) as Effect.Effect<void, StorageError>)
     Deferred.unsafeDone(entry.persisted, Exit.void)
     // An abort-ignoring handler keeps the key and the permit until it really ends.
     if (ended === null) yield* Fiber.await(handler)
@@ -316,12 +317,60 @@ interface Settled {
   /** The clock when the attempt ended: the settle's time. */
   readonly endedAt: number
   readonly durationMs: number
+  /** Run first, in the settle's transaction (an external settle's fencing check); its failure writes nothing. */
+  readonly guard?: Effect.Effect<void, Refused> | undefined
 }
+
+/** A guard's refusal, carried through the settle untouched and handed back to the external settler. */
+class Refused {
+  constructor(readonly error: unknown) {}
+}
+
+const guarded = <A, E>(settled: Settled, body: Effect.Effect<A, E>): Effect.Effect<A, E | Refused> =>
+  settled.guard === undefined ? body : Effect.zipRight(settled.guard, body)
+
+/**
+ * Settles an attempt that ran outside this isolate (see `TableHandle.settle`): the attempt is the one
+ * `row` was claimed for; its duration counts from the row's claim time when the table stamps one.
+ */
+export const settleExternal = <E>(
+  run: Run,
+  row: Row,
+  outcome: { readonly _tag: "Success"; readonly value: unknown } | { readonly _tag: "Failure"; readonly error: unknown },
+  guard: Effect.Effect<void, E>
+): Effect.Effect<void, E | StorageError> =>
+  Effect.gen(function*() {
+    const { table } = run.participant
+    const endedAt = yield* Clock.currentTimeMillis
+    const started = table.dispatch?.startedColumn === undefined ? undefined : row[table.dispatch.startedColumn]
+    const execution: Execution = {
+      key: String(row[table.keyColumn]),
+      generation: String(row.generation_id),
+      attempt: Number(row.attempt),
+      row,
+      signal: new AbortController().signal,
+      platform: undefined
+    }
+    const settled: Settled = {
+      execution,
+      entry: { persisted: Deferred.unsafeMake(FiberId.none), abort: () => undefined, revisit: undefined },
+      policy: table.policy(row),
+      outcome: outcome._tag === "Success" ? Exit.succeed(outcome.value) : Exit.fail(outcome.error),
+      endedAt,
+      durationMs: typeof started === "number" ? Math.max(0, endedAt - started) : 0,
+      guard: Effect.mapError(guard, (error) => new Refused(error))
+    }
+    return yield* Effect.catchIf(
+      settle(run, settled),
+      (error): error is Refused => error instanceof Refused,
+      (refused) => Effect.fail(refused.error as E)
+    )
+  })
 
 const isStorageError = (error: unknown): error is StorageError =>
   typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "StorageError"
 
-const settle = (run: Run, settled: Settled): Effect.Effect<void, StorageError> => {
+const settle = (run: Run, settled: Settled): Effect.Effect<void, StorageError | Refused> => {
   const { durationMs, endedAt, execution, outcome, policy } = settled
   if (Exit.isFailure(outcome)) {
     const error = errorOf(outcome.cause)
@@ -331,13 +380,13 @@ const settle = (run: Run, settled: Settled): Effect.Effect<void, StorageError> =
   const work = run.participant.table.settled?.(execution.row, { outcome: "completed", at: endedAt })
   return Effect.flatMap(
     Effect.either(run.engine.upkeep.settleWrite(
-      withSettled(run, run.participant.table.complete(execution, outcome.value, endedAt), (matched) => matched, work, done),
+      withSettled(run, guarded(settled, run.participant.table.complete(execution, outcome.value, endedAt)), (matched) => matched, work, done),
       undefined,
-      work === undefined && run.participant.table.completesInOneStatement === true
+      work === undefined && run.participant.table.completesInOneStatement === true && settled.guard === undefined
     )),
     (completed) => {
       if (completed._tag === "Left") {
-        if (isStorageError(completed.left)) return Effect.fail(completed.left)
+        if (isStorageError(completed.left) || completed.left instanceof Refused) return Effect.fail(completed.left)
         // The value could not be stored: the policy decides (typically terminal: never re-run the side effect).
         return settleFailure(run, settled, completed.left, policy.isTerminal?.(completed.left) ?? false)
       }
@@ -425,7 +474,7 @@ const settleFailure = (run: Run, settled: Settled, error: unknown, terminal: boo
       ? participant.table.settled?.(execution.row, { outcome: "failed", at: settled.endedAt, error: recorded })
       : undefined
     const matched = yield* run.engine.upkeep.settleWrite(
-      withSettled(run, run.engine.storage.exec(participant.sql.settleFailure, [
+      withSettled(run, guarded(settled, run.engine.storage.exec(participant.sql.settleFailure, [
         decision._tag === "Retry" ? "pending" : "failed",
         nextAttemptAt,
         recorded.message,
@@ -433,9 +482,9 @@ const settleFailure = (run: Run, settled: Settled, error: unknown, terminal: boo
         execution.key,
         execution.generation,
         execution.attempt
-      ]), (rows) => rows.length > 0, work, done),
+      ])), (rows) => rows.length > 0, work, done),
       retryAt,
-      work === undefined
+      work === undefined && settled.guard === undefined
     )
     if (matched.length === 0) return
     if (retryAt !== undefined && entry.revisit !== "refresh") entry.revisit = retryAt

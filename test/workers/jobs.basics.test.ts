@@ -257,7 +257,8 @@ describe("jobs: the migration in real DO SQLite", () => {
       ])
       expect(state.storage.sql.exec("SELECT name FROM durability_migrations WHERE name LIKE '%jobs%' ORDER BY id").toArray()).toEqual([
         { name: "durability_0005_create_jobs" },
-        { name: "durability_0006_jobs_steps" }
+        { name: "durability_0006_jobs_steps" },
+        { name: "durability_0009_jobs_leases" }
       ])
     })
     expect((await jobs.stub.table("logs")).map((line) => line.key)).toEqual(["plain/logged", "plain/kept"])

@@ -15,6 +15,7 @@ import {
   DurableResultSerializationError,
   InvalidInputError,
   JobCanceledError,
+  JobStalledError,
   NonRetryableError,
   type StorageError
 } from "../../Errors.js"
@@ -32,7 +33,7 @@ import * as Flow from "./flow.js"
 import * as Options from "./options.js"
 import * as Rows from "./rows.js"
 import * as Upkeep from "./upkeep.js"
-import { BUCKETS, JOBS, LOGS, NOT_PAUSED, START_ORDER } from "./schema.js"
+import { BUCKETS, claimable, JOBS, LOGS, START_ORDER } from "./schema.js"
 import type { ChildValue, JobContext, JobEvent, JobEventDraft, JobEventHook, RateLimit } from "./types.js"
 
 export const IDEMPOTENCY_PREFIX = "durability-job:v1:"
@@ -248,6 +249,59 @@ const gate = (core: Core, queue: QueueRuntime, buckets: ReturnType<typeof bucket
     return false
   })
 
+/**
+ * Leased jobs (see `lease.ts`). The claim's gate for a leased job, at `leased_until`: a lease extended meanwhile is left alone; an
+ * expired one goes back to waiting (its attempt counted), or on to its end through the claim: past
+ * its attempts (the engine's exhaustion) or past `maxStalled` (the run fails with `JobStalledError`).
+ */
+const reclaim = (core: Core, queue: QueueRuntime, row: Row) => (now: number): Effect.Effect<boolean, StorageError> =>
+  Effect.gen(function*() {
+    if (Number(row.leased_until) > now) {
+      // Extended meanwhile: due again at the lease's new end, not before.
+      yield* core.storage.exec(`UPDATE ${JOBS} SET next_attempt_at = leased_until WHERE key = ? AND generation_id = ?`, [
+        String(row.key),
+        String(row.generation_id)
+      ])
+      return false
+    }
+    const settings = queue.options.external!
+    const stalled = Number(row.stalled) + 1
+    const where = [String(row.key), String(row.generation_id)]
+    if (Number(row.attempt) >= queue.maxAttempts || stalled > settings.maxStalled) {
+      // The claim that follows counts no new attempt: the lease counted it already. `leased_until` stays
+      // (an external job is claimable only so); the run clears it as it fails the job.
+      yield* core.storage.exec(
+        `UPDATE ${JOBS} SET worker_id = NULL, stalled = ?,
+           attempt = CASE WHEN attempt >= ? THEN attempt ELSE attempt - 1 END
+         WHERE key = ? AND generation_id = ?`,
+        [stalled, queue.maxAttempts, ...where]
+      )
+      return true
+    }
+    yield* core.storage.exec(
+      `UPDATE ${JOBS} SET leased_until = NULL, worker_id = NULL, stalled = ?, next_attempt_at = ? WHERE key = ? AND generation_id = ?`,
+      [stalled, now, ...where]
+    )
+    return false
+  })
+
+/** The run of a leased job the engine claimed: only ever one whose leases stalled too often. */
+const stalledRun = (core: Core, queue: QueueRuntime, row: Row) =>
+  Effect.zipRight(
+    core.storage.exec(`UPDATE ${JOBS} SET leased_until = NULL WHERE key = ? AND generation_id = ?`, [
+      String(row.key),
+      String(row.generation_id)
+    ]),
+    Effect.fail(
+    Number(row.stalled) > (queue.options.external?.maxStalled ?? 0)
+      ? new JobStalledError({
+        message: `Job "${String(row.id)}" of queue "${queue.name}" stalled: its lease expired ${Number(row.stalled)} times ` +
+          `(maxStalled ${queue.options.external?.maxStalled ?? 0})`
+      })
+      : new NonRetryableError({ message: `Job "${String(row.id)}" of queue "${queue.name}" is processed externally, not here` })
+    )
+  )
+
 /** What the capability attaches: how a job runs, completes, is gated and what its end changes. */
 export const participant = <I>(
   core: Core,
@@ -265,6 +319,7 @@ export const participant = <I>(
       const name = String(execution.row.queue)
       const queue = core.queues.get(name)
       if (queue === undefined) return yield* new NonRetryableError({ message: `No queue "${name}" is defined any more` })
+      if (queue.options.external !== undefined) return yield* stalledRun(core, queue, execution.row)
       const payload = yield* Effect.mapError(
         queue.definition.payload.decode(Json.decode(String(execution.row.payload))),
         (cause) => new NonRetryableError({ message: `The stored payload of a job of queue "${name}" does not decode`, cause })
@@ -337,17 +392,24 @@ export const participant = <I>(
   dispatch: {
     order: START_ORDER,
     rank: { columns: "priority, seq", of: rankOf },
-    pendingWhere: NOT_PAUSED,
+    pendingWhere: claimable([...core.queues.values()].filter((queue) => queue.options.external !== undefined).map((queue) => queue.name)),
     startedColumn: "started_at",
     slotOf: (key) => core.queues.get(queueOfKey(key))?.slot,
-    held: (key) => core.queues.get(queueOfKey(key))?.paused === true,
+    // An external queue's jobs start only by `lease`.
+    held: (key) => {
+      const queue = core.queues.get(queueOfKey(key))
+      return queue?.paused === true || queue?.options.external !== undefined
+    },
     gated: (key) => {
       const queue = core.queues.get(queueOfKey(key))
-      return queue !== undefined && (rateLimitOf(queue) !== undefined || queue.options.groupRateLimit !== undefined)
+      return queue !== undefined &&
+        (queue.options.external !== undefined || rateLimitOf(queue) !== undefined || queue.options.groupRateLimit !== undefined)
     },
     admit: (row) => {
       const queue = core.queues.get(String(row.queue))
       if (queue === undefined) return undefined
+      // Leased: its rate limits were taken by the lease; the claim at `leased_until` reclaims it.
+      if (queue.options.external !== undefined) return row.leased_until === null ? undefined : reclaim(core, queue, row)
       const buckets = bucketsOf(queue, row)
       return buckets.length === 0 ? undefined : gate(core, queue, buckets, String(row.key))
     }

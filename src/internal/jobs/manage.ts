@@ -133,7 +133,9 @@ export const promote = (core: Core, queue: QueueRuntime, id: string): Effect.Eff
     const now = yield* Clock.currentTimeMillis
     const rows = yield* core.handle.writePending(
       core.storage.exec(
-        `UPDATE ${JOBS} SET next_attempt_at = ?, run_at = ? WHERE key = ? AND status = 'pending' AND next_attempt_at > ? RETURNING key`,
+        // A leased job is not waiting: its time is its lease's end.
+        `UPDATE ${JOBS} SET next_attempt_at = ?, run_at = ? WHERE key = ? AND status = 'pending' AND next_attempt_at > ?
+           AND leased_until IS NULL RETURNING key`,
         [now, now, key, now]
       ),
       (rows): ReadonlyArray<PendingRecord> => rows.length === 0 ? [] : [{ key, at: now, start: true }]
@@ -143,7 +145,7 @@ export const promote = (core: Core, queue: QueueRuntime, id: string): Effect.Eff
 
 const RESET = `status = 'pending', attempt = 0, generation_id = ?, next_attempt_at = ?, run_at = ?, last_error = NULL,
   last_error_name = NULL, result = NULL, progress = NULL, started_at = NULL, finished_at = NULL, cancel_requested = 0,
-  cancel_reason = NULL`
+  cancel_reason = NULL, leased_until = NULL, worker_id = NULL, stalled = 0`
 
 /** A failed or canceled job runs again with fresh attempts (a new idempotency key); its dead letter goes. */
 export const retry = (core: Core, queue: QueueRuntime, id: string): Effect.Effect<boolean, StorageError> =>

@@ -38,7 +38,26 @@ export interface QueueOptions {
   readonly keepLogs?: number | undefined
   /** The largest payload as stored JSON (default 131 072, a Cloudflare Queues message; at most 2 MB). */
   readonly maxPayloadBytes?: number | undefined
+  /**
+   * `"external"`: the queue has no handler here; its due jobs wait to be leased (`lease`) by workers
+   * elsewhere, who settle them with the lease's fencing token. Default `"inline"`.
+   */
+  readonly processing?: "inline" | "external" | undefined
+  /** An external queue's default lease (ms, 1 000 to 86 400 000; default 30 000). */
+  readonly leaseMs?: number | undefined
+  /** An external queue's leases a job may let expire before it fails (`JobStalledError`); default 1. */
+  readonly maxStalled?: number | undefined
 }
+
+/** An external queue's leases. */
+export interface External {
+  readonly leaseMs: number
+  readonly maxStalled: number
+}
+
+export const DEFAULT_LEASE_MS = 30_000
+export const MIN_LEASE_MS = 1_000
+export const MAX_LEASE_MS = 86_400_000
 
 export interface Resolved {
   readonly concurrency: number | undefined
@@ -49,6 +68,8 @@ export interface Resolved {
   readonly deadLetter: boolean
   readonly keepLogs: number
   readonly maxPayloadBytes: number
+  /** Set for a queue processed by external workers. */
+  readonly external: External | undefined
 }
 
 export const DEFAULT_KEEP_LOGS = 100
@@ -128,7 +149,25 @@ export const resolve = (prefix: string, options: QueueOptions): Effect.Effect<Re
         maxPayloadBytes
       )
     }
+    const { leaseMs, maxStalled, processing } = options
+    if (processing !== undefined && processing !== "inline" && processing !== "external") {
+      return yield* invalid(`${prefix}processing`, "type", `must be "inline" or "external"`, processing)
+    }
+    const leaseMsOk = (value: unknown) =>
+      typeof value === "number" && Number.isSafeInteger(value) && value >= MIN_LEASE_MS && value <= MAX_LEASE_MS
+    if (leaseMs !== undefined && !leaseMsOk(leaseMs)) {
+      return yield* invalid(`${prefix}leaseMs`, "range", `must be an integer from ${MIN_LEASE_MS} to ${MAX_LEASE_MS}`, leaseMs)
+    }
+    if (maxStalled !== undefined && !(typeof maxStalled === "number" && Number.isSafeInteger(maxStalled) && maxStalled >= 0)) {
+      return yield* invalid(`${prefix}maxStalled`, "range", "must be a non-negative integer", maxStalled)
+    }
+    if (processing !== "external" && (leaseMs !== undefined || maxStalled !== undefined)) {
+      return yield* invalid(`${prefix}leaseMs`, "type", `and maxStalled apply to processing: "external" only`, leaseMs ?? maxStalled)
+    }
     return {
+      external: processing === "external"
+        ? { leaseMs: leaseMs ?? DEFAULT_LEASE_MS, maxStalled: maxStalled ?? 1 }
+        : undefined,
       concurrency,
       rateLimit: rateLimit === undefined ? undefined : { capacity: rateLimit.capacity, refillPerSecond: rateLimit.refillPerSecond },
       groupRateLimit: groupRateLimit as GroupRateLimit<unknown> | undefined,

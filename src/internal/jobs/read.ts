@@ -53,7 +53,10 @@ export const get = (core: Core, queue: QueueRuntime, id: string): Effect.Effect<
 
 /** SQL for one state; `active` and the waiting/delayed split depend on the time and on this isolate. */
 const stateCondition = (state: JobState, now: number, active: ReadonlyArray<string>): { sql: string; bindings: Array<SqlValue> } => {
-  const running = active.length === 0 ? "0" : `key IN (${active.map(() => "?").join(", ")})`
+  // Executing here, or leased to an external worker.
+  const running = active.length === 0
+    ? "leased_until IS NOT NULL"
+    : `(leased_until IS NOT NULL OR key IN (${active.map(() => "?").join(", ")}))`
   switch (state) {
     case "waiting":
       return { sql: `(status = 'pending' AND next_attempt_at <= ? AND NOT ${running})`, bindings: [now, ...active] }
@@ -104,12 +107,17 @@ export const counts = (core: Core, queue: QueueRuntime): Effect.Effect<Record<Jo
   Effect.gen(function*() {
     const now = yield* Clock.currentTimeMillis
     const rows = yield* core.storage.exec(
-      `SELECT status, next_attempt_at > ? AS later, COUNT(*) AS n FROM ${JOBS} WHERE queue = ? GROUP BY status, later`,
+      `SELECT status, next_attempt_at > ? AS later, leased_until IS NOT NULL AS leased, COUNT(*) AS n FROM ${JOBS}
+       WHERE queue = ? GROUP BY status, later, leased`,
       [now, queue.name]
     )
     const result = Object.fromEntries(JOB_STATES.map((state) => [state, 0])) as Record<JobState, number>
     for (const row of rows) {
-      const state = Rows.stateOf({ status: row.status ?? null, next_attempt_at: Number(row.later) === 1 ? now + 1 : now }, now, false)
+      const state = Rows.stateOf({
+        status: row.status ?? null,
+        next_attempt_at: Number(row.later) === 1 ? now + 1 : now,
+        leased_until: Number(row.leased) === 1 ? now : null
+      }, now, false)
       result[state] += Number(row.n)
     }
     const active = executingIn(core, queue.name)

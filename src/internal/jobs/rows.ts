@@ -11,7 +11,12 @@ import type { JobInfo, JobState } from "./types.js"
 export const stateOf = (row: Row, now: number, executing: boolean): JobState => {
   switch (row.status) {
     case "pending":
-      return executing ? "active" : Number(row.next_attempt_at) > now ? "delayed" : "waiting"
+      // A job leased to an external worker is active wherever it runs.
+      return executing || (row.leased_until !== null && row.leased_until !== undefined)
+        ? "active"
+        : Number(row.next_attempt_at) > now
+        ? "delayed"
+        : "waiting"
     case "waiting_children":
       return "waiting-children"
     case "completed":

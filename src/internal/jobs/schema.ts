@@ -107,11 +107,34 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
     name: "durability_0006_jobs_steps",
     // The shared memo table and the triggers deleting a job's memos with its end, removal or `retry`.
     ...StepMemo.memoSchema({ capability: "jobs", table: JOBS, keyColumn: "key", terminal: ["completed", "failed", "canceled"] })
+  },
+  {
+    name: "durability_0009_jobs_leases",
+    // A lease's fencing token grows with every lease of the job; `leased_until` is set while one is out.
+    up: `ALTER TABLE ${JOBS} ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE ${JOBS} ADD COLUMN leased_until INTEGER;
+      ALTER TABLE ${JOBS} ADD COLUMN worker_id TEXT;
+      ALTER TABLE ${JOBS} ADD COLUMN stalled INTEGER NOT NULL DEFAULT 0`,
+    down: `ALTER TABLE ${JOBS} DROP COLUMN stalled;
+      ALTER TABLE ${JOBS} DROP COLUMN worker_id;
+      ALTER TABLE ${JOBS} DROP COLUMN leased_until;
+      ALTER TABLE ${JOBS} DROP COLUMN lease_token`,
+    presentWhen: MigrationSql.columnExists(JOBS, "lease_token")
   }
 ]
 
 /** A pending job of a paused queue waits (durably): it is not due, does not wake the object, cannot be claimed. */
 export const NOT_PAUSED = `queue NOT IN (SELECT queue FROM ${QUEUES} WHERE paused = 1)`
+
+/**
+ * What the engine may claim: a job of a running inline queue, or a leased job (its claim at
+ * `leased_until` reclaims an expired lease, paused queue or not). An external queue's jobs that are
+ * not leased wait for `lease`: they neither wake the object nor start here.
+ */
+export const claimable = (externalQueues: ReadonlyArray<string>): string =>
+  externalQueues.length === 0
+    ? NOT_PAUSED
+    : `leased_until IS NOT NULL OR (queue NOT IN (${externalQueues.map((name) => `'${name.replaceAll("'", "''")}'`).join(", ")}) AND ${NOT_PAUSED})`
 
 /** Start order: higher priority first, then first added. */
 export const START_ORDER = "priority DESC, seq"

@@ -200,7 +200,7 @@ describe("DurabilityJobs", () => {
   it("DurabilityJobs.migrate applies and reverts the jobs tables synchronously", async () => {
     const context = await memoryContext()
     const names = durabilityJobMigrations.map((migration) => migration.name)
-    expect(names).toEqual(["durability_0005_create_jobs", "durability_0006_jobs_steps"])
+    expect(names).toEqual(["durability_0005_create_jobs", "durability_0006_jobs_steps", "durability_0009_jobs_leases"])
     const result = DurabilityJobs.migrate(context)
     expect(result).toEqual({ applied: names, rolledBack: [] })
     expect(jobTables(context.memory)).toEqual([

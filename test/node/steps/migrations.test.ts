@@ -31,7 +31,10 @@ describe("the steps' migrations", () => {
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       expect(yield* object.run(Operations.migrate())).toMatchObject({ applied: expect.arrayContaining(["durability_0006_operations_steps"]) })
-      expect(yield* object.run(Jobs.migrate())).toEqual({ applied: ["durability_0005_create_jobs", "durability_0006_jobs_steps"], rolledBack: [] })
+      expect(yield* object.run(Jobs.migrate())).toEqual({
+        applied: ["durability_0005_create_jobs", "durability_0006_jobs_steps", "durability_0009_jobs_leases"],
+        rolledBack: []
+      })
       expect(yield* triggers(object)).toEqual([
         "durability_calls_steps_ended",
         "durability_calls_steps_gone",
