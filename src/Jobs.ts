@@ -126,13 +126,13 @@ export const externalQueue = <P = unknown, R = unknown, PI = P, RI = R>(
     readonly result?: Schema.Schema<R, RI> | undefined
     readonly groupRateLimit?: Options.GroupRateLimit<P> | undefined
   }
-): QueueDefinition<NoInfer<P>, R, never, never> => {
+): QueueDefinition<NoInfer<P>, NoInfer<R>, never, never> => {
   const { payload, result, ...rest } = options
   return {
     ...rest,
     processing: "external",
     // Never called: the engine claims an external queue's job only to end a lease that stalled too often.
-    handler: () => Effect.die(new Error("an external queue's jobs are not run here")),
+    handler: (() => Effect.die(new Error("an external queue's jobs are not run here"))) as (job: Types.JobContext<P>) => Effect.Effect<R>,
     payload: Codec.fromSchema(payload),
     result: Codec.fromSchema(result)
   }

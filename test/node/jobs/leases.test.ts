@@ -187,7 +187,7 @@ describe("external queues: leases", () => {
         [jobs.ext.lease({ leaseMs: 10 }), "leaseMs", "leaseMs must be an integer from 1000"],
         [jobs.ext.heartbeat("x", 0), "token", "token must be the positive integer a lease returned"],
         [jobs.ext.fail("x", 1, 42 as never), "error", "error must be a string or an object with a message"],
-        [jobs.ext.complete("x", 1, { at: new Date(0) } as never), "result", "result must be JSON-serializable"]
+        [jobs.ext.complete("x", 1, { at: new Date(0) }), "result", "result must be JSON-serializable"]
       ]
       for (const [call, field, text] of cases) {
         const error = yield* Effect.flip(object.run(call))
