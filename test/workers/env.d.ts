@@ -12,5 +12,6 @@ declare module "cloudflare:test" {
     readonly JOBS_CHAOS_OBJECT: DurableObjectNamespace<import("./objects/JobsChaosObject.js").JobsChaosObject>
     readonly STEPS_OBJECT: DurableObjectNamespace<import("./objects/StepsObject.js").StepsObject>
     readonly SCHEDULES_OBJECT: DurableObjectNamespace<import("./objects/SchedulesObject.js").SchedulesObject>
+    readonly SHARDED_JOBS_OBJECT: DurableObjectNamespace<import("./objects/ShardedJobsObject.js").ShardedJobsObject>
   }
 }

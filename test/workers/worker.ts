@@ -20,6 +20,7 @@ export { JobsChaosObject } from "./objects/JobsChaosObject.js"
 export { JobsObject } from "./objects/JobsObject.js"
 export { StepsObject } from "./objects/StepsObject.js"
 export { SchedulesObject } from "./objects/SchedulesObject.js"
+export { ShardedJobsObject } from "./objects/ShardedJobsObject.js"
 
 /** A bare SQLite-backed object: tests reach its storage through `runInDurableObject`. */
 export class StorageObject extends DurableObject {}
