@@ -41,6 +41,7 @@ import * as Manage from "./internal/jobs/manage.js"
 import * as Options from "./internal/jobs/options.js"
 import * as Read from "./internal/jobs/read.js"
 import * as Lease from "./internal/jobs/lease.js"
+import * as Transport from "./internal/jobs/transport.js"
 import * as JobsSchema from "./internal/jobs/schema.js"
 import type * as Types from "./internal/jobs/types.js"
 import * as Policy from "./internal/policy.js"
@@ -49,7 +50,7 @@ import * as StepMemo from "./internal/steps.js"
 import * as Validate from "./internal/validate.js"
 import type * as Lifecycle from "./Lifecycle.js"
 import * as Migrations from "./Migrations.js"
-import type * as Scheduler from "./Scheduler.js"
+import * as Scheduler from "./Scheduler.js"
 import * as Steps from "./Steps.js"
 import type { StorageService } from "./StorageService.js"
 
@@ -125,12 +126,14 @@ export const externalQueue = <P = unknown, R = unknown, PI = P, RI = R>(
     readonly payload?: Schema.Schema<P, PI> | undefined
     readonly result?: Schema.Schema<R, RI> | undefined
     readonly groupRateLimit?: Options.GroupRateLimit<P> | undefined
+    /** Deliver the leased jobs through a Cloudflare Queue (`{ queue: env.EMAIL_QUEUE }`) instead of waiting for `lease`. */
+    readonly processing?: Options.Transport | undefined
   }
 ): QueueDefinition<NoInfer<P>, NoInfer<R>, never, never> => {
-  const { payload, result, ...rest } = options
+  const { payload, processing, result, ...rest } = options
   return {
     ...rest,
-    processing: "external",
+    processing: processing ?? "external",
     // Never called: the engine claims an external queue's job only to end a lease that stalled too often.
     handler: (() => Effect.die(new Error("an external queue's jobs are not run here"))) as (job: Types.JobContext<P>) => Effect.Effect<R>,
     payload: Codec.fromSchema(payload),
@@ -195,6 +198,17 @@ export interface Queue<P, R> {
     token: number,
     options?: { readonly progress?: unknown; readonly extendMs?: number | undefined }
   ) => Effect.Effect<{ readonly leaseUntil: number }, InvalidInputError | StaleLeaseError | StorageError>
+  /** A Queues consumer's first call about an envelope: the leased job, when `token` still holds it. */
+  readonly start: (id: string, token: number) => Effect.Effect<
+    {
+      readonly payload: P
+      readonly attempt: number
+      readonly leaseUntil: number
+      readonly leaseMs: number
+      readonly idempotencyKey: string
+    },
+    InvalidInputError | StaleLeaseError | StorageError
+  >
   /** Appends a line to the leased job's log; `StaleLeaseError` when the token no longer holds the job. */
   readonly log: (id: string, token: number, message: string) => Effect.Effect<void, InvalidInputError | StaleLeaseError | StorageError>
   /** Completes the leased job with its result; `StaleLeaseError` (nothing written) when the token no longer holds it. */
@@ -316,7 +330,18 @@ export const make = <const Defs extends Record<string, AnyQueueDefinition>>(
     const canceling = new Map<string, string>()
     const background = yield* Background.Background
     // Filled once the table is attached: the participant reads it only when jobs run.
-    const core = { queues, hook, canceling, background, retained: new Map(), seq: { next: 1 } } as unknown as Core.Core
+    const scheduler = yield* Scheduler.Scheduler
+    const objectId = scheduler.config.objectId
+    const transported = [...queues.values()].filter((queue) => queue.options.external?.transport !== undefined)
+    if (transported.length > 0 && objectId === undefined) {
+      return yield* new InvalidOptionError({
+        field: `queues.${transported[0]!.name}.processing`,
+        kind: "type",
+        message: `queues.${transported[0]!.name}.processing sends jobs to a Cloudflare Queue, whose consumer needs this object's id: ` +
+          "give the scheduler's objectId (the promise face takes it from the object's context)"
+      })
+    }
+    const core = { queues, hook, canceling, background, retained: new Map(), seq: { next: 1 }, objectId } as unknown as Core.Core
     const mutable = core as { -readonly [K in keyof Core.Core]: Core.Core[K] }
     const capability = yield* Capability.make<AnyQueueDefinition, string>({
       kind: CAPABILITY,
@@ -342,6 +367,13 @@ export const make = <const Defs extends Record<string, AnyQueueDefinition>>(
       }
     })
     mutable.handle = capability.handle
+    if (transported.length > 0) {
+      const policy = yield* Policy.resolve("", {
+        attemptTimeoutMs: 30_000,
+        retries: { maxAttempts: 12, delay: (attempt) => Math.min(60_000, 1_000 * 2 ** (attempt - 1)) }
+      }, Policy.defaults)
+      yield* scheduler.attach(Transport.outbox(core, policy))
+    }
     mutable.watchers = capability.watchers
     const [last] = yield* capability.storage.exec(`SELECT MAX(seq) AS seq FROM ${JobsSchema.JOBS}`)
     core.seq.next = Number(last?.seq ?? 0) + 1
@@ -409,6 +441,7 @@ const queueService = (core: Core.Core, queue: Core.QueueRuntime): Queue<unknown,
         return yield* Read.wait(core, queue, checked, timeoutMs)
       }),
     lease: (options) => Lease.lease(core, queue, options),
+    start: (id, token) => Effect.flatMap(idOf(id), (checked) => Lease.start(core, queue, checked, token)),
     heartbeat: (id, token, options) => Effect.flatMap(idOf(id), (checked) => Lease.heartbeat(core, queue, checked, token, options)),
     log: (id, token, message) => Effect.flatMap(idOf(id), (checked) => Lease.log(core, queue, checked, token, message)),
     complete: (id, token, result) => Effect.flatMap(idOf(id), (checked) => Lease.complete(core, queue, checked, token, result)),

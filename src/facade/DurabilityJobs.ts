@@ -11,7 +11,7 @@ import * as Jobs from "../Jobs.js"
 import * as Steps from "../Steps.js"
 import type { AnyQueueDefinition } from "../internal/jobs/definition.js"
 import * as Router from "../internal/jobs/router.js"
-import type { GroupRateLimit, Retention } from "../internal/jobs/options.js"
+import type { GroupRateLimit, Retention, Transport } from "../internal/jobs/options.js"
 import type { Lease as JobLease, LeaseOptions as JobLeaseOptions } from "../internal/jobs/lease.js"
 import type * as Types from "../internal/jobs/types.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
@@ -52,8 +52,12 @@ export type DurableJobHandler<P = unknown> = (job: DurableJob<P>) => unknown
 export interface DurabilityQueueOptions<P = unknown> extends DurabilityMethodOptions {
   /** Runs each job here; omitted for a queue with `processing: "external"` (its workers lease the jobs). */
   readonly handler?: BivariantHandler<DurableJob<P>> | undefined
-  /** `"external"`: due jobs wait for `lease` by workers elsewhere, who settle them with the lease's token. */
-  readonly processing?: "inline" | "external" | undefined
+  /**
+   * `"external"`: due jobs wait for `lease` by workers elsewhere, who settle them with the lease's token.
+   * `{ queue: env.EMAIL_QUEUE }`: the object leases each due job itself and sends its envelope to that
+   * Cloudflare Queue, whose consumer (`jobsConsumer`) runs it.
+   */
+  readonly processing?: "inline" | "external" | Transport | undefined
   /** An external queue's default lease (ms; default 30 000). */
   readonly leaseMs?: number | undefined
   /** An external queue's expired leases a job survives before it fails (`JobStalledError`; default 1). */
@@ -225,10 +229,14 @@ const define = (name: string, options: DurabilityQueueOptions<unknown>): AnyQueu
     // A typo would silently drop its option.
     if (!QUEUE_OPTIONS.has(key)) throw new TypeError(`queues.${name}.${key} is not a queue option`)
   }
-  if (options.processing === "external") {
+  if (options.processing === "external" || (typeof options.processing === "object" && options.processing !== null)) {
     if (options.handler !== undefined) throw new TypeError(`queues.${name}.handler is not used by an external queue: its workers lease the jobs`)
-    const { attemptTimeoutMs: _timeout, handler: _none, processing: _processing, retries: _retries, ...external } = options
-    return Jobs.externalQueue({ ...external, ...pickExecution(options) }) as unknown as AnyQueueDefinition
+    const { attemptTimeoutMs: _timeout, handler: _none, processing, retries: _retries, ...external } = options
+    return Jobs.externalQueue({
+      ...external,
+      ...pickExecution(options),
+      ...(processing === "external" ? {} : { processing })
+    }) as unknown as AnyQueueDefinition
   }
   const handler = options.handler as (job: DurableJob<unknown>) => unknown
   if (typeof handler !== "function") throw new TypeError(`queues.${name}.handler must be a function`)
@@ -290,6 +298,35 @@ const shardPage = (queue: Jobs.Queue<unknown, unknown>, page: Router.PageCall) =
     const last = items[items.length - 1]
     return { items, more: items.length === page.limit && last?.after !== undefined } satisfies Router.ShardPage<Types.JobInfo>
   })
+
+/** A Queues consumer's call, answered with a status (a stale token is an answer, not a failure across RPC). */
+const leaseCall = (queue: Jobs.Queue<unknown, unknown>, call: Router.LeaseCall) => {
+  const { id, token } = call
+  const answer: Effect.Effect<Record<string, unknown>, unknown> = call.op === "start"
+    ? Effect.map(queue.start(id, token), (started) => ({ status: "started", ...started }))
+    : call.op === "heartbeat"
+    ? Effect.map(
+      queue.heartbeat(id, token, {
+        ...(call.extendMs === undefined ? {} : { extendMs: call.extendMs }),
+        ...(call.progress === undefined ? {} : { progress: call.progress })
+      }),
+      ({ leaseUntil }) => ({ status: "ok", leaseUntil })
+    )
+    : call.op === "log"
+    ? Effect.as(queue.log(id, token, call.message), { status: "ok" })
+    : call.op === "complete"
+    ? Effect.as(queue.complete(id, token, call.result), { status: "ok" })
+    : Effect.as(
+      queue.fail(id, token, call.error, { retryable: call.op === "undelivered" ? false : call.retryable }),
+      { status: "ok" }
+    )
+  return Effect.catchIf(
+    answer,
+    (error): error is { readonly _tag: "StaleLeaseError"; readonly message: string } =>
+      typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "StaleLeaseError",
+    (error) => Effect.succeed({ status: "stale", message: error.message })
+  )
+}
 
 class DurabilityJobsImpl extends Helper<Service> {
   readonly #queues: ReadonlySet<string>
@@ -358,6 +395,8 @@ class DurabilityJobsImpl extends Helper<Service> {
           return queue.pause()
         case "resume":
           return queue.resume()
+        default:
+          return DurabilityJobsImpl.runOn(jobs, (service) => leaseCall((service as unknown as Record<string, Jobs.Queue<unknown, unknown>>)[parsed.queue]!, parsed))
       }
     } catch (error) {
       return Promise.reject(error)

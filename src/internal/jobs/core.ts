@@ -32,6 +32,7 @@ import type { AnyQueueDefinition, CurrentJobTag } from "./definition.js"
 import * as Flow from "./flow.js"
 import * as Options from "./options.js"
 import * as Rows from "./rows.js"
+import * as Transport from "./transport.js"
 import * as Upkeep from "./upkeep.js"
 import { BUCKETS, claimable, JOBS, LOGS, START_ORDER } from "./schema.js"
 import type { ChildValue, JobContext, JobEvent, JobEventDraft, JobEventHook, RateLimit } from "./types.js"
@@ -66,6 +67,8 @@ export interface Core {
   /** The next insertion order. */
   readonly seq: { next: number }
   readonly flow: Flow.Context
+  /** The object's id, for the envelopes of a Queues transport (`SchedulerConfig.objectId`). */
+  readonly objectId: string | undefined
   handle: TableHandle
 }
 
@@ -282,6 +285,7 @@ const reclaim = (core: Core, queue: QueueRuntime, row: Row) => (now: number): Ef
       `UPDATE ${JOBS} SET leased_until = NULL, worker_id = NULL, stalled = ?, next_attempt_at = ? WHERE key = ? AND generation_id = ?`,
       [stalled, now, ...where]
     )
+    if (settings.transport !== undefined && queue.options.concurrency !== undefined) yield* Transport.freeSlot(core, queue, now)
     return false
   })
 
@@ -392,13 +396,17 @@ export const participant = <I>(
   dispatch: {
     order: START_ORDER,
     rank: { columns: "priority, seq", of: rankOf },
-    pendingWhere: claimable([...core.queues.values()].filter((queue) => queue.options.external !== undefined).map((queue) => queue.name)),
+    // Jobs of an external queue without a transport wait for `lease`; a transport's are leased by their claim.
+    pendingWhere: claimable(
+      [...core.queues.values()].filter((queue) => queue.options.external !== undefined && queue.options.external.transport === undefined)
+        .map((queue) => queue.name)
+    ),
     startedColumn: "started_at",
     slotOf: (key) => core.queues.get(queueOfKey(key))?.slot,
     // An external queue's jobs start only by `lease`.
     held: (key) => {
       const queue = core.queues.get(queueOfKey(key))
-      return queue?.paused === true || queue?.options.external !== undefined
+      return queue?.paused === true || (queue?.options.external !== undefined && queue.options.external.transport === undefined)
     },
     gated: (key) => {
       const queue = core.queues.get(queueOfKey(key))
@@ -408,9 +416,14 @@ export const participant = <I>(
     admit: (row) => {
       const queue = core.queues.get(String(row.queue))
       if (queue === undefined) return undefined
-      // Leased: its rate limits were taken by the lease; the claim at `leased_until` reclaims it.
-      if (queue.options.external !== undefined) return row.leased_until === null ? undefined : reclaim(core, queue, row)
       const buckets = bucketsOf(queue, row)
+      // Leased: its rate limits were taken by the lease; the claim at `leased_until` reclaims it.
+      if (queue.options.external !== undefined) {
+        if (row.leased_until !== null) return reclaim(core, queue, row)
+        if (queue.options.external.transport === undefined || core.objectId === undefined) return undefined
+        const limits = buckets.length === 0 ? undefined : gate(core, queue, buckets, String(row.key))
+        return Transport.dispatch(core, queue, row, core.objectId, limits)
+      }
       return buckets.length === 0 ? undefined : gate(core, queue, buckets, String(row.key))
     }
   },

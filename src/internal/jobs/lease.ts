@@ -17,6 +17,7 @@ import * as Validate from "../validate.js"
 import * as Bucket from "./bucket.js"
 import { type Core, IDEMPOTENCY_PREFIX, invalidInput, type QueueRuntime, rateLimitOf, readJob, tell } from "./core.js"
 import * as Options from "./options.js"
+import * as Transport from "./transport.js"
 import { BUCKETS, JOBS, LOGS, QUEUES, START_ORDER } from "./schema.js"
 import type { RateLimit } from "./types.js"
 
@@ -264,7 +265,18 @@ export const complete = (core: Core, queue: QueueRuntime, id: string, token: num
     if (bytes !== undefined) return yield* invalidInput("result", "range", `result is ${bytes} bytes as JSON; a stored row is limited to ${Json.MAX_ROW_BYTES} bytes`)
     const { guard, row } = yield* held(core, queue, id, fence)
     yield* core.handle.settle(row, { _tag: "Success", value: text }, guard)
+    yield* afterSettle(core, queue)
   }).pipe(Effect.withSpan("Jobs.complete"))
+
+/** A transport queue at its concurrency dispatches the job it held back, now that a lease ended. */
+const afterSettle = (core: Core, queue: QueueRuntime) =>
+  queue.options.external?.transport === undefined || queue.options.concurrency === undefined
+    ? Effect.void
+    : Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Effect.asVoid(core.handle.writePending(
+        Transport.freeSlot(core, queue, now),
+        (rows) => rows.map((row) => ({ key: String(row.key), at: now, start: true }))
+      )))
 
 /**
  * Fails the leased attempt with `error`: retried under the queue's policy (it waits for a later lease
@@ -297,4 +309,28 @@ export const fail = (
       : Object.assign(new Error(described.message), { name: described.name })
     const { guard, row } = yield* held(core, queue, id, fence)
     yield* core.handle.settle(row, { _tag: "Failure", error: failure }, guard)
+    yield* afterSettle(core, queue)
   }).pipe(Effect.withSpan("Jobs.fail"))
+
+/** A consumer's first call about an envelope: the job, if `token` still holds it. */
+export const start = (core: Core, queue: QueueRuntime, id: string, token: number) =>
+  Effect.gen(function*() {
+    const settings = yield* external(queue)
+    const fence = yield* tokenOf(token)
+    const row = yield* readJob(core, `${queue.name}/${id}`)
+    const now = yield* Clock.currentTimeMillis
+    const holds = row !== undefined && row.status === "pending" && Number(row.lease_token) === fence &&
+      row.leased_until !== null && Number(row.leased_until) >= now
+    if (!holds) return yield* stale(queue, id, fence)
+    const payload = yield* Effect.orElseSucceed(
+      queue.definition.payload.decode(Json.decode(String(row.payload))),
+      () => Json.decode(String(row.payload))
+    )
+    return {
+      payload,
+      attempt: Number(row.attempt),
+      leaseUntil: Number(row.leased_until),
+      leaseMs: settings.leaseMs,
+      idempotencyKey: `${IDEMPOTENCY_PREFIX}${String(row.generation_id)}`
+    }
+  }).pipe(Effect.withSpan("Jobs.start"))

@@ -42,17 +42,35 @@ export interface QueueOptions {
    * `"external"`: the queue has no handler here; its due jobs wait to be leased (`lease`) by workers
    * elsewhere, who settle them with the lease's fencing token. Default `"inline"`.
    */
-  readonly processing?: "inline" | "external" | undefined
+  readonly processing?: "inline" | "external" | Transport | undefined
   /** An external queue's default lease (ms, 1 000 to 86 400 000; default 30 000). */
   readonly leaseMs?: number | undefined
   /** An external queue's leases a job may let expire before it fails (`JobStalledError`); default 1. */
   readonly maxStalled?: number | undefined
 }
 
+/**
+ * An external queue delivered through Cloudflare Queues: the object leases each due job itself and
+ * sends its envelope to `queue` (a producer binding); a `DurabilityJobs.consumer` runs it.
+ */
+export interface Transport {
+  /** The producer binding (`env.EMAIL_QUEUE`). */
+  readonly queue: QueueProducer
+  /** Put the payload in the envelope (default false: the consumer gets it from the object with `start`). */
+  readonly includePayload?: boolean | undefined
+}
+
+/** What the transport needs of a Queues producer binding. */
+export interface QueueProducer {
+  readonly sendBatch: (messages: Iterable<{ readonly body: unknown; readonly contentType?: "json" }>) => Promise<unknown>
+}
+
 /** An external queue's leases. */
 export interface External {
   readonly leaseMs: number
   readonly maxStalled: number
+  /** Set when the object sends its leased jobs to a Cloudflare Queue. */
+  readonly transport: { readonly producer: QueueProducer; readonly includePayload: boolean } | undefined
 }
 
 export const DEFAULT_LEASE_MS = 30_000
@@ -150,9 +168,19 @@ export const resolve = (prefix: string, options: QueueOptions): Effect.Effect<Re
       )
     }
     const { leaseMs, maxStalled, processing } = options
-    if (processing !== undefined && processing !== "inline" && processing !== "external") {
-      return yield* invalid(`${prefix}processing`, "type", `must be "inline" or "external"`, processing)
+    const transport = isObject(processing) ? processing as unknown as Transport : undefined
+    if (processing !== undefined && processing !== "inline" && processing !== "external" && transport === undefined) {
+      return yield* invalid(`${prefix}processing`, "type", `must be "inline", "external" or { queue: <a Queues producer binding> }`, processing)
     }
+    if (transport !== undefined) {
+      if (!isObject(transport.queue) || typeof (transport.queue as { sendBatch?: unknown }).sendBatch !== "function") {
+        return yield* invalid(`${prefix}processing.queue`, "type", "must be a Cloudflare Queues producer binding (with sendBatch)", transport.queue)
+      }
+      if (transport.includePayload !== undefined && typeof transport.includePayload !== "boolean") {
+        return yield* invalid(`${prefix}processing.includePayload`, "type", "must be a boolean", transport.includePayload)
+      }
+    }
+    const externallyProcessed = processing === "external" || transport !== undefined
     const leaseMsOk = (value: unknown) =>
       typeof value === "number" && Number.isSafeInteger(value) && value >= MIN_LEASE_MS && value <= MAX_LEASE_MS
     if (leaseMs !== undefined && !leaseMsOk(leaseMs)) {
@@ -161,12 +189,18 @@ export const resolve = (prefix: string, options: QueueOptions): Effect.Effect<Re
     if (maxStalled !== undefined && !(typeof maxStalled === "number" && Number.isSafeInteger(maxStalled) && maxStalled >= 0)) {
       return yield* invalid(`${prefix}maxStalled`, "range", "must be a non-negative integer", maxStalled)
     }
-    if (processing !== "external" && (leaseMs !== undefined || maxStalled !== undefined)) {
+    if (!externallyProcessed && (leaseMs !== undefined || maxStalled !== undefined)) {
       return yield* invalid(`${prefix}leaseMs`, "type", `and maxStalled apply to processing: "external" only`, leaseMs ?? maxStalled)
     }
     return {
-      external: processing === "external"
-        ? { leaseMs: leaseMs ?? DEFAULT_LEASE_MS, maxStalled: maxStalled ?? 1 }
+      external: externallyProcessed
+        ? {
+          leaseMs: leaseMs ?? DEFAULT_LEASE_MS,
+          maxStalled: maxStalled ?? 1,
+          transport: transport === undefined
+            ? undefined
+            : { producer: transport.queue, includePayload: transport.includePayload ?? false }
+        }
         : undefined,
       concurrency,
       rateLimit: rateLimit === undefined ? undefined : { capacity: rateLimit.capacity, refillPerSecond: rateLimit.refillPerSecond },

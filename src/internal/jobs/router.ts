@@ -161,9 +161,30 @@ export type ShardCall =
     | { readonly op: "page"; readonly queue: string; readonly page: PageCall }
     | { readonly op: "counts" | "pause" | "resume"; readonly queue: string }
     | { readonly op: "flow"; readonly root: FlowNode }
+    | LeaseCall
   )
 
-const QUEUE_OPS = new Set(["add", "addBulk", "get", "page", "counts", "pause", "resume"])
+/**
+ * A Queues consumer's calls about a leased job (see `jobsConsumer`): each answers `{ status: "stale" }`
+ * instead of failing when the token no longer holds the job, so a stale delivery is an ordinary answer.
+ */
+export type LeaseCall =
+  & { readonly queue: string; readonly id: string; readonly token: number }
+  & (
+    | { readonly op: "start" }
+    | { readonly op: "heartbeat"; readonly extendMs?: number | undefined; readonly progress?: unknown }
+    | { readonly op: "log"; readonly message: string }
+    | { readonly op: "complete"; readonly result: unknown }
+    | {
+      readonly op: "fail" | "undelivered"
+      readonly error: { readonly name?: string | undefined; readonly message: string }
+      readonly retryable?: boolean | undefined
+    }
+  )
+
+export const LEASE_OPS: ReadonlySet<string> = new Set(["start", "heartbeat", "log", "complete", "fail", "undelivered"])
+
+const QUEUE_OPS = new Set(["add", "addBulk", "get", "page", "counts", "pause", "resume", ...LEASE_OPS])
 
 const isObject = (value: unknown): value is Readonly<Record<string, unknown>> =>
   typeof value === "object" && value !== null && !Array.isArray(value)
@@ -184,7 +205,13 @@ export const parseCall = (call: unknown, queues: ReadonlySet<string>): ShardCall
   }
   if (op === "add" && !isObject(call.job)) throw new TypeError("job must be an object")
   if (op === "addBulk" && !Array.isArray(call.jobs)) throw new TypeError("jobs must be an array")
-  if (op === "get" && typeof call.id !== "string") throw new TypeError(`id must be a string, got ${shown(call.id)}`)
+  if ((op === "get" || LEASE_OPS.has(op)) && typeof call.id !== "string") throw new TypeError(`id must be a string, got ${shown(call.id)}`)
+  if (LEASE_OPS.has(op) && !(typeof call.token === "number" && Number.isSafeInteger(call.token) && call.token >= 1)) {
+    throw new TypeError(`token must be the positive integer of the lease, got ${shown(call.token)}`)
+  }
+  if ((op === "fail" || op === "undelivered") && !(isObject(call.error) && typeof call.error.message === "string")) {
+    throw new TypeError(`error must be an object { name?, message }, got ${shown(call.error)}`)
+  }
   if (op === "page") {
     const page = call.page
     if (!isObject(page)) throw new TypeError("page must be an object")

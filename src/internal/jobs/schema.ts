@@ -16,6 +16,7 @@ export const BUCKETS = "durability_job_buckets"
 export const DEDUP = "durability_job_dedup"
 export const LOGS = "durability_job_logs"
 export const DEAD_LETTERS = "durability_job_dead_letters"
+export const OUTBOX = "durability_job_outbox"
 
 const CREATE = `CREATE TABLE ${JOBS} (
     key TEXT PRIMARY KEY,
@@ -114,12 +115,34 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
     up: `ALTER TABLE ${JOBS} ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0;
       ALTER TABLE ${JOBS} ADD COLUMN leased_until INTEGER;
       ALTER TABLE ${JOBS} ADD COLUMN worker_id TEXT;
-      ALTER TABLE ${JOBS} ADD COLUMN stalled INTEGER NOT NULL DEFAULT 0`,
-    down: `ALTER TABLE ${JOBS} DROP COLUMN stalled;
+      ALTER TABLE ${JOBS} ADD COLUMN stalled INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE ${JOBS} ADD COLUMN waiting_slot INTEGER NOT NULL DEFAULT 0`,
+    down: `ALTER TABLE ${JOBS} DROP COLUMN waiting_slot;
+      ALTER TABLE ${JOBS} DROP COLUMN stalled;
       ALTER TABLE ${JOBS} DROP COLUMN worker_id;
       ALTER TABLE ${JOBS} DROP COLUMN leased_until;
       ALTER TABLE ${JOBS} DROP COLUMN lease_token`,
     presentWhen: MigrationSql.columnExists(JOBS, "lease_token")
+  },
+  {
+    name: "durability_0010_jobs_outbox",
+    // Envelopes of leased jobs to send to a Cloudflare Queue: an engine record each (key `<job key>#<token>`),
+    // written in the lease's transaction and deleted once sent, so a failed or cut send is sent again.
+    up: `CREATE TABLE ${OUTBOX} (
+        key TEXT PRIMARY KEY,
+        queue TEXT NOT NULL,
+        body TEXT NOT NULL,
+        generation_id TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'failed')),
+        attempt INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at INTEGER NOT NULL,
+        last_error TEXT,
+        last_error_name TEXT,
+        created_at INTEGER NOT NULL
+      );
+      CREATE INDEX ${OUTBOX}_pending_idx ON ${OUTBOX} (status, next_attempt_at)`,
+    down: `DROP TABLE IF EXISTS ${OUTBOX}`,
+    presentWhen: MigrationSql.tableExists(OUTBOX)
   }
 ]
 
