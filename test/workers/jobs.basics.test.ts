@@ -247,6 +247,7 @@ describe("jobs: the migration in real DO SQLite", () => {
         { type: "table", name: "durability_job_dead_letters" },
         { type: "table", name: "durability_job_dedup" },
         { type: "table", name: "durability_job_logs" },
+        { type: "table", name: "durability_job_outbox" },
         { type: "table", name: "durability_job_queues" },
         { type: "table", name: "durability_jobs" },
         { type: "trigger", name: "durability_jobs_logs_gone" },
@@ -258,7 +259,8 @@ describe("jobs: the migration in real DO SQLite", () => {
       expect(state.storage.sql.exec("SELECT name FROM durability_migrations WHERE name LIKE '%jobs%' ORDER BY id").toArray()).toEqual([
         { name: "durability_0005_create_jobs" },
         { name: "durability_0006_jobs_steps" },
-        { name: "durability_0009_jobs_leases" }
+        { name: "durability_0009_jobs_leases" },
+        { name: "durability_0010_jobs_outbox" }
       ])
     })
     expect((await jobs.stub.table("logs")).map((line) => line.key)).toEqual(["plain/logged", "plain/kept"])

@@ -200,7 +200,12 @@ describe("DurabilityJobs", () => {
   it("DurabilityJobs.migrate applies and reverts the jobs tables synchronously", async () => {
     const context = await memoryContext()
     const names = durabilityJobMigrations.map((migration) => migration.name)
-    expect(names).toEqual(["durability_0005_create_jobs", "durability_0006_jobs_steps", "durability_0009_jobs_leases"])
+    expect(names).toEqual([
+      "durability_0005_create_jobs",
+      "durability_0006_jobs_steps",
+      "durability_0009_jobs_leases",
+      "durability_0010_jobs_outbox"
+    ])
     const result = DurabilityJobs.migrate(context)
     expect(result).toEqual({ applied: names, rolledBack: [] })
     expect(jobTables(context.memory)).toEqual([
@@ -208,6 +213,7 @@ describe("DurabilityJobs", () => {
       "durability_job_dead_letters",
       "durability_job_dedup",
       "durability_job_logs",
+      "durability_job_outbox",
       "durability_job_queues",
       "durability_jobs"
     ])

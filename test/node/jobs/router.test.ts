@@ -140,7 +140,7 @@ describe("router: a shard call's checks", () => {
     const cases: ReadonlyArray<readonly [unknown, string]> = [
       [null, "A jobs shard call must be an object, got null"],
       [{ op: "add" }, "must have v: 1, got undefined"],
-      [{ v: 1, op: "drop", queue: "email" }, "op must be one of flow, add, addBulk, get, page, counts, pause, resume, got \"drop\""],
+      [{ v: 1, op: "drop", queue: "email" }, "op must be one of flow, add, addBulk, get, page, counts, pause, resume, start, heartbeat, log, complete, fail, undelivered, got \"drop\""],
       [{ v: 1, op: "add", queue: "sms", job: {} }, "Unknown queue \"sms\": this object's queues are \"email\", \"report\""],
       [{ v: 1, op: "add", queue: "email" }, "job must be an object"],
       [{ v: 1, op: "addBulk", queue: "email", jobs: {} }, "jobs must be an array"],
