@@ -360,11 +360,13 @@ export const settleExternal = <E>(
       durationMs: typeof started === "number" ? Math.max(0, endedAt - started) : 0,
       guard: Effect.mapError(guard, (error) => new Refused(error))
     }
-    return yield* Effect.catchIf(
+    yield* Effect.catchIf(
       settle(run, settled),
       (error): error is Refused => error instanceof Refused,
       (refused) => Effect.fail(refused.error as E)
     )
+    // A retry time gets the early timer, as when an own execution releases its key.
+    yield* run.engine.upkeep.afterRelease(settled.entry.revisit)
   })
 
 const isStorageError = (error: unknown): error is StorageError =>
