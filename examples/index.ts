@@ -6,6 +6,7 @@ import digest, { type Env as DigestEnv, HELP as DIGEST_HELP } from "./digest/wor
 import imageJobsEffect, { type Env as ImageJobsEffectEnv, HELP as IMAGE_JOBS_EFFECT_HELP } from "./image-jobs/effect-worker.js"
 import imageJobs, { type Env as ImageJobsEnv, HELP as IMAGE_JOBS_HELP } from "./image-jobs/worker.js"
 import newsletter, { type Env as NewsletterEnv, HELP as NEWSLETTER_HELP } from "./newsletter/worker.js"
+import mailroom, { type Env as MailroomEnv, HELP as MAILROOM_HELP, queue as mailroomQueue } from "./newsletter-queues/worker.js"
 import reminders, { type Env as RemindersEnv } from "./reminders/worker.js"
 import subscriptions, { type Env as SubscriptionsEnv, HELP as SUBSCRIPTIONS_HELP } from "./subscription-renewals/worker.js"
 
@@ -14,10 +15,11 @@ export { Digest } from "./digest/worker.js"
 export { ImageJobsEffect } from "./image-jobs/effect-worker.js"
 export { ImageJobs } from "./image-jobs/worker.js"
 export { Newsletter } from "./newsletter/worker.js"
+export { Mailroom } from "./newsletter-queues/worker.js"
 export { Reminders } from "./reminders/worker.js"
 export { Payments, Subscription } from "./subscription-renewals/worker.js"
 
-export interface Env extends RemindersEnv, SubscriptionsEnv, ImageJobsEnv, ImageJobsEffectEnv, NewsletterEnv, DigestEnv {}
+export interface Env extends RemindersEnv, SubscriptionsEnv, ImageJobsEnv, ImageJobsEffectEnv, NewsletterEnv, DigestEnv, MailroomEnv {}
 
 const REMINDERS_HELP = `  # reminders (Effect-native, its own table attached to the engine)
   curl -X POST http://127.0.0.1:8787/reminders/demo/tea -d '{"message":"tea is ready","inMs":2000}'
@@ -26,14 +28,15 @@ const REMINDERS_HELP = `  # reminders (Effect-native, its own table attached to 
   curl 'http://127.0.0.1:8787/reminders/demo?until=settled'   # once none is pending
 `
 
-const HELP = `durability examples: reminders, subscriptions, images, images-effect, newsletter, digest
+const HELP = `durability examples: reminders, subscriptions, images, images-effect, newsletter, digest, mailroom
 
 ${REMINDERS_HELP}
 ${SUBSCRIPTIONS_HELP}
 ${IMAGE_JOBS_HELP}
 ${IMAGE_JOBS_EFFECT_HELP}
 ${NEWSLETTER_HELP}
-${DIGEST_HELP}`
+${DIGEST_HELP}
+${MAILROOM_HELP}`
 
 const routes: Record<string, ExportedHandlerFetchHandler<Env>> = {
   reminders: (request, env) => reminders.fetch(request, env),
@@ -41,7 +44,9 @@ const routes: Record<string, ExportedHandlerFetchHandler<Env>> = {
   images: (request, env) => imageJobs.fetch(request, env),
   "images-effect": (request, env) => imageJobsEffect.fetch(request, env),
   newsletter: (request, env) => newsletter.fetch(request, env),
-  digest: (request, env) => digest.fetch(request, env)
+  digest: (request, env) => digest.fetch(request, env),
+  mailroom: (request, env) => mailroom.fetch(request, env),
+  "mailroom-sharded": (request, env) => mailroom.fetch(request, env)
 }
 
 export default {
@@ -56,5 +61,9 @@ export default {
       })
     }
     return route(request, env, ctx)
+  },
+  // The mailroom's Cloudflare Queues consumers (its email queue and that queue's dead letters).
+  async queue(batch, env) {
+    await mailroomQueue(batch, env)
   }
 } satisfies ExportedHandler<Env>

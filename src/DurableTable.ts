@@ -221,7 +221,9 @@ export interface TableHandle {
    */
   readonly settle: <E>(
     row: Row,
-    outcome: { readonly _tag: "Success"; readonly value: unknown } | { readonly _tag: "Failure"; readonly error: unknown },
+    outcome:
+      | { readonly _tag: "Success"; readonly value: unknown }
+      | { readonly _tag: "Failure"; readonly error: unknown; readonly terminal?: boolean | undefined },
     guard: Effect.Effect<void, E>
   ) => Effect.Effect<void, E | StorageError>
   /** Whether the record under `key` is executing in this isolate now (what "active" means after an eviction: nothing). */

@@ -198,9 +198,13 @@ export interface Queue<P, R> {
     token: number,
     options?: { readonly progress?: unknown; readonly extendMs?: number | undefined }
   ) => Effect.Effect<{ readonly leaseUntil: number }, InvalidInputError | StaleLeaseError | StorageError>
-  /** A Queues consumer's first call about an envelope: the leased job, when `token` still holds it. */
+  /**
+   * A Queues consumer's first call about an envelope: the leased job, when `token` still holds it, and the
+   * token of this delivery (`start` takes the envelope's, so a duplicate message is stale).
+   */
   readonly start: (id: string, token: number) => Effect.Effect<
     {
+      readonly token: number
       readonly payload: P
       readonly attempt: number
       readonly leaseUntil: number

@@ -67,6 +67,19 @@ export type {
   DurableRoutedQueue,
   QueueMap
 } from "./facade/DurabilityJobs.js"
+// The Queues consumer side of job queues with `processing: { queue }` (to become DurabilityJobs.consumer / .deadLetterConsumer).
+export { jobsConsumer, jobsDeadLetterConsumer } from "./facade/jobsConsumer.js"
+export type {
+  DurableJobEnvelope,
+  DurableJobsConsumerOptions,
+  DurableJobsDeadLetterConsumerOptions,
+  DurableJobsNamespace,
+  DurableQueueBatch,
+  DurableQueuedJob,
+  DurableQueuedJobHandler,
+  DurableQueueHandler,
+  DurableQueueMessage
+} from "./facade/jobsConsumer.js"
 export type {
   AddOptions as DurableJobAddOptions,
   AddResult as DurableJobAddResult,

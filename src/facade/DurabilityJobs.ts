@@ -19,6 +19,7 @@ import type * as Scheduler from "../Scheduler.js"
 import { attach, fromPromise, migrateWith, type MigrationResult, type SchedulerAttachment } from "./attachment.js"
 import type { BivariantHandler } from "./Durability.js"
 import { fromCause } from "./errors.js"
+import { jobsConsumer, jobsDeadLetterConsumer } from "./jobsConsumer.js"
 import { type DurabilityMethodOptions, type DurableStep, Helper, pickExecution, promiseStep } from "./helper.js"
 
 /** What a job's handler is called with. */
@@ -179,6 +180,13 @@ export interface DurabilityJobsConstructor {
    * (default `jobsCall`) to your class, `jobsCall(call: unknown) { return DurabilityJobs.serve(this.jobs, call) }`.
    */
   serve(jobs: DurabilityJobsBase, call: unknown): Promise<unknown>
+  /**
+   * A Cloudflare Queues consumer of an external queue's envelopes (`processing: { queue }`):
+   * `export default { queue: DurabilityJobs.consumer({ namespace: (env) => env.MAILER, handlers: { email } }) }`.
+   */
+  consumer: typeof jobsConsumer
+  /** The consumer of that queue's dead-letter queue: the jobs Queues gave up on are failed (`QueueDeliveryError`). */
+  deadLetterConsumer: typeof jobsDeadLetterConsumer
 }
 
 type Service = Jobs.JobsService<Record<string, AnyQueueDefinition>>
@@ -363,6 +371,9 @@ class DurabilityJobsImpl extends Helper<Service> {
   static migrate(context: DurabilityContext, target?: string | null): MigrationResult {
     return migrateWith(context, Jobs.migrate, target)
   }
+
+  static readonly consumer = jobsConsumer
+  static readonly deadLetterConsumer = jobsDeadLetterConsumer
 
   static router(options: Router.RouterOptions): DurableJobsRouter {
     const router = new Router.Router(options)

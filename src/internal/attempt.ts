@@ -319,6 +319,8 @@ interface Settled {
   readonly durationMs: number
   /** Run first, in the settle's transaction (an external settle's fencing check); its failure writes nothing. */
   readonly guard?: Effect.Effect<void, Refused> | undefined
+  /** A failure that ends the record whatever the policy (an external worker's `retryable: false`). */
+  readonly terminal?: boolean | undefined
 }
 
 /** A guard's refusal, carried through the settle untouched and handed back to the external settler. */
@@ -336,7 +338,9 @@ const guarded = <A, E>(settled: Settled, body: Effect.Effect<A, E>): Effect.Effe
 export const settleExternal = <E>(
   run: Run,
   row: Row,
-  outcome: { readonly _tag: "Success"; readonly value: unknown } | { readonly _tag: "Failure"; readonly error: unknown },
+  outcome:
+    | { readonly _tag: "Success"; readonly value: unknown }
+    | { readonly _tag: "Failure"; readonly error: unknown; readonly terminal?: boolean | undefined },
   guard: Effect.Effect<void, E>
 ): Effect.Effect<void, E | StorageError> =>
   Effect.gen(function*() {
@@ -358,7 +362,8 @@ export const settleExternal = <E>(
       outcome: outcome._tag === "Success" ? Exit.succeed(outcome.value) : Exit.fail(outcome.error),
       endedAt,
       durationMs: typeof started === "number" ? Math.max(0, endedAt - started) : 0,
-      guard: Effect.mapError(guard, (error) => new Refused(error))
+      guard: Effect.mapError(guard, (error) => new Refused(error)),
+      terminal: outcome._tag === "Failure" && outcome.terminal === true
     }
     yield* Effect.catchIf(
       settle(run, settled),
@@ -376,7 +381,7 @@ const settle = (run: Run, settled: Settled): Effect.Effect<void, StorageError | 
   const { durationMs, endedAt, execution, outcome, policy } = settled
   if (Exit.isFailure(outcome)) {
     const error = errorOf(outcome.cause)
-    return settleFailure(run, settled, error, policy.isTerminal?.(error) ?? false)
+    return settleFailure(run, settled, error, settled.terminal === true || (policy.isTerminal?.(error) ?? false))
   }
   const done = made()
   const work = run.participant.table.settled?.(execution.row, { outcome: "completed", at: endedAt })

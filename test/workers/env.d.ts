@@ -13,5 +13,8 @@ declare module "cloudflare:test" {
     readonly STEPS_OBJECT: DurableObjectNamespace<import("./objects/StepsObject.js").StepsObject>
     readonly SCHEDULES_OBJECT: DurableObjectNamespace<import("./objects/SchedulesObject.js").SchedulesObject>
     readonly SHARDED_JOBS_OBJECT: DurableObjectNamespace<import("./objects/ShardedJobsObject.js").ShardedJobsObject>
+    readonly LEASES_CHAOS_OBJECT: DurableObjectNamespace<import("./objects/LeasesChaosObject.js").LeasesChaosObject>
+    readonly QUEUES_JOBS_OBJECT: DurableObjectNamespace<import("./objects/QueuesJobsObject.js").QueuesJobsObject>
+    readonly JOBS_QUEUE: Queue
   }
 }

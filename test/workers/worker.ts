@@ -10,6 +10,7 @@ import * as RetryPolicy from "../../src/RetryPolicy.js"
 import type * as Scheduler from "../../src/Scheduler.js"
 import { StorageService } from "../../src/StorageService.js"
 import * as TaskTable from "../shared/TaskTable.js"
+import { queuesJobsQueueHandler, type QueuesEnv } from "./objects/QueuesJobsObject.js"
 
 export { ChaosObject } from "./objects/ChaosObject.js"
 export { EffectLedger } from "./objects/EffectLedger.js"
@@ -18,9 +19,11 @@ export { ManagedObject } from "./objects/ManagedObject.js"
 export { HandoffObject, ParityObject } from "./objects/ParityObject.js"
 export { JobsChaosObject } from "./objects/JobsChaosObject.js"
 export { JobsObject } from "./objects/JobsObject.js"
+export { LeasesChaosObject } from "./objects/LeasesChaosObject.js"
 export { StepsObject } from "./objects/StepsObject.js"
 export { SchedulesObject } from "./objects/SchedulesObject.js"
 export { ShardedJobsObject } from "./objects/ShardedJobsObject.js"
+export { QueuesJobsObject } from "./objects/QueuesJobsObject.js"
 
 /** A bare SQLite-backed object: tests reach its storage through `runInDurableObject`. */
 export class StorageObject extends DurableObject {}
@@ -242,4 +245,8 @@ export class EngineObject extends DurableObject {
   }
 }
 
-export default { fetch: () => new Response("durability test worker") }
+export default {
+  fetch: () => new Response("durability test worker"),
+  // The Queues transport's consumer and dead-letter consumer (jobs.queues.test.ts).
+  queue: (batch: MessageBatch, env: QueuesEnv) => queuesJobsQueueHandler(batch, env)
+} satisfies ExportedHandler<QueuesEnv>

@@ -10,7 +10,7 @@
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import { type InvalidInputError, NonRetryableError, StaleLeaseError } from "../../Errors.js"
+import { type InvalidInputError, StaleLeaseError } from "../../Errors.js"
 import type { Row } from "../../StorageService.js"
 import * as Json from "../json.js"
 import * as Validate from "../validate.js"
@@ -304,15 +304,14 @@ export const fail = (
     if (described === undefined) {
       return yield* invalidInput("error", "type", `error must be a string or an object with a message, got ${Validate.shown(error)}`)
     }
-    const failure = options?.retryable === false
-      ? new NonRetryableError({ message: described.message })
-      : Object.assign(new Error(described.message), { name: described.name })
+    // The worker's error as it named it; `retryable: false` ends the job whatever its name.
+    const failure = Object.assign(new Error(described.message), { name: described.name })
     const { guard, row } = yield* held(core, queue, id, fence)
-    yield* core.handle.settle(row, { _tag: "Failure", error: failure }, guard)
+    yield* core.handle.settle(row, { _tag: "Failure", error: failure, terminal: options?.retryable === false }, guard)
     yield* afterSettle(core, queue)
   }).pipe(Effect.withSpan("Jobs.fail"))
 
-/** A consumer's first call about an envelope: the job, if `token` still holds it. */
+/** A consumer's first call about an envelope: the job and this delivery's own token, if `token` still holds it. */
 export const start = (core: Core, queue: QueueRuntime, id: string, token: number) =>
   Effect.gen(function*() {
     const settings = yield* external(queue)
@@ -322,11 +321,19 @@ export const start = (core: Core, queue: QueueRuntime, id: string, token: number
     const holds = row !== undefined && row.status === "pending" && Number(row.lease_token) === fence &&
       row.leased_until !== null && Number(row.leased_until) >= now
     if (!holds) return yield* stale(queue, id, fence)
+    // Single use: the delivery that starts takes the next token, so a duplicate of its message is stale
+    // and its handler never runs twice at once.
+    const [taken] = yield* core.storage.exec(
+      `UPDATE ${JOBS} SET lease_token = lease_token + 1 WHERE key = ? AND ${HOLDS} RETURNING lease_token`,
+      [`${queue.name}/${id}`, fence, now]
+    )
+    if (taken === undefined) return yield* stale(queue, id, fence)
     const payload = yield* Effect.orElseSucceed(
       queue.definition.payload.decode(Json.decode(String(row.payload))),
       () => Json.decode(String(row.payload))
     )
     return {
+      token: Number(taken.lease_token),
       payload,
       attempt: Number(row.attempt),
       leaseUntil: Number(row.leased_until),

@@ -126,7 +126,7 @@ describe("external queues: leases", () => {
       yield* object.run(jobs.email.fail("r", leased[0]!.token, { name: "BusyError", message: "421 busy" }))
       yield* object.run(jobs.email.fail("n", leased[1]!.token, "550 no such user", { retryable: false }))
       expect(yield* object.run(jobs.email.get("r"))).toMatchObject({ state: "delayed", attempt: 1, error: { name: "BusyError", message: "421 busy" } })
-      expect(yield* object.run(jobs.email.get("n"))).toMatchObject({ state: "failed", attempt: 1, error: { name: "NonRetryableError" } })
+      expect(yield* object.run(jobs.email.get("n"))).toMatchObject({ state: "failed", attempt: 1, error: { name: "Error", message: "550 no such user" } })
       expect(yield* object.run(jobs.email.lease())).toEqual([])
       yield* TestClock.adjust(2_000)
       for (const attempt of [2, 3]) {
@@ -224,4 +224,43 @@ describe("external queues: the promise face", () => {
       "queues.q.handler is not used by an external queue"
     )
   })
+})
+
+describe("external queues: flows and retention", () => {
+  it.effect("an inline parent waits for its external children; their completions release it with their values; retention trims", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(0)
+      const object = yield* TestDurability.make()
+      const reports: Array<unknown> = []
+      const jobs = yield* object.run(Jobs.make({
+        report: Jobs.queue({
+          handler: () =>
+            Effect.flatMap(Jobs.CurrentJob, ({ job }) => Effect.map(job.childrenValues, (values) => void reports.push(values)))
+        }),
+        render: Jobs.externalQueue<{ readonly page: number }, { readonly url: string }>({ removeOnComplete: { count: 1 } })
+      }))
+      yield* object.run(jobs.flow({
+        queue: "report",
+        id: "r",
+        payload: {},
+        children: [{ queue: "render", id: "p1", payload: { page: 1 } }, { queue: "render", id: "p2", payload: { page: 2 } }]
+      }))
+      const leased = yield* object.run(jobs.render.lease({ limit: 2 }))
+      expect(leased.map((job) => job.id)).toEqual(["p1", "p2"])
+      yield* object.run(jobs.render.complete("p1", leased[0]!.token, { url: "/1" }))
+      yield* TestClock.adjust(0)
+      expect(reports).toEqual([])
+      yield* object.run(jobs.render.complete("p2", leased[1]!.token, { url: "/2" }))
+      yield* TestClock.adjust(0)
+      expect(reports).toEqual([{
+        p1: { queue: "render", state: "completed", result: { url: "/1" } },
+        p2: { queue: "render", state: "completed", result: { url: "/2" } }
+      }])
+      expect(yield* object.run(jobs.report.get("r"))).toMatchObject({ state: "completed" })
+      // Children are kept until their parent ran; then `removeOnComplete: { count: 1 }` holds.
+      yield* object.run(jobs.render.add({ id: "p3", payload: { page: 3 } }))
+      const [third] = yield* object.run(jobs.render.lease())
+      yield* object.run(jobs.render.complete("p3", third!.token, { url: "/3" }))
+      expect((yield* rows(object, "SELECT id FROM durability_jobs WHERE queue = 'render' AND status = 'completed'")).length).toBeLessThanOrEqual(1)
+    }))
 })

@@ -80,10 +80,12 @@ describe("external queues: the Cloudflare Queues transport", () => {
       expect(sent[0]).not.toHaveProperty("payload")
       expect(yield* object.run(jobs.email.counts)).toMatchObject({ active: 3, delayed: 1 })
       expect(yield* rows(object, "SELECT * FROM durability_job_outbox")).toEqual([])
+      // `start` is single use: it takes the envelope's token and gives this delivery its own.
       const started = yield* object.run(jobs.email.start("a", 1))
-      expect(started).toMatchObject({ payload: { to: "a" }, attempt: 1, leaseUntil: 11_000, leaseMs: 10_000 })
-      yield* object.run(jobs.email.complete("a", 1, { sent: true }))
+      expect(started).toMatchObject({ token: 2, payload: { to: "a" }, attempt: 1, leaseUntil: 11_000, leaseMs: 10_000 })
       expect(yield* Effect.flip(object.run(jobs.email.start("a", 1)))).toBeInstanceOf(StaleLeaseError)
+      yield* object.run(jobs.email.complete("a", started.token, { sent: true }))
+      expect(yield* Effect.flip(object.run(jobs.email.start("a", started.token)))).toBeInstanceOf(StaleLeaseError)
       // The delayed job is sent at its time.
       yield* TestClock.adjust(5_000)
       yield* settle
@@ -131,7 +133,8 @@ describe("external queues: the Cloudflare Queues transport", () => {
       yield* object.run(jobs.email.add({ id: "b", payload: { to: "b" } }))
       yield* settle
       expect(queue.batches.flat().map((envelope) => envelope.jobId)).toEqual(["a"])
-      yield* object.run(jobs.email.complete("a", 1, { sent: true }))
+      const started = yield* object.run(jobs.email.start("a", 1))
+      yield* object.run(jobs.email.complete("a", started.token, { sent: true }))
       yield* settle
       expect(queue.batches.flat().map((envelope) => envelope.jobId)).toEqual(["a", "b"])
     }))

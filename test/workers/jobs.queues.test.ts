@@ -1,0 +1,171 @@
+/**
+ * The Cloudflare Queues transport in workerd with real delivery: `QueuesJobsObject`'s `email` queue
+ * (`processing: { queue: env.JOBS_QUEUE }`) leases its due jobs and sends their envelopes; the test
+ * worker's `queue` handler runs `jobsConsumer` on them (wrangler.toml: batch 10, timeout 1 s,
+ * max_retries 2, a dead-letter queue with `jobsDeadLetterConsumer`). What the handler did and what
+ * became of each message are recorded in the owning object; the scenarios poll them (no fixed sleeps)
+ * and end with every message settled and the object's alarm gone.
+ */
+import { env } from "cloudflare:test"
+import { describe, expect, it } from "vitest"
+import type { DurableJobInfo } from "../../src/index.js"
+import { type QueuedWork, TRANSPORT } from "./objects/QueuesJobsObject.js"
+import { waitFor } from "./support/jobs.js"
+
+// Local delivery waits for the batch timeout (1 s) after each send; a retry is a new lease and a new message.
+const DELIVERY_MS = 10_000
+const TEST_MS = 30_000
+
+const fresh = () => {
+  const id = env.QUEUES_JOBS_OBJECT.newUniqueId()
+  const stub = env.QUEUES_JOBS_OBJECT.get(id)
+  const work = (fields: Omit<QueuedWork, "owner"> = {}): QueuedWork => ({ owner: id.toString(), ...fields })
+  return { id, stub, work }
+}
+
+type Stub = ReturnType<typeof fresh>["stub"]
+
+const TERMINAL = new Set(["completed", "failed", "canceled"])
+
+/** Waits until the job finished; its info then. */
+const finished = (stub: Stub, id: string): Promise<DurableJobInfo<QueuedWork> | undefined> =>
+  waitFor(
+    () => stub.info(id) as Promise<DurableJobInfo<QueuedWork> | undefined>,
+    (info) => info !== undefined && TERMINAL.has(info.state),
+    DELIVERY_MS
+  )
+
+/** Every message acked (none left to redeliver into the next test) and nothing armed. */
+const expectSettled = async (stub: Stub, messages: number) => {
+  const deliveries = await waitFor(() => stub.deliveries(), (list) => list.length >= messages, DELIVERY_MS)
+  expect(deliveries.map((delivery) => delivery.outcome)).toEqual(deliveries.map(() => "ack"))
+  expect(await waitFor(() => stub.alarmAt(), (at) => at === null, DELIVERY_MS)).toBeNull()
+}
+
+describe("jobs through Cloudflare Queues", () => {
+  it("a job added to a transport queue is leased, sent, consumed and completed", async () => {
+    const { stub, work } = fresh()
+    expect(await stub.add("welcome", work({ tag: "w" }))).toEqual({ id: "welcome", state: "waiting", deduplicated: false })
+    const info = await finished(stub, "welcome")
+    expect(info).toMatchObject({ id: "welcome", state: "completed", attempt: 1, result: { tag: "w", attempt: 1 } })
+    // The envelope carried the lease's token 1; `start` took it and gave this delivery token 2.
+    expect((await stub.calls()).map(({ attempt, id, token }) => ({ id, attempt, token }))).toEqual([{ id: "welcome", attempt: 1, token: 2 }])
+    expect((await stub.logs("welcome")).items.map((line) => line.message)).toEqual(["attempt 1 with token 2"])
+    expect((await stub.leaseRows()).map(({ id, lease_token, status }) => ({ id, status, lease_token }))).toEqual([
+      { id: "welcome", status: "completed", lease_token: 2 }
+    ])
+    await expectSettled(stub, 1)
+    expect((await stub.deliveries()).map(({ job_id, queue_name, token }) => ({ job_id, queue_name, token }))).toEqual([
+      { job_id: "welcome", queue_name: "durability-test-jobs", token: 1 }
+    ])
+  }, TEST_MS)
+
+  it("a handler that throws is retried by the object's policy (a new lease, a new message) and completes", async () => {
+    const { stub, work } = fresh()
+    await stub.add("flaky", work({ tag: "f", failTimes: 1 }))
+    const info = await finished(stub, "flaky")
+    expect(info).toMatchObject({ state: "completed", attempt: 2, result: { tag: "f", attempt: 2 } })
+    expect((await stub.calls()).map(({ attempt, token }) => ({ attempt, token }))).toEqual([{ attempt: 1, token: 2 }, { attempt: 2, token: 4 }])
+    await expectSettled(stub, 2)
+    // Both messages acked: the retry was the object's, not Queues' (each lease's envelope: tokens 1 and 3).
+    expect((await stub.deliveries()).map((delivery) => delivery.token)).toEqual([1, 3])
+  }, TEST_MS)
+
+  it("the same message delivered twice is harmless: the second start is stale and acked", async () => {
+    const { id, stub, work } = fresh()
+    await stub.add("twice", work({ tag: "t" }))
+    const first = await finished(stub, "twice")
+    expect(first).toMatchObject({ state: "completed", result: { tag: "t", attempt: 1 } })
+    await expectSettled(stub, 1)
+    // The same envelope again, by hand, as Queues' at-least-once delivery may.
+    await env.JOBS_QUEUE.send({ v: 1, object: id.toString(), queue: "email", jobId: "twice", token: 1 }, { contentType: "json" })
+    const deliveries = await waitFor(() => stub.deliveries(), (list) => list.length === 2, DELIVERY_MS)
+    expect(deliveries.map(({ outcome, token }) => ({ outcome, token }))).toEqual([{ outcome: "ack", token: 1 }, { outcome: "ack", token: 1 }])
+    expect(await stub.calls()).toHaveLength(1)
+    expect(await stub.info("twice")).toEqual(first)
+    await expectSettled(stub, 2)
+  }, TEST_MS)
+
+  it("a stale worker (its token superseded) is fenced on every write", async () => {
+    const { stub, work } = fresh()
+    // Attempt 1 (envelope token 1, started as 2) fails; attempt 2 (envelope 3, started as 4) holds until the gate opens.
+    await stub.add("fenced", work({ tag: "n", failTimes: 1, hold: "fence", holdAttempt: 2 }))
+    await waitFor(() => stub.calls(), (calls) => calls.some((call) => call.attempt === 2), DELIVERY_MS)
+    const before = await stub.info("fenced")
+    const logsBefore = await stub.logs("fenced")
+    expect(before).toMatchObject({ state: "active", attempt: 2 })
+    const stale = (op: string, fields: Readonly<Record<string, unknown>> = {}) =>
+      stub.jobsCall({ v: 1, op, queue: "email", id: "fenced", token: 1, ...fields })
+    const writes = [
+      await stale("start"),
+      await stale("heartbeat", { extendMs: 60_000, progress: 99 }),
+      await stale("log", { message: "from the past" }),
+      await stale("complete", { result: { stale: true } }),
+      await stale("fail", { error: { name: "Error", message: "stale failure" }, retryable: false }),
+      await stale("undelivered", { error: { name: "QueueDeliveryError", message: "stale" } })
+    ]
+    for (const answer of writes) expect(answer).toMatchObject({ status: "stale", message: expect.stringContaining("token 1") })
+    expect(await stub.info("fenced")).toEqual(before)
+    expect(await stub.logs("fenced")).toEqual(logsBefore)
+    expect((await stub.leaseRows()).map((row) => row.lease_token)).toEqual([4])
+
+    await stub.open("fence")
+    expect(await finished(stub, "fenced")).toMatchObject({ state: "completed", attempt: 2, result: { tag: "n", attempt: 2 } })
+    // Settled: the token that held it is stale too.
+    expect(await stub.jobsCall({ v: 1, op: "complete", queue: "email", id: "fenced", token: 4, result: { again: true } })).toMatchObject({ status: "stale" })
+    expect(await stub.info("fenced")).toMatchObject({ result: { tag: "n", attempt: 2 } })
+    await expectSettled(stub, 2)
+  }, TEST_MS)
+
+  it("heartbeats keep a job leased past leaseMs: it completes on its first attempt", async () => {
+    const { stub, work } = fresh()
+    await stub.add("long", work({ tag: "g", hold: "long" }))
+    await waitFor(() => stub.calls(), (calls) => calls.length === 1, DELIVERY_MS)
+    const [leased] = await stub.leaseRows()
+    const first = leased!.leased_until!
+    // Extended by heartbeats until the lease's first end has passed by more than a whole lease.
+    const later = await waitFor(() => stub.leaseRows(), ([row]) => (row?.leased_until ?? 0) > first + TRANSPORT.leaseMs, DELIVERY_MS)
+    expect(later[0]).toMatchObject({ status: "pending", attempt: 1, lease_token: 2 })
+    await stub.open("long")
+    expect(await finished(stub, "long")).toMatchObject({ state: "completed", attempt: 1, result: { tag: "g", attempt: 1 } })
+    expect(await stub.calls()).toHaveLength(1)
+    await expectSettled(stub, 1)
+  }, TEST_MS)
+
+  it("a job canceled while its consumer runs it: the next heartbeat is stale, the consumer stops and acks", async () => {
+    const { stub, work } = fresh()
+    // Its gate never opens: only the lost lease ends the consumer's work.
+    await stub.add("dropped", work({ tag: "d", hold: "never" }))
+    await waitFor(() => stub.calls(), (calls) => calls.length === 1, DELIVERY_MS)
+    expect(await stub.cancel("dropped")).toBe(true)
+    const deliveries = await waitFor(() => stub.deliveries(), (list) => list.length === 1, DELIVERY_MS)
+    expect(deliveries.map((delivery) => delivery.outcome)).toEqual(["ack"])
+    const info = (await stub.info("dropped")) as DurableJobInfo<QueuedWork> | undefined
+    expect(info).toMatchObject({ state: "canceled", attempt: 1 })
+    expect(info?.result).toBeUndefined()
+    await expectSettled(stub, 1)
+  }, TEST_MS)
+
+  it("an object its consumer cannot reach: Queues retries, then the dead-letter consumer records the job undelivered", async () => {
+    const { stub, work } = fresh()
+    // The lossy queue's start always throws, as an unreachable object's RPC does.
+    await stub.add("lost", work({ tag: "l" }), "lossy")
+    const info = await waitFor(() => stub.info("lost", "lossy") as Promise<DurableJobInfo<QueuedWork> | undefined>, (job) => job?.state === "failed", 20_000)
+    expect(info).toMatchObject({
+      state: "failed",
+      attempt: 1,
+      error: { name: "QueueDeliveryError", message: expect.stringContaining("exhausted the queue's max_retries") }
+    })
+    expect(await stub.deadLetterIds("lossy")).toEqual(["lost"])
+    expect(await stub.calls()).toEqual([])
+    // max_retries = 2: three deliveries retried on the queue, then one acked on its dead-letter queue.
+    const deliveries = await waitFor(() => stub.deliveries(), (list) => list.length >= 4, DELIVERY_MS)
+    expect(deliveries.map(({ outcome, queue_name }) => [queue_name, outcome])).toEqual([
+      ["durability-test-jobs", "retry"],
+      ["durability-test-jobs", "retry"],
+      ["durability-test-jobs", "retry"],
+      ["durability-test-jobs-dlq", "ack"]
+    ])
+    expect(await waitFor(() => stub.alarmAt(), (at) => at === null, DELIVERY_MS)).toBeNull()
+  }, TEST_MS)
+})

@@ -1,0 +1,232 @@
+/**
+ * `QueuesJobsObject`: a job queue delivered through Cloudflare Queues, as an application writes it: a
+ * `DurableObject` whose `email` queue has `processing: { queue: env.JOBS_QUEUE }` and the method the
+ * consumer calls (`jobsCall`). The test worker's `queue` handler (`queuesJobsQueueHandler` below) runs
+ * `jobsConsumer` / `jobsDeadLetterConsumer` against it, and records in the owning object what the
+ * handler did (`consumer_calls`) and what became of each message (`deliveries`), so the scenarios read
+ * them over RPC.
+ *
+ * The handler's behaviour comes from the payload: it fails attempts up to `failTimes`, and an attempt
+ * numbered `holdAttempt` waits until the test opens the gate `hold` (a durable flag; polled).
+ */
+import { DurableObject } from "cloudflare:workers"
+import {
+  type AlarmInvocationInfo,
+  DurabilityJobs,
+  type DurableJobInfo,
+  type DurableJobLogs,
+  type DurableQueuedJob,
+  jobsConsumer,
+  jobsDeadLetterConsumer
+} from "../../../src/index.js"
+
+export const TRANSPORT = {
+  queue: "durability-test-jobs",
+  deadLetterQueue: "durability-test-jobs-dlq",
+  leaseMs: 2_000,
+  maxAttempts: 3,
+  retryDelayMs: 50
+} as const
+
+export interface QueuedWork {
+  /** The owning object's id (the handler records its calls there). */
+  readonly owner: string
+  readonly tag?: string
+  readonly failTimes?: number
+  readonly hold?: string
+  readonly holdAttempt?: number
+}
+
+export type QueueName = "email" | "lossy"
+
+export interface QueuesEnv {
+  readonly JOBS_QUEUE: Queue
+  readonly QUEUES_JOBS_OBJECT: DurableObjectNamespace<QueuesJobsObject>
+}
+
+export interface ConsumerCall {
+  readonly seq: number
+  readonly id: string
+  readonly attempt: number
+  readonly token: number
+}
+
+export interface Delivery {
+  readonly seq: number
+  readonly message_id: string
+  readonly job_id: string
+  readonly token: number
+  readonly queue_name: string
+  readonly outcome: string
+}
+
+export interface LeaseRow {
+  readonly id: string
+  readonly status: string
+  readonly attempt: number
+  readonly lease_token: number
+  readonly leased_until: number | null
+}
+
+const CREATE = `
+  CREATE TABLE IF NOT EXISTS consumer_calls (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, attempt INTEGER NOT NULL, token INTEGER NOT NULL
+  );
+  CREATE TABLE IF NOT EXISTS deliveries (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, message_id TEXT NOT NULL, job_id TEXT NOT NULL, token INTEGER NOT NULL,
+    queue_name TEXT NOT NULL, outcome TEXT NOT NULL
+  );
+  CREATE TABLE IF NOT EXISTS gates (name TEXT PRIMARY KEY);
+`
+
+export class QueuesJobsObject extends DurableObject<QueuesEnv> {
+  readonly records = this.ctx.storage.sql.exec(CREATE)
+
+  readonly jobs = new DurabilityJobs({
+    context: this.ctx,
+    // Not on the console: the test pool hangs when an instance it reset writes to it.
+    log: () => {},
+    retries: { maxAttempts: TRANSPORT.maxAttempts, delay: () => TRANSPORT.retryDelayMs },
+    queues: {
+      email: { processing: { queue: this.env.JOBS_QUEUE }, leaseMs: TRANSPORT.leaseMs, deadLetter: true },
+      // Its consumer's `start` always fails as if the object could not be reached (see jobsCall); a lease
+      // long enough to outlast Queues' retries, so the dead-letter consumer still holds the token.
+      lossy: { processing: { queue: this.env.JOBS_QUEUE }, leaseMs: 60_000, deadLetter: true }
+    }
+  })
+
+  /** The consumer's entry point. */
+  jobsCall(call: unknown): Promise<unknown> {
+    const { op, queue } = call as { readonly op?: unknown; readonly queue?: unknown }
+    if (queue === "lossy" && op === "start") throw new Error("The object could not be reached (simulated)")
+    return DurabilityJobs.serve(this.jobs, call)
+  }
+
+  override async alarm(info?: AlarmInvocationInfo): Promise<void> {
+    await this.jobs.alarm(info)
+  }
+
+  add(id: string, work: QueuedWork, queue: QueueName = "email") {
+    return this.jobs[queue].add({ id, payload: work })
+  }
+
+  info(id: string, queue: QueueName = "email"): Promise<DurableJobInfo<QueuedWork> | undefined> {
+    return this.jobs[queue].get(id) as Promise<DurableJobInfo<QueuedWork> | undefined>
+  }
+
+  cancel(id: string): Promise<boolean> {
+    return this.jobs.email.cancel(id, "canceled by the scenario")
+  }
+
+  logs(id: string): Promise<DurableJobLogs> {
+    return this.jobs.email.logs(id)
+  }
+
+  deadLetterIds(queue: QueueName = "email"): Promise<ReadonlyArray<string>> {
+    return this.jobs[queue].deadLetters.list().then((page) => page.items.map((item) => item.id))
+  }
+
+  leaseRows(): ReadonlyArray<LeaseRow> {
+    return this.ctx.storage.sql.exec("SELECT id, status, attempt, lease_token, leased_until FROM durability_jobs ORDER BY seq")
+      .toArray() as unknown as ReadonlyArray<LeaseRow>
+  }
+
+  // --- written by the consumer side (the test worker's queue handler)
+
+  noteCall(id: string, attempt: number, token: number): void {
+    this.ctx.storage.sql.exec("INSERT INTO consumer_calls (id, attempt, token) VALUES (?, ?, ?)", id, attempt, token)
+  }
+
+  noteDelivery(messageId: string, jobId: string, token: number, queueName: string, outcome: string): void {
+    this.ctx.storage.sql.exec(
+      "INSERT INTO deliveries (message_id, job_id, token, queue_name, outcome) VALUES (?, ?, ?, ?, ?)",
+      messageId,
+      jobId,
+      token,
+      queueName,
+      outcome
+    )
+  }
+
+  calls(): ReadonlyArray<ConsumerCall> {
+    return this.ctx.storage.sql.exec("SELECT * FROM consumer_calls ORDER BY seq").toArray() as unknown as ReadonlyArray<ConsumerCall>
+  }
+
+  deliveries(): ReadonlyArray<Delivery> {
+    return this.ctx.storage.sql.exec("SELECT * FROM deliveries ORDER BY seq").toArray() as unknown as ReadonlyArray<Delivery>
+  }
+
+  alarmAt(): Promise<number | null> {
+    return this.ctx.storage.getAlarm()
+  }
+
+  open(name: string): void {
+    this.ctx.storage.sql.exec("INSERT OR IGNORE INTO gates (name) VALUES (?)", name)
+  }
+
+  isOpen(name: string): boolean {
+    return this.ctx.storage.sql.exec("SELECT name FROM gates WHERE name = ?", name).toArray().length > 0
+  }
+}
+
+const ownerOf = (env: QueuesEnv, id: string) => env.QUEUES_JOBS_OBJECT.get(env.QUEUES_JOBS_OBJECT.idFromString(id))
+
+const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+/** The test handler of both queues (see the module). */
+const work = async (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => {
+  const owner = ownerOf(env, job.object)
+  await owner.noteCall(job.id, job.attempt, job.token)
+  await job.log(`attempt ${job.attempt} with token ${job.token}`)
+  if (job.payload.hold !== undefined && job.attempt === (job.payload.holdAttempt ?? 1)) {
+    while (!(await owner.isOpen(job.payload.hold))) {
+      if (job.signal.aborted) throw job.signal.reason
+      await pause(20)
+    }
+  }
+  if (job.attempt <= (job.payload.failTimes ?? 0)) throw new Error(`${job.id} failed on attempt ${job.attempt}`)
+  return { tag: job.payload.tag ?? null, attempt: job.attempt }
+}
+
+const consumer = jobsConsumer({
+  namespace: (env: QueuesEnv) => env.QUEUES_JOBS_OBJECT,
+  // Redeliveries at once: the scenarios wait on them.
+  retryDelaySeconds: 0,
+  log: () => {},
+  handlers: {
+    email: (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => work(job, env),
+    lossy: (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => work(job, env)
+  }
+})
+
+const deadLetters = jobsDeadLetterConsumer({ namespace: (env: QueuesEnv) => env.QUEUES_JOBS_OBJECT, retryDelaySeconds: 0, log: () => {} })
+
+/**
+ * The test worker's `queue` handler: the consumer (or the dead-letter consumer) of the batch's queue,
+ * with each message's ack or retry recorded in its owning object afterwards.
+ */
+export const queuesJobsQueueHandler = async (batch: MessageBatch, env: QueuesEnv): Promise<void> => {
+  const outcomes = new Map<string, string>()
+  const watched = {
+    queue: batch.queue,
+    messages: batch.messages.map((message) => ({
+      id: message.id,
+      body: message.body,
+      attempts: message.attempts,
+      ack: () => {
+        outcomes.set(message.id, "ack")
+        message.ack()
+      },
+      retry: (options?: { readonly delaySeconds?: number }) => {
+        outcomes.set(message.id, "retry")
+        message.retry(options?.delaySeconds === undefined ? undefined : { delaySeconds: options.delaySeconds })
+      }
+    }))
+  }
+  await (batch.queue === TRANSPORT.deadLetterQueue ? deadLetters : consumer)(watched, env)
+  await Promise.all(batch.messages.map(async (message) => {
+    const body = message.body as { readonly object?: unknown; readonly jobId?: unknown; readonly token?: unknown } | null
+    if (typeof body?.object !== "string" || typeof body.jobId !== "string") return
+    await ownerOf(env, body.object).noteDelivery(message.id, body.jobId, Number(body.token), batch.queue, outcomes.get(message.id) ?? "none")
+  }))
+}
