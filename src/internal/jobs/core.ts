@@ -197,8 +197,8 @@ const unstorable = (queue: string, reason: string, cause?: unknown) =>
 /** Keys a statement may list (a Durable Object statement takes at most 100 bindings). */
 const MAX_EXCLUDED = 64
 
-/** The token buckets a job needs before it starts: its queue's, and its group's. */
-const bucketsOf = (queue: QueueRuntime, row: Row): Array<{ readonly key: string; readonly limit: RateLimit }> => {
+/** The token buckets a job needs before it starts (or is leased): its queue's, and its group's. */
+export const bucketsOf = (queue: QueueRuntime, row: Row): Array<{ readonly key: string; readonly limit: RateLimit }> => {
   const buckets: Array<{ readonly key: string; readonly limit: RateLimit }> = []
   const limit = rateLimitOf(queue)
   if (limit !== undefined) buckets.push({ key: "", limit })

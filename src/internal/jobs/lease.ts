@@ -15,11 +15,10 @@ import type { Row } from "../../StorageService.js"
 import * as Json from "../json.js"
 import * as Validate from "../validate.js"
 import * as Bucket from "./bucket.js"
-import { type Core, IDEMPOTENCY_PREFIX, invalidInput, type QueueRuntime, rateLimitOf, readJob, tell } from "./core.js"
+import { bucketsOf, type Core, IDEMPOTENCY_PREFIX, invalidInput, type QueueRuntime, rateLimitOf, readJob, tell } from "./core.js"
 import * as Options from "./options.js"
 import * as Transport from "./transport.js"
 import { BUCKETS, JOBS, LOGS, QUEUES, START_ORDER } from "./schema.js"
-import type { RateLimit } from "./types.js"
 
 /** A job handed to an external worker. */
 export interface Lease<P = unknown> {
@@ -74,16 +73,6 @@ const stale = (queue: QueueRuntime, id: string, token: number) =>
 
 /** The condition every lease-holder's write carries: this token, its lease not expired, the job unfinished. */
 const HOLDS = "lease_token = ? AND leased_until IS NOT NULL AND leased_until >= ? AND status = 'pending'"
-
-/** The queue's buckets a job needs (see `core.ts`'s gate), as keys and limits. */
-const bucketsOf = (queue: QueueRuntime, row: Row): Array<{ readonly key: string; readonly limit: RateLimit }> => {
-  const buckets: Array<{ readonly key: string; readonly limit: RateLimit }> = []
-  const limit = rateLimitOf(queue)
-  if (limit !== undefined) buckets.push({ key: "", limit })
-  const group = queue.options.groupRateLimit
-  if (group !== undefined && typeof row.group_key === "string") buckets.push({ key: `g:${row.group_key}`, limit: group })
-  return buckets
-}
 
 /**
  * Leases up to `limit` due jobs of the queue, by priority then insertion order, within its
