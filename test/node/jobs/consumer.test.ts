@@ -532,3 +532,34 @@ describe("jobsDeadLetterConsumer", () => {
     expect(objects.ops()).toEqual(["undelivered", "undelivered"])
   })
 })
+
+describe("JobsConsumer (the Effect face)", () => {
+  it("handlers are Effects run with the program's services; success completes, a failure fails with its own name", async () => {
+    const { Context, Effect } = await import("effect")
+    const JobsConsumer = await import("../../../src/JobsConsumer.js")
+    class Mailer extends Context.Tag("test/Mailer")<Mailer, { readonly send: (to: string) => Effect.Effect<string, Error> }>() {}
+    const objects = fakeObjects()
+    const consume = JobsConsumer.make({
+      namespace: (env: Env) => env.objects,
+      handlers: {
+        email: (job: DurableQueuedJob<{ readonly to: string }>) => Effect.flatMap(Mailer, (mailer) => mailer.send(job.payload.to))
+      },
+      log: () => undefined
+    })
+    const run = (send: (to: string) => Effect.Effect<string, Error>) => {
+      const message = messageOf(envelope())
+      const done = Effect.runPromise(Effect.provideService(consume(batchOf(message), { objects: objects.namespace }), Mailer, { send }))
+      return { message, done }
+    }
+    const ok = run((to) => Effect.succeed(`sent to ${to}`))
+    await flush()
+    await ok.done
+    expect(objects.calls.at(-1)).toMatchObject({ op: "complete", token: 8, result: "sent to ann" })
+    expect(ok.message.outcomes).toEqual(["ack"])
+    const failing = run(() => Effect.fail(Object.assign(new Error("421 busy"), { name: "BusyError" })))
+    await flush()
+    await failing.done
+    expect(objects.calls.at(-1)).toMatchObject({ op: "fail", error: { name: "BusyError", message: "421 busy" } })
+    expect(failing.message.outcomes).toEqual(["ack"])
+  })
+})
