@@ -5,8 +5,10 @@
  * messages. The object's side (leases, fencing) is tested in leases.test.ts and in workerd.
  */
 import { afterEach, beforeEach, describe, expect, it } from "@effect/vitest"
+import { Context, Effect } from "effect"
 import { vi } from "vitest"
 import { type DurableQueuedJob, jobsConsumer, jobsDeadLetterConsumer, NonRetryableError } from "../../../src/index.js"
+import * as JobsConsumer from "../../../src/JobsConsumer.js"
 
 type Call = Readonly<Record<string, unknown>> & { readonly op: string }
 type Answer = (call: Call) => unknown
@@ -535,11 +537,9 @@ describe("jobsDeadLetterConsumer", () => {
 
 describe("JobsConsumer (the Effect face)", () => {
   it("handlers are Effects run with the program's services; success completes, a failure fails with its own name", async () => {
-    const { Context, Effect } = await import("effect")
-    const JobsConsumer = await import("../../../src/JobsConsumer.js")
     class Mailer extends Context.Tag("test/Mailer")<Mailer, { readonly send: (to: string) => Effect.Effect<string, Error> }>() {}
     const objects = fakeObjects()
-    const consume = JobsConsumer.make({
+    const consume = JobsConsumer.make<Env, Mailer>({
       namespace: (env: Env) => env.objects,
       handlers: {
         email: (job: DurableQueuedJob<{ readonly to: string }>) => Effect.flatMap(Mailer, (mailer) => mailer.send(job.payload.to))
