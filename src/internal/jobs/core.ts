@@ -496,7 +496,9 @@ const settled = (
     // The row as the settle left it (a cancel asked meanwhile turned its end into `canceled`).
     const [current] = settlement.outcome === "failed"
       ? yield* core.storage.exec(
-        `UPDATE ${JOBS} SET finished_at = ?, status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE status END
+        // A leased job that failed (its last lease expired: exhausted) holds no lease any more.
+        `UPDATE ${JOBS} SET finished_at = ?, status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE status END,
+           leased_until = NULL, worker_id = NULL
          WHERE key = ? AND status = 'failed' RETURNING *`,
         [at, key]
       )

@@ -264,3 +264,27 @@ describe("external queues: flows and retention", () => {
       expect((yield* rows(object, "SELECT id FROM durability_jobs WHERE queue = 'render' AND status = 'completed'")).length).toBeLessThanOrEqual(1)
     }))
 })
+
+describe("external queues: a last lease that expires", () => {
+  it.effect("fails the job for its spent attempts and leaves no lease on it", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(1_000)
+      const object = yield* TestDurability.make({ scheduler: { alarmMinDelayMs: 1_000 } })
+      const jobs = yield* object.run(Jobs.make({
+        q: Jobs.externalQueue({ leaseMs: 10_000, maxStalled: 5, retries: { maxAttempts: 2 } })
+      }))
+      yield* object.run(jobs.q.add({ id: "j", payload: null }))
+      yield* object.run(jobs.q.lease())
+      yield* TestClock.adjust(10_000)
+      yield* object.run(jobs.q.lease())
+      yield* TestClock.adjust(10_000)
+      expect(yield* jobRow(object, "q", "j")).toMatchObject({
+        status: "failed",
+        attempt: 2,
+        stalled: 2,
+        leased_until: null,
+        worker_id: null,
+        last_error_name: "DurableAttemptsExhaustedError"
+      })
+    }))
+})

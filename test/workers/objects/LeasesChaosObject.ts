@@ -8,9 +8,9 @@
  *
  * Every lease handed out (job, token, attempt, lease end, worker) and every write a worker asks
  * (`heartbeat`, `complete`, `fail`, with its token) is recorded in the object's own table, which
- * survives resets. A write's row is inserted before the library is called, in the same turn as the
- * library's check of the token, and its outcome filled in after: a reset can cut the outcome (it
- * stays `pending`), never the request. A lease's row is written after the lease committed (a reset
+ * survives resets. A write's row is inserted before the library is called (so its time and order come
+ * before the library's check of the token), and its outcome filled in after: a reset can cut the
+ * outcome (it stays `pending`), never the request. A lease's row is written after the lease committed (a reset
  * in between loses the reply: no worker holds that token). Each call takes a `replyDelayMs`, a
  * slow network between the commit and the answer, so that resets land there too (a write that
  * landed but whose answer was lost; a lease no worker got). Every RPC resolves (a rejected RPC breaks
