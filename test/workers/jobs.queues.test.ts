@@ -6,7 +6,7 @@
  * became of each message are recorded in the owning object; the scenarios poll them (no fixed sleeps)
  * and end with every message settled and the object's alarm gone.
  */
-import { env } from "cloudflare:test"
+import { env, runInDurableObject } from "cloudflare:test"
 import { describe, expect, it } from "vitest"
 import type { DurableJobInfo } from "../../src/index.js"
 import { type QueuedWork, TRANSPORT } from "./objects/QueuesJobsObject.js"
@@ -167,5 +167,55 @@ describe("jobs through Cloudflare Queues", () => {
       ["durability-test-jobs-dlq", "ack"]
     ])
     expect(await waitFor(() => stub.alarmAt(), (at) => at === null, DELIVERY_MS)).toBeNull()
+  }, TEST_MS)
+})
+
+describe("jobs through Cloudflare Queues: pause, rate limits, an interrupted send", () => {
+  it("a paused transport queue leases and sends nothing; resume sends its jobs", async () => {
+    const { stub, work } = fresh()
+    await stub.pauseQueue("email")
+    await stub.add("held", work({ tag: "h" }))
+    // Longer than a local delivery (the batch timeout): nothing was leased or sent, nothing wakes the object.
+    await new Promise((resolve) => setTimeout(resolve, 1_500))
+    expect(await stub.deliveries()).toEqual([])
+    expect((await stub.leaseRows()).map(({ lease_token, status }) => ({ status, lease_token }))).toEqual([{ status: "pending", lease_token: 0 }])
+    expect(await stub.alarmAt()).toBeNull()
+    await stub.resumeQueue("email")
+    expect(await finished(stub, "held")).toMatchObject({ state: "completed", attempt: 1 })
+    await expectSettled(stub, 1)
+  }, TEST_MS)
+
+  it("rate limits hold on the transport path: one lease a second, whatever the consumer does", async () => {
+    const { stub, work } = fresh()
+    for (const id of ["r1", "r2", "r3"]) await stub.add(id, work({ tag: id }), "limited")
+    for (const id of ["r1", "r2", "r3"]) {
+      expect(await waitFor(() => stub.info(id, "limited"), (info) => info?.state === "completed", DELIVERY_MS)).toMatchObject({ attempt: 1 })
+    }
+    const started = (await stub.leaseRows()).length
+    expect(started).toBe(3)
+    // The leases (claims) are a second apart: the bucket of 1 refills at 1 a second.
+    const claims = (await stub.infos("limited")).map((info) => info.startedAt ?? 0).sort((a, b) => a - b)
+    expect(claims[1]! - claims[0]!).toBeGreaterThanOrEqual(990)
+    expect(claims[2]! - claims[1]!).toBeGreaterThanOrEqual(990)
+    await expectSettled(stub, 3)
+  }, TEST_MS)
+
+  it("an object reset between its lease and the send: the envelope stays in the outbox and is sent after the reset", async () => {
+    const { id, stub: first, work } = fresh()
+    await first.failSends()
+    await first.add("kept", work({ tag: "k" }), "outboxed")
+    // Leased (token 1) and its send refused: the envelope waits in the outbox for its retry.
+    const [pending] = await waitFor(() => first.outboxRows(), ([row]) => Number(row?.attempt ?? 0) >= 1, DELIVERY_MS)
+    expect(pending).toMatchObject({ key: "outboxed/kept#1", last_error: "Queues unavailable (simulated)" })
+    await expect(runInDurableObject(first, (_instance, state) => state.abort("reset by the scenario"))).rejects.toThrow()
+    // The new instance's producer works: the scheduler sends the stored envelope (no new lease).
+    const stub = env.QUEUES_JOBS_OBJECT.get(id)
+    expect(await waitFor(() => stub.info("kept", "outboxed"), (info) => info?.state === "completed", DELIVERY_MS)).toMatchObject({
+      attempt: 1,
+      result: { tag: "k", attempt: 1 }
+    })
+    expect((await stub.deliveries()).map((delivery) => delivery.token)).toEqual([1])
+    expect(await stub.outboxRows()).toEqual([])
+    await expectSettled(stub, 1)
   }, TEST_MS)
 })

@@ -37,7 +37,7 @@ export interface QueuedWork {
   readonly holdAttempt?: number
 }
 
-export type QueueName = "email" | "lossy"
+export type QueueName = "email" | "lossy" | "limited" | "outboxed"
 
 export interface QueuesEnv {
   readonly JOBS_QUEUE: Queue
@@ -49,6 +49,8 @@ export interface ConsumerCall {
   readonly id: string
   readonly attempt: number
   readonly token: number
+  /** `Date.now()` in the consumer when its handler started. */
+  readonly at: number
 }
 
 export interface Delivery {
@@ -70,7 +72,8 @@ export interface LeaseRow {
 
 const CREATE = `
   CREATE TABLE IF NOT EXISTS consumer_calls (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, attempt INTEGER NOT NULL, token INTEGER NOT NULL
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, attempt INTEGER NOT NULL, token INTEGER NOT NULL,
+    at INTEGER NOT NULL DEFAULT 0
   );
   CREATE TABLE IF NOT EXISTS deliveries (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, message_id TEXT NOT NULL, job_id TEXT NOT NULL, token INTEGER NOT NULL,
@@ -86,14 +89,46 @@ export class QueuesJobsObject extends DurableObject<QueuesEnv> {
     context: this.ctx,
     // Not on the console: the test pool hangs when an instance it reset writes to it.
     log: () => {},
+    // A retried send after a reset is woken by the alarm: a second, not the default 15.
+    alarmMinDelayMs: 1_000,
     retries: { maxAttempts: TRANSPORT.maxAttempts, delay: () => TRANSPORT.retryDelayMs },
     queues: {
       email: { processing: { queue: this.env.JOBS_QUEUE }, leaseMs: TRANSPORT.leaseMs, deadLetter: true },
       // Its consumer's `start` always fails as if the object could not be reached (see jobsCall); a lease
       // long enough to outlast Queues' retries, so the dead-letter consumer still holds the token.
-      lossy: { processing: { queue: this.env.JOBS_QUEUE }, leaseMs: 60_000, deadLetter: true }
+      lossy: { processing: { queue: this.env.JOBS_QUEUE }, leaseMs: 60_000, deadLetter: true },
+      // One lease a second: the rate limit on the transport path.
+      limited: { processing: { queue: this.env.JOBS_QUEUE }, leaseMs: TRANSPORT.leaseMs, rateLimit: { capacity: 1, refillPerSecond: 1 } },
+      // Its sends fail until this instance is reset (`failSends`): an outbox whose send was interrupted.
+      outboxed: { processing: { queue: this.flakyProducer() }, leaseMs: 60_000 }
     }
   })
+
+  #sendsFail = false
+
+  /** The producer of `outboxed`: refuses every batch while `failSends` holds (in memory: a reset ends it). */
+  private flakyProducer() {
+    return {
+      sendBatch: (messages: Iterable<MessageSendRequest>) =>
+        this.#sendsFail ? Promise.reject(new Error("Queues unavailable (simulated)")) : this.env.JOBS_QUEUE.sendBatch(messages)
+    }
+  }
+
+  failSends(): void {
+    this.#sendsFail = true
+  }
+
+  pauseQueue(queue: QueueName): Promise<void> {
+    return this.jobs[queue].pause()
+  }
+
+  resumeQueue(queue: QueueName): Promise<void> {
+    return this.jobs[queue].resume()
+  }
+
+  outboxRows(): ReadonlyArray<Record<string, SqlStorageValue>> {
+    return this.ctx.storage.sql.exec("SELECT key, attempt, last_error FROM durability_job_outbox ORDER BY key").toArray()
+  }
 
   /** The consumer's entry point. */
   jobsCall(call: unknown): Promise<unknown> {
@@ -108,6 +143,10 @@ export class QueuesJobsObject extends DurableObject<QueuesEnv> {
 
   add(id: string, work: QueuedWork, queue: QueueName = "email") {
     return this.jobs[queue].add({ id, payload: work })
+  }
+
+  infos(queue: QueueName): Promise<ReadonlyArray<DurableJobInfo<QueuedWork>>> {
+    return this.jobs[queue].list({ limit: 100 }).then((page) => page.items as ReadonlyArray<DurableJobInfo<QueuedWork>>)
   }
 
   info(id: string, queue: QueueName = "email"): Promise<DurableJobInfo<QueuedWork> | undefined> {
@@ -134,7 +173,7 @@ export class QueuesJobsObject extends DurableObject<QueuesEnv> {
   // --- written by the consumer side (the test worker's queue handler)
 
   noteCall(id: string, attempt: number, token: number): void {
-    this.ctx.storage.sql.exec("INSERT INTO consumer_calls (id, attempt, token) VALUES (?, ?, ?)", id, attempt, token)
+    this.ctx.storage.sql.exec("INSERT INTO consumer_calls (id, attempt, token, at) VALUES (?, ?, ?, ?)", id, attempt, token, Date.now())
   }
 
   noteDelivery(messageId: string, jobId: string, token: number, queueName: string, outcome: string): void {
@@ -195,7 +234,9 @@ const consumer = jobsConsumer({
   log: () => {},
   handlers: {
     email: (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => work(job, env),
-    lossy: (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => work(job, env)
+    lossy: (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => work(job, env),
+    limited: (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => work(job, env),
+    outboxed: (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => work(job, env)
   }
 })
 
