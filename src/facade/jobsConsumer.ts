@@ -316,8 +316,8 @@ class Lease {
   /** No more heartbeats or local expiry: the outcome is being sent (or the lease is gone). */
   stop(): void {
     this.#done = true
-    clearTimeout(this.#beat)
-    clearTimeout(this.#end)
+    if (this.#beat !== undefined) clearTimeout(this.#beat)
+    if (this.#end !== undefined) clearTimeout(this.#end)
   }
 
   lose(message: string): void {
@@ -346,7 +346,7 @@ class Lease {
   // The object is the judge of the lease; this only aborts the signal when no heartbeat got through
   // before its end (an unreachable object), so the handler can stop work that no longer counts.
   #armEnd(): void {
-    clearTimeout(this.#end)
+    if (this.#end !== undefined) clearTimeout(this.#end)
     this.#end = setTimeout(() => {
       this.lose(
         `The lease of job "${this.envelope.jobId}" of queue "${this.envelope.queue}" with token ${this.envelope.token} ` +

@@ -453,8 +453,12 @@ export const startPending = (run: Run, records: ReadonlyArray<PendingRecord>): E
     let startable = true
     const held = run.participant.table.dispatch?.held
     for (const made of records) {
-      // A held record's claim would be refused: starting it would only show it running for a moment.
-      if (held?.(made.key) === true) continue
+      // A held record's claim would be refused: starting it would only show it running for a moment. One
+      // that asks for no start still gets its time covered (a leased job's reclaim at its lease's end).
+      if (held?.(made.key) === true) {
+        if (made.start !== true) yield* run.engine.alarms.coverTimer(made.at)
+        continue
+      }
       const running = run.participant.active.get(made.key)
       if (running !== undefined) {
         // The timer skips a running key; its release looks again.

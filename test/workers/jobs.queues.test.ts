@@ -189,12 +189,14 @@ describe("jobs through Cloudflare Queues: pause, rate limits, an interrupted sen
     const { stub, work } = fresh()
     for (const id of ["r1", "r2", "r3"]) await stub.add(id, work({ tag: id }), "limited")
     for (const id of ["r1", "r2", "r3"]) {
-      expect(await waitFor(() => stub.info(id, "limited"), (info) => info?.state === "completed", DELIVERY_MS)).toMatchObject({ attempt: 1 })
+      const info = () => stub.info(id, "limited") as Promise<DurableJobInfo<QueuedWork> | undefined>
+      expect(await waitFor(info, (job) => job?.state === "completed", DELIVERY_MS)).toMatchObject({ attempt: 1 })
     }
     const started = (await stub.leaseRows()).length
     expect(started).toBe(3)
     // The leases (claims) are a second apart: the bucket of 1 refills at 1 a second.
-    const claims = (await stub.infos("limited")).map((info) => info.startedAt ?? 0).sort((a, b) => a - b)
+    const infos = await stub.infos("limited") as ReadonlyArray<DurableJobInfo<QueuedWork>>
+    const claims = infos.map((info) => info.startedAt ?? 0).sort((a, b) => a - b)
     expect(claims[1]! - claims[0]!).toBeGreaterThanOrEqual(990)
     expect(claims[2]! - claims[1]!).toBeGreaterThanOrEqual(990)
     await expectSettled(stub, 3)
@@ -210,7 +212,8 @@ describe("jobs through Cloudflare Queues: pause, rate limits, an interrupted sen
     await expect(runInDurableObject(first, (_instance, state) => state.abort("reset by the scenario"))).rejects.toThrow()
     // The new instance's producer works: the scheduler sends the stored envelope (no new lease).
     const stub = env.QUEUES_JOBS_OBJECT.get(id)
-    expect(await waitFor(() => stub.info("kept", "outboxed"), (info) => info?.state === "completed", DELIVERY_MS)).toMatchObject({
+    const kept = () => stub.info("kept", "outboxed") as Promise<DurableJobInfo<QueuedWork> | undefined>
+    expect(await waitFor(kept, (info) => info?.state === "completed", DELIVERY_MS)).toMatchObject({
       attempt: 1,
       result: { tag: "k", attempt: 1 }
     })

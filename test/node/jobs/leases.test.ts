@@ -288,3 +288,19 @@ describe("external queues: a last lease that expires", () => {
       })
     }))
 })
+
+describe("external queues: a lease shorter than alarmMinDelayMs", () => {
+  it.effect("is reclaimed at its end by the early timer, not at the physical alarm's floor", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(0)
+      const object = yield* TestDurability.make() // alarmMinDelayMs 15 000
+      const jobs = yield* object.run(Jobs.make({ q: Jobs.externalQueue({ leaseMs: 1_000 }) }))
+      yield* object.run(jobs.q.add({ id: "j", payload: null }))
+      yield* object.run(jobs.q.lease())
+      yield* TestClock.adjust(999)
+      expect(yield* jobRow(object, "q", "j")).toMatchObject({ leased_until: 1_000, stalled: 0 })
+      yield* TestClock.adjust(1)
+      expect(yield* jobRow(object, "q", "j")).toMatchObject({ leased_until: null, stalled: 1 })
+      expect((yield* object.run(jobs.q.lease())).map((job) => job.attempt)).toEqual([2])
+    }))
+})
