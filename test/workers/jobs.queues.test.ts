@@ -221,4 +221,30 @@ describe("jobs through Cloudflare Queues: pause, rate limits, an interrupted sen
     expect(await stub.outboxRows()).toEqual([])
     await expectSettled(stub, 1)
   }, TEST_MS)
+
+  it("a consumer cut off mid-job: its calls fail (the message is retried, then stale), the lease ends unextended, the job is sent again and completes once", async () => {
+    const { stub, work } = fresh()
+    // Attempt 1 holds until "cut" opens; nothing its consumer sends after `start` reaches the object.
+    await stub.add("cut", work({ tag: "c", hold: "cut" }), "severed")
+    const severed = () => stub.info("cut", "severed") as Promise<DurableJobInfo<QueuedWork> | undefined>
+    await waitFor(() => stub.calls(), (calls) => calls.length === 1, DELIVERY_MS)
+    // Its first call after `start` cannot reach the object: the consumer asks Queues to redeliver, and the
+    // redelivery's `start` is stale (the token was taken). The lease (2 s) ends unextended and is reclaimed.
+    await waitFor(() => stub.leaseRows(), ([row]) => Number(row?.attempt ?? 0) >= 2, DELIVERY_MS)
+    await stub.open("severed-reachable")
+    await stub.open("cut")
+    const done = await waitFor(severed, (info) => info?.state === "completed", DELIVERY_MS)
+    // Completed once, by the attempt that held the lease then.
+    expect(done?.attempt).toBeGreaterThanOrEqual(2)
+    expect(done?.result).toEqual({ tag: "c", attempt: done?.attempt })
+    const attempts = (await stub.calls()).map(({ attempt }) => attempt)
+    expect(attempts[0]).toBe(1)
+    expect(attempts.every((attempt, index) => index === 0 || attempt > attempts[index - 1]!)).toBe(true)
+    // Idle at the end: every message (the retried one included, on its redelivery) finally acked.
+    const acked = (list: ReadonlyArray<{ readonly message_id: string; readonly outcome: string }>) =>
+      list.length >= 2 && list.every((delivery) => list.some((other) => other.message_id === delivery.message_id && other.outcome === "ack"))
+    const outcomes = await waitFor(() => stub.deliveries(), acked, DELIVERY_MS)
+    expect(outcomes.some((delivery) => delivery.outcome === "retry")).toBe(true)
+    expect(await waitFor(() => stub.alarmAt(), (at) => at === null, DELIVERY_MS)).toBeNull()
+  }, TEST_MS)
 })

@@ -37,7 +37,7 @@ export interface QueuedWork {
   readonly holdAttempt?: number
 }
 
-export type QueueName = "email" | "lossy" | "limited" | "outboxed"
+export type QueueName = "email" | "lossy" | "limited" | "outboxed" | "severed"
 
 export interface QueuesEnv {
   readonly JOBS_QUEUE: Queue
@@ -99,6 +99,8 @@ export class QueuesJobsObject extends DurableObject<QueuesEnv> {
       lossy: { processing: { queue: this.env.JOBS_QUEUE }, leaseMs: 60_000, deadLetter: true },
       // One lease a second: the rate limit on the transport path.
       limited: { processing: { queue: this.env.JOBS_QUEUE }, leaseMs: TRANSPORT.leaseMs, rateLimit: { capacity: 1, refillPerSecond: 1 } },
+      // Its consumer is cut off after `start` until the gate "severed-reachable" opens (see jobsCall).
+      severed: { processing: { queue: this.env.JOBS_QUEUE }, leaseMs: TRANSPORT.leaseMs },
       // Its sends fail until this instance is reset (`failSends`): an outbox whose send was interrupted.
       outboxed: { processing: { queue: this.flakyProducer() }, leaseMs: 60_000 }
     }
@@ -134,6 +136,10 @@ export class QueuesJobsObject extends DurableObject<QueuesEnv> {
   jobsCall(call: unknown): Promise<unknown> {
     const { op, queue } = call as { readonly op?: unknown; readonly queue?: unknown }
     if (queue === "lossy" && op === "start") throw new Error("The object could not be reached (simulated)")
+    // A consumer cut off mid-job (its Worker killed, its network gone): nothing it sends after `start` arrives.
+    if (queue === "severed" && op !== "start" && !this.isOpen("severed-reachable")) {
+      throw new Error("The consumer was cut off (simulated)")
+    }
     return DurabilityJobs.serve(this.jobs, call)
   }
 
@@ -236,7 +242,8 @@ const consumer = jobsConsumer({
     email: (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => work(job, env),
     lossy: (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => work(job, env),
     limited: (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => work(job, env),
-    outboxed: (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => work(job, env)
+    outboxed: (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => work(job, env),
+    severed: (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => work(job, env)
   }
 })
 
