@@ -253,9 +253,10 @@ const gate = (core: Core, queue: QueueRuntime, buckets: ReturnType<typeof bucket
   })
 
 /**
- * Leased jobs (see `lease.ts`). The claim's gate for a leased job, at `leased_until`: a lease extended meanwhile is left alone; an
- * expired one goes back to waiting (its attempt counted), or on to its end through the claim: past
- * its attempts (the engine's exhaustion) or past `maxStalled` (the run fails with `JobStalledError`).
+ * Leased jobs (see `lease.ts`). The claim's gate for a leased job, at `leased_until`: a lease extended
+ * meanwhile is left alone; an expired one goes back to waiting (its attempt counted), or on to its end
+ * through the claim: past its attempts (the engine's exhaustion) or past `maxStalled` (the run fails
+ * with `JobStalledError`).
  */
 const reclaim = (core: Core, queue: QueueRuntime, row: Row) => (now: number): Effect.Effect<boolean, StorageError> =>
   Effect.gen(function*() {
@@ -297,12 +298,12 @@ const stalledRun = (core: Core, queue: QueueRuntime, row: Row) =>
       String(row.generation_id)
     ]),
     Effect.fail(
-    Number(row.stalled) > (queue.options.external?.maxStalled ?? 0)
-      ? new JobStalledError({
-        message: `Job "${String(row.id)}" of queue "${queue.name}" stalled: its lease expired ${Number(row.stalled)} times ` +
-          `(maxStalled ${queue.options.external?.maxStalled ?? 0})`
-      })
-      : new NonRetryableError({ message: `Job "${String(row.id)}" of queue "${queue.name}" is processed externally, not here` })
+      Number(row.stalled) > (queue.options.external?.maxStalled ?? 0)
+        ? new JobStalledError({
+          message: `Job "${String(row.id)}" of queue "${queue.name}" stalled: its lease expired ${Number(row.stalled)} times ` +
+            `(maxStalled ${queue.options.external?.maxStalled ?? 0})`
+        })
+        : new NonRetryableError({ message: `Job "${String(row.id)}" of queue "${queue.name}" is processed externally, not here` })
     )
   )
 
