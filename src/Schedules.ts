@@ -365,8 +365,7 @@ export const make = <const Defs extends Record<string, AnyScheduleDefinition>>(
         const timingText = JSON.stringify(spec)
         const existing = yield* readRow(target.id)
         const sameTiming = existing !== undefined && existing.timing === timingText &&
-          Rows.boundsOf(existing).startAt === (resolved.startAt ?? undefined) &&
-          Rows.boundsOf(existing).endAt === (resolved.endAt ?? undefined)
+          existing.start_at === resolved.startAt && existing.end_at === resolved.endAt
         const sameRest = existing !== undefined && existing.payload === payload &&
           (existing.run_limit === null ? null : Number(existing.run_limit)) === resolved.limit &&
           existing.catch_up === resolved.catchUp && existing.overlap === resolved.overlap &&
@@ -393,7 +392,7 @@ export const make = <const Defs extends Record<string, AnyScheduleDefinition>>(
           : existing.slot_at === null
           ? fresh
           : Number(existing.slot_at)
-        const manualAt = existing?.manual_at === null || existing === undefined ? null : Number(existing.manual_at)
+        const manualAt = existing === undefined || existing.manual_at === null ? null : Number(existing.manual_at)
         const running = existing !== undefined && existing.run_slot !== null
         const due = Plan.dueAt({ cursor, manualAt })
         const status = running || due !== null ? "pending" : "ended"

@@ -23,17 +23,9 @@ import { jobsConsumer, jobsDeadLetterConsumer } from "./jobsConsumer.js"
 import { type DurabilityMethodOptions, type DurableStep, Helper, pickExecution, promiseStep } from "./helper.js"
 
 /** What a job's handler is called with. */
-export interface DurableJob<P = unknown> {
-  readonly id: string
-  readonly queue: string
-  readonly payload: P
-  /** 1-based; already durably counted when the handler runs. */
-  readonly attempt: number
-  readonly maxAttempts: number
-  /** Aborted on timeout, cancel (`JobCanceledError`), purge or shutdown. */
-  readonly signal: AbortSignal
-  /** Stable for the job across retries and evictions: pass it to the provider you call. */
-  readonly idempotencyKey: string
+export interface DurableJob<P = unknown>
+  extends Pick<Types.JobContext<P>, "id" | "queue" | "payload" | "attempt" | "maxAttempts" | "signal" | "idempotencyKey">
+{
   /** Stores the job's progress (a number or JSON, at most 64 KiB). */
   progress(value: unknown): Promise<void>
   /** Appends a line to the job's log (at most 64 KiB). */

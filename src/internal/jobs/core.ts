@@ -20,7 +20,7 @@ import {
   type StorageError
 } from "../../Errors.js"
 import * as Lifecycle from "../../Lifecycle.js"
-import type { Row, StorageService } from "../../StorageService.js"
+import type { Row, SqlValue, StorageService } from "../../StorageService.js"
 import { provideCaptured } from "../capability.js"
 import * as Json from "../json.js"
 import * as StepMemo from "../steps.js"
@@ -114,6 +114,47 @@ const tooLarge = (field: string, bytes: number) =>
 
 export const utf8Bytes = (text: string): number => new TextEncoder().encode(text).byteLength
 
+/** A progress value as stored: JSON of at most `MAX_ENTRY_BYTES` bytes. */
+export const progressText = (value: unknown): Effect.Effect<string, InvalidInputError> =>
+  Effect.flatMap(Validate.json("progress", value), (text) => {
+    const bytes = text.length * 3 > Options.MAX_ENTRY_BYTES ? utf8Bytes(text) : 0
+    return bytes > Options.MAX_ENTRY_BYTES ? Effect.fail(tooLarge("progress", bytes)) : Effect.succeed(text)
+  })
+
+/** A log line as stored: a string of at most `MAX_ENTRY_BYTES` bytes. */
+export const logLine = (message: unknown): Effect.Effect<string, InvalidInputError> => {
+  if (typeof message !== "string") {
+    return Effect.fail(invalidInput("message", "type", `message must be a string, got ${Validate.shown(message)}`))
+  }
+  const bytes = message.length * 3 > Options.MAX_ENTRY_BYTES ? utf8Bytes(message) : 0
+  return bytes > Options.MAX_ENTRY_BYTES ? Effect.fail(tooLarge("message", bytes)) : Effect.succeed(message)
+}
+
+/**
+ * Appends a line to the log of the job under `key` while it meets `holds` (a condition on its row, with its
+ * bindings), keeping the newest `keep` lines. Returns whether the line was appended.
+ */
+export const appendLog = (
+  core: Core,
+  key: string,
+  message: string,
+  at: number,
+  keep: number,
+  holds: { readonly sql: string; readonly bindings: ReadonlyArray<SqlValue> }
+): Effect.Effect<boolean, StorageError> =>
+  Effect.gen(function*() {
+    const [added] = yield* core.storage.exec(
+      `INSERT INTO ${LOGS} (key, seq, at, message)
+       SELECT ?, next, ?, ? FROM (SELECT COALESCE(MAX(seq), 0) + 1 AS next FROM ${LOGS} WHERE key = ?)
+       WHERE EXISTS (SELECT 1 FROM ${JOBS} WHERE key = ? AND ${holds.sql}) RETURNING seq`,
+      [key, at, message, key, key, ...holds.bindings]
+    )
+    if (added === undefined) return false
+    const seq = Number(added.seq)
+    if (seq > keep) yield* core.storage.exec(`DELETE FROM ${LOGS} WHERE key = ? AND seq <= ?`, [key, seq - keep])
+    return true
+  })
+
 /** The handler's view of its job: progress, log lines and its children's values go straight to storage. */
 const jobContext = (core: Core, execution: Execution, queue: QueueRuntime, payload: unknown): JobContext<unknown> => {
   const { storage } = core
@@ -130,9 +171,7 @@ const jobContext = (core: Core, execution: Execution, queue: QueueRuntime, paylo
     idempotencyKey: `${IDEMPOTENCY_PREFIX}${execution.generation}`,
     progress: (value) =>
       Effect.gen(function*() {
-        const text = yield* Validate.json("progress", value)
-        const bytes = text.length * 3 > Options.MAX_ENTRY_BYTES ? utf8Bytes(text) : 0
-        if (bytes > Options.MAX_ENTRY_BYTES) return yield* tooLarge("progress", bytes)
+        const text = yield* progressText(value)
         const [updated] = yield* storage.exec(
           `UPDATE ${JOBS} SET progress = ? WHERE key = ? AND generation_id = ? AND status = 'pending' RETURNING key`,
           [text, key, execution.generation]
@@ -141,30 +180,16 @@ const jobContext = (core: Core, execution: Execution, queue: QueueRuntime, paylo
       }),
     log: (message) =>
       Effect.gen(function*() {
-        if (typeof message !== "string") {
-          return yield* new InvalidInputError({
-            field: "message",
-            kind: "type",
-            message: `message must be a string, got ${Validate.shown(message)}`
-          })
-        }
-        const bytes = message.length * 3 > Options.MAX_ENTRY_BYTES ? utf8Bytes(message) : 0
-        if (bytes > Options.MAX_ENTRY_BYTES) return yield* tooLarge("message", bytes)
+        const line = yield* logLine(message)
         const keep = queue.options.keepLogs
         if (keep === 0) return
         const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
         // Only while this job (this generation) is unfinished, as for progress: a handler still running
         // after its job ended, or was removed and added again under the same id, writes nothing.
-        const [added] = yield* storage.exec(
-          `INSERT INTO ${LOGS} (key, seq, at, message)
-           SELECT ?, next, ?, ? FROM (SELECT COALESCE(MAX(seq), 0) + 1 AS next FROM ${LOGS} WHERE key = ?)
-           WHERE EXISTS (SELECT 1 FROM ${JOBS} WHERE key = ? AND generation_id = ? AND status = 'pending')
-           RETURNING seq`,
-          [key, now, message, key, key, execution.generation]
-        )
-        if (added === undefined) return
-        const seq = Number(added?.seq ?? 0)
-        if (seq > keep) yield* storage.exec(`DELETE FROM ${LOGS} WHERE key = ? AND seq <= ?`, [key, seq - keep])
+        yield* appendLog(core, key, line, now, keep, {
+          sql: "generation_id = ? AND status = 'pending'",
+          bindings: [execution.generation]
+        })
       }),
     childrenValues: Effect.map(
       storage.exec(
@@ -273,7 +298,7 @@ const reclaim = (core: Core, queue: QueueRuntime, row: Row) => (now: number): Ef
     const where = [String(row.key), String(row.generation_id)]
     if (Number(row.attempt) >= queue.maxAttempts || stalled > settings.maxStalled) {
       // The claim that follows counts no new attempt: the lease counted it already. `leased_until` stays
-      // (an external job is claimable only so); the run clears it as it fails the job.
+      // (an external job is claimable only so); the job's failure clears it.
       yield* core.storage.exec(
         `UPDATE ${JOBS} SET worker_id = NULL, stalled = ?,
            attempt = CASE WHEN attempt >= ? THEN attempt ELSE attempt - 1 END
@@ -291,20 +316,15 @@ const reclaim = (core: Core, queue: QueueRuntime, row: Row) => (now: number): Ef
   })
 
 /** The run of a leased job the engine claimed: only ever one whose leases stalled too often. */
-const stalledRun = (core: Core, queue: QueueRuntime, row: Row) =>
-  Effect.zipRight(
-    core.storage.exec(`UPDATE ${JOBS} SET leased_until = NULL WHERE key = ? AND generation_id = ?`, [
-      String(row.key),
-      String(row.generation_id)
-    ]),
-    Effect.fail(
-      Number(row.stalled) > (queue.options.external?.maxStalled ?? 0)
-        ? new JobStalledError({
-          message: `Job "${String(row.id)}" of queue "${queue.name}" stalled: its lease expired ${Number(row.stalled)} times ` +
-            `(maxStalled ${queue.options.external?.maxStalled ?? 0})`
-        })
-        : new NonRetryableError({ message: `Job "${String(row.id)}" of queue "${queue.name}" is processed externally, not here` })
-    )
+// Terminal either way: the failure's settle clears the lease with the job's end (`settled`).
+const stalledRun = (queue: QueueRuntime, row: Row) =>
+  Effect.fail(
+    Number(row.stalled) > (queue.options.external?.maxStalled ?? 0)
+      ? new JobStalledError({
+        message: `Job "${String(row.id)}" of queue "${queue.name}" stalled: its lease expired ${Number(row.stalled)} times ` +
+          `(maxStalled ${queue.options.external?.maxStalled ?? 0})`
+      })
+      : new NonRetryableError({ message: `Job "${String(row.id)}" of queue "${queue.name}" is processed externally, not here` })
   )
 
 /** What the capability attaches: how a job runs, completes, is gated and what its end changes. */
@@ -324,7 +344,7 @@ export const participant = <I>(
       const name = String(execution.row.queue)
       const queue = core.queues.get(name)
       if (queue === undefined) return yield* new NonRetryableError({ message: `No queue "${name}" is defined any more` })
-      if (queue.options.external !== undefined) return yield* stalledRun(core, queue, execution.row)
+      if (queue.options.external !== undefined) return yield* stalledRun(queue, execution.row)
       const payload = yield* Effect.mapError(
         queue.definition.payload.decode(Json.decode(String(execution.row.payload))),
         (cause) => new NonRetryableError({ message: `The stored payload of a job of queue "${name}" does not decode`, cause })

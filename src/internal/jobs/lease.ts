@@ -15,10 +15,22 @@ import type { Row } from "../../StorageService.js"
 import * as Json from "../json.js"
 import * as Validate from "../validate.js"
 import * as Bucket from "./bucket.js"
-import { bucketsOf, type Core, IDEMPOTENCY_PREFIX, invalidInput, type QueueRuntime, rateLimitOf, readJob, tell } from "./core.js"
+import {
+  appendLog,
+  bucketsOf,
+  type Core,
+  IDEMPOTENCY_PREFIX,
+  invalidInput,
+  logLine,
+  progressText,
+  type QueueRuntime,
+  rateLimitOf,
+  readJob,
+  tell
+} from "./core.js"
 import * as Options from "./options.js"
 import * as Transport from "./transport.js"
-import { BUCKETS, JOBS, LOGS, QUEUES, START_ORDER } from "./schema.js"
+import { BUCKETS, JOBS, QUEUES, START_ORDER } from "./schema.js"
 
 /** A job handed to an external worker. */
 export interface Lease<P = unknown> {
@@ -183,10 +195,7 @@ export const heartbeat = (
     const held = yield* tokenOf(token)
     if (typeof options !== "object" || options === null) return yield* invalidInput("options", "type", "options must be an object")
     const extend = yield* leaseLength("extendMs", options.extendMs, settings.leaseMs)
-    const progress = options.progress === undefined ? null : yield* Validate.json("progress", options.progress)
-    if (progress !== null && progress.length > Options.MAX_ENTRY_BYTES) {
-      return yield* invalidInput("progress", "range", `progress is over ${Options.MAX_ENTRY_BYTES} bytes as JSON`)
-    }
+    const progress = options.progress === undefined ? null : yield* progressText(options.progress)
     const now = yield* Clock.currentTimeMillis
     // Only later: the alarm armed for the old end fires, finds nothing due and moves on.
     const [row] = yield* core.storage.exec(
@@ -205,19 +214,10 @@ export const log = (core: Core, queue: QueueRuntime, id: string, token: number, 
   Effect.gen(function*() {
     yield* external(queue)
     const held = yield* tokenOf(token)
-    if (typeof message !== "string") return yield* invalidInput("message", "type", `message must be a string, got ${Validate.shown(message)}`)
-    if (message.length > Options.MAX_ENTRY_BYTES) return yield* invalidInput("message", "range", `message is over ${Options.MAX_ENTRY_BYTES} bytes`)
+    const line = yield* logLine(message)
     const now = yield* Clock.currentTimeMillis
-    const key = `${queue.name}/${id}`
-    const [added] = yield* core.storage.exec(
-      `INSERT INTO ${LOGS} (key, seq, at, message)
-       SELECT ?, next, ?, ? FROM (SELECT COALESCE(MAX(seq), 0) + 1 AS next FROM ${LOGS} WHERE key = ?)
-       WHERE EXISTS (SELECT 1 FROM ${JOBS} WHERE key = ? AND ${HOLDS}) RETURNING seq`,
-      [key, now, message, key, key, held, now]
-    )
-    if (added === undefined) return yield* stale(queue, id, held)
-    const keep = queue.options.keepLogs
-    if (Number(added.seq) > keep) yield* core.storage.exec(`DELETE FROM ${LOGS} WHERE key = ? AND seq <= ?`, [key, Number(added.seq) - keep])
+    const appended = yield* appendLog(core, `${queue.name}/${id}`, line, now, queue.options.keepLogs, { sql: HOLDS, bindings: [held, now] })
+    if (!appended) return yield* stale(queue, id, held)
   }).pipe(Effect.withSpan("Jobs.leaseLog"))
 
 /** The leased job as stored, when `token` still holds it; the settle's guard checks it again in its transaction. */
@@ -305,24 +305,20 @@ export const start = (core: Core, queue: QueueRuntime, id: string, token: number
   Effect.gen(function*() {
     const settings = yield* external(queue)
     const fence = yield* tokenOf(token)
-    const row = yield* readJob(core, `${queue.name}/${id}`)
     const now = yield* Clock.currentTimeMillis
-    const holds = row !== undefined && row.status === "pending" && Number(row.lease_token) === fence &&
-      row.leased_until !== null && Number(row.leased_until) >= now
-    if (!holds) return yield* stale(queue, id, fence)
     // Single use: the delivery that starts takes the next token, so a duplicate of its message is stale
     // and its handler never runs twice at once.
-    const [taken] = yield* core.storage.exec(
-      `UPDATE ${JOBS} SET lease_token = lease_token + 1 WHERE key = ? AND ${HOLDS} RETURNING lease_token`,
+    const [row] = yield* core.storage.exec(
+      `UPDATE ${JOBS} SET lease_token = lease_token + 1 WHERE key = ? AND ${HOLDS} RETURNING *`,
       [`${queue.name}/${id}`, fence, now]
     )
-    if (taken === undefined) return yield* stale(queue, id, fence)
+    if (row === undefined) return yield* stale(queue, id, fence)
     const payload = yield* Effect.orElseSucceed(
       queue.definition.payload.decode(Json.decode(String(row.payload))),
       () => Json.decode(String(row.payload))
     )
     return {
-      token: Number(taken.lease_token),
+      token: Number(row.lease_token),
       payload,
       attempt: Number(row.attempt),
       leaseUntil: Number(row.leased_until),
