@@ -1,0 +1,345 @@
+/**
+ * What an inspector may ask an object and what it answers, as Schemas: the one wire shape shared by
+ * `DurabilityScheduler.inspect` (RPC from the Worker), the `Inspector` service and the admin HttpApi.
+ *
+ * Everything here is plain JSON so it crosses RPC and HTTP alike. User data (payloads, results,
+ * progress) travels as its stored JSON text, cut to a bound, never decoded: an inspector shows what
+ * is stored, and a schema that no longer decodes an old row must not hide it. Errors carry a name
+ * and a message, never a stack.
+ * @internal
+ */
+import * as Schema from "effect/Schema"
+
+// ---------------------------------------------------------------------------------------------
+// Bounds: every answer is bounded whatever the object holds.
+
+/** Items per page: the default and the most one page may ask for. */
+export const DEFAULT_PAGE = 25
+export const MAX_PAGE = 100
+/** Characters of one JSON value (payload, result, progress) in a list item, and in a job's detail. */
+export const LIST_JSON_CHARS = 1_000
+export const DETAIL_JSON_CHARS = 64_000
+/** Characters of an error message, and of a log line, in any answer. */
+export const MESSAGE_CHARS = 4_000
+/** Running keys listed in the scheduler summary (the count is exact). */
+export const MAX_RUNNING_LISTED = 100
+/** Log lines and children in a job's detail (the totals are exact). */
+export const DETAIL_LOG_LINES = 100
+export const DETAIL_CHILDREN = 100
+/** Ids one redrive may name. */
+export const MAX_REDRIVE_IDS = 1_000
+
+// ---------------------------------------------------------------------------------------------
+// Pieces
+
+/** A stored JSON value as text, cut at a bound (`truncated` then says so). */
+export const JsonText = Schema.Struct({ json: Schema.String, truncated: Schema.Boolean })
+export type JsonText = typeof JsonText.Type
+
+export const ErrorView = Schema.Struct({ name: Schema.String, message: Schema.String })
+export type ErrorView = typeof ErrorView.Type
+
+const Millis = Schema.Number
+const NullableMillis = Schema.NullOr(Schema.Number)
+const Cursor = Schema.optional(Schema.String)
+const Limit = Schema.optional(Schema.Int.pipe(Schema.between(1, MAX_PAGE)))
+
+export const JobState = Schema.Literal("waiting", "delayed", "active", "waiting-children", "completed", "failed", "canceled")
+export type JobState = typeof JobState.Type
+export const JobCounts = Schema.Record({ key: JobState, value: Schema.Number })
+
+export const OperationStatus = Schema.Literal("pending", "completed", "failed")
+export type OperationStatus = typeof OperationStatus.Type
+
+export const Capability = Schema.Literal("operations", "alarms", "jobs", "schedules")
+export type Capability = typeof Capability.Type
+
+// ---------------------------------------------------------------------------------------------
+// Answers
+
+export const SchedulerSummary = Schema.Struct({
+  objectId: Schema.NullOr(Schema.String),
+  /** The physical alarm as this instance knows it (null: none set). */
+  physicalAlarm: NullableMillis,
+  /** The in-memory early timer (null: not armed). */
+  earlyTimer: NullableMillis,
+  permits: Schema.Struct({ capacity: Schema.Number, available: Schema.Number, waiting: Schema.Number }),
+  /** Executions in this isolate now: the count, and the first `MAX_RUNNING_LISTED` of them. */
+  runningCount: Schema.Number,
+  running: Schema.Array(Schema.Struct({ capability: Schema.String, key: Schema.String })),
+  /** The capabilities attached to this scheduler, in attach order. */
+  capabilities: Schema.Array(Capability),
+  now: Millis
+})
+export type SchedulerSummary = typeof SchedulerSummary.Type
+
+export const QueueSummary = Schema.Struct({
+  name: Schema.String,
+  processing: Schema.Literal("inline", "external", "queue"),
+  paused: Schema.Boolean,
+  counts: JobCounts,
+  deadLetters: Schema.Number
+})
+export type QueueSummary = typeof QueueSummary.Type
+
+export const Overview = Schema.Struct({
+  scheduler: SchedulerSummary,
+  operations: Schema.optional(Schema.Struct({ counts: Schema.Record({ key: OperationStatus, value: Schema.Number }) })),
+  alarms: Schema.optional(Schema.Struct({ pending: Schema.Number, failed: Schema.Number })),
+  schedules: Schema.optional(Schema.Struct({ active: Schema.Number, paused: Schema.Number, ended: Schema.Number })),
+  jobs: Schema.optional(Schema.Struct({ queues: Schema.Array(QueueSummary) }))
+})
+export type Overview = typeof Overview.Type
+
+export const OperationItem = Schema.Struct({
+  id: Schema.String,
+  operation: Schema.String,
+  status: OperationStatus,
+  attempt: Schema.Number,
+  nextAttemptAt: NullableMillis,
+  createdAt: Millis,
+  payload: JsonText,
+  result: Schema.optional(JsonText),
+  error: Schema.optional(ErrorView)
+})
+export type OperationItem = typeof OperationItem.Type
+
+export const AlarmItem = Schema.Struct({
+  name: Schema.String,
+  status: Schema.Literal("pending", "failed"),
+  scheduledTime: Millis,
+  nextAttemptAt: Millis,
+  attempt: Schema.Number,
+  error: Schema.optional(ErrorView),
+  createdAt: Millis
+})
+export type AlarmItem = typeof AlarmItem.Type
+
+const RunView = Schema.Struct({
+  scheduledTime: Millis,
+  manual: Schema.Boolean,
+  runNumber: Schema.Number
+})
+
+export const ScheduleItem = Schema.Struct({
+  key: Schema.String,
+  schedule: Schema.String,
+  /** E.g. `cron "0 9 * * 1-5" in Europe/Lisbon`. */
+  description: Schema.String,
+  status: Schema.Literal("active", "paused", "ended"),
+  nextRunAt: NullableMillis,
+  currentRun: Schema.NullOr(Schema.extend(RunView, Schema.Struct({ attempt: Schema.Number, nextAttemptAt: Millis, error: Schema.NullOr(ErrorView) }))),
+  lastRun: Schema.NullOr(Schema.extend(RunView, Schema.Struct({ outcome: Schema.Literal("completed", "failed"), settledAt: Millis, error: Schema.NullOr(ErrorView) }))),
+  runCount: Schema.Number,
+  missedCount: Schema.Number,
+  payload: JsonText,
+  createdAt: Millis
+})
+export type ScheduleItem = typeof ScheduleItem.Type
+
+const JobRef = Schema.Struct({ queue: Schema.String, id: Schema.String })
+
+export const JobItem = Schema.Struct({
+  id: Schema.String,
+  queue: Schema.String,
+  state: JobState,
+  attempt: Schema.Number,
+  maxAttempts: Schema.Number,
+  priority: Schema.Number,
+  progress: JsonText,
+  createdAt: Millis,
+  runAt: Millis,
+  startedAt: Schema.optional(Millis),
+  finishedAt: Schema.optional(Millis),
+  payload: JsonText,
+  result: Schema.optional(JsonText),
+  error: Schema.optional(ErrorView),
+  parent: Schema.optional(JobRef)
+})
+export type JobItem = typeof JobItem.Type
+
+export const LogLine = Schema.Struct({ seq: Schema.Number, at: Millis, message: Schema.String })
+
+export const JobDetail = Schema.Struct({
+  job: JobItem,
+  /** The oldest `DETAIL_LOG_LINES` kept lines; `total` counts all kept. */
+  logs: Schema.Struct({ items: Schema.Array(LogLine), total: Schema.Number }),
+  /** Its children with their states: the first `DETAIL_CHILDREN`, and how many in all. */
+  children: Schema.Struct({ items: Schema.Array(Schema.extend(JobRef, Schema.Struct({ state: Schema.NullOr(JobState) }))), total: Schema.Number })
+})
+export type JobDetail = typeof JobDetail.Type
+
+export const DeadLetterItem = Schema.Struct({
+  id: Schema.String,
+  queue: Schema.String,
+  payload: JsonText,
+  attempts: Schema.Number,
+  error: ErrorView,
+  failedAt: Millis
+})
+export type DeadLetterItem = typeof DeadLetterItem.Type
+
+/** A page: `cursor` is present when more may follow (pass it back for the next page). */
+export const Page = <A, I>(item: Schema.Schema<A, I>) =>
+  Schema.Struct({ items: Schema.Array(item), cursor: Schema.optional(Schema.String) })
+
+export const OperationPage = Page(OperationItem)
+export const AlarmPage = Page(AlarmItem)
+export const SchedulePage = Page(ScheduleItem)
+export const JobPage = Page(JobItem)
+export const LogPage = Page(LogLine)
+export const DeadLetterPage = Page(DeadLetterItem)
+
+// ---------------------------------------------------------------------------------------------
+// Reads
+
+const QueueName = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256))
+const Id = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(512))
+
+export class OverviewQuery extends Schema.TaggedClass<OverviewQuery>()("Overview", {}) {}
+export class OperationsQuery extends Schema.TaggedClass<OperationsQuery>()("Operations", {
+  status: Schema.optional(OperationStatus),
+  cursor: Cursor,
+  limit: Limit
+}) {}
+export class AlarmsQuery extends Schema.TaggedClass<AlarmsQuery>()("Alarms", { cursor: Cursor, limit: Limit }) {}
+export class SchedulesQuery extends Schema.TaggedClass<SchedulesQuery>()("Schedules", { cursor: Cursor, limit: Limit }) {}
+export class JobsQuery extends Schema.TaggedClass<JobsQuery>()("Jobs", {
+  queue: QueueName,
+  state: Schema.optional(JobState),
+  cursor: Cursor,
+  limit: Limit
+}) {}
+export class JobQuery extends Schema.TaggedClass<JobQuery>()("Job", { queue: QueueName, id: Id }) {}
+export class JobLogsQuery extends Schema.TaggedClass<JobLogsQuery>()("JobLogs", {
+  queue: QueueName,
+  id: Id,
+  cursor: Cursor,
+  limit: Limit
+}) {}
+export class DeadLettersQuery extends Schema.TaggedClass<DeadLettersQuery>()("DeadLetters", {
+  queue: QueueName,
+  cursor: Cursor,
+  limit: Limit
+}) {}
+
+// ---------------------------------------------------------------------------------------------
+// Actions: each answers `{ changed }`, how many records it changed (0: nothing to do, e.g. a
+// retry of a job that is not failed). Purge and redrive say how many records.
+
+export class RetryJob extends Schema.TaggedClass<RetryJob>()("RetryJob", { queue: QueueName, id: Id }) {}
+export class RemoveJob extends Schema.TaggedClass<RemoveJob>()("RemoveJob", { queue: QueueName, id: Id }) {}
+export class CancelJob extends Schema.TaggedClass<CancelJob>()("CancelJob", {
+  queue: QueueName,
+  id: Id,
+  reason: Schema.optional(Schema.String.pipe(Schema.maxLength(1_000)))
+}) {}
+export class PromoteJob extends Schema.TaggedClass<PromoteJob>()("PromoteJob", { queue: QueueName, id: Id }) {}
+export class ChangePriority extends Schema.TaggedClass<ChangePriority>()("ChangePriority", {
+  queue: QueueName,
+  id: Id,
+  priority: Schema.Int
+}) {}
+export class PauseQueue extends Schema.TaggedClass<PauseQueue>()("PauseQueue", { queue: QueueName }) {}
+export class ResumeQueue extends Schema.TaggedClass<ResumeQueue>()("ResumeQueue", { queue: QueueName }) {}
+export class RedriveDeadLetters extends Schema.TaggedClass<RedriveDeadLetters>()("RedriveDeadLetters", {
+  queue: QueueName,
+  /** Absent: every dead letter (oldest first, up to the queue's redrive bound). */
+  ids: Schema.optional(Schema.Array(Id).pipe(Schema.maxItems(MAX_REDRIVE_IDS)))
+}) {}
+export class TriggerSchedule extends Schema.TaggedClass<TriggerSchedule>()("TriggerSchedule", { key: Id }) {}
+export class PauseSchedule extends Schema.TaggedClass<PauseSchedule>()("PauseSchedule", { key: Id }) {}
+export class ResumeSchedule extends Schema.TaggedClass<ResumeSchedule>()("ResumeSchedule", { key: Id }) {}
+export class CancelOperation extends Schema.TaggedClass<CancelOperation>()("CancelOperation", { operation: Id, id: Id }) {}
+export class CancelAlarm extends Schema.TaggedClass<CancelAlarm>()("CancelAlarm", { name: Id }) {}
+export class PurgeBefore extends Schema.TaggedClass<PurgeBefore>()("PurgeBefore", {
+  capability: Capability,
+  /** Epoch milliseconds: records created strictly before it are deleted. */
+  before: Schema.Int.pipe(Schema.nonNegative())
+}) {}
+
+export const ActionResult = Schema.Struct({ changed: Schema.Number })
+export type ActionResult = typeof ActionResult.Type
+
+// ---------------------------------------------------------------------------------------------
+// The request and its answer
+
+export const Query = Schema.Union(
+  OverviewQuery,
+  OperationsQuery,
+  AlarmsQuery,
+  SchedulesQuery,
+  JobsQuery,
+  JobQuery,
+  JobLogsQuery,
+  DeadLettersQuery
+)
+export type Query = typeof Query.Type
+
+export const Action = Schema.Union(
+  RetryJob,
+  RemoveJob,
+  CancelJob,
+  PromoteJob,
+  ChangePriority,
+  PauseQueue,
+  ResumeQueue,
+  RedriveDeadLetters,
+  TriggerSchedule,
+  PauseSchedule,
+  ResumeSchedule,
+  CancelOperation,
+  CancelAlarm,
+  PurgeBefore
+)
+export type Action = typeof Action.Type
+
+export const Request = Schema.Union(Query, Action)
+export type Request = typeof Request.Type
+/** The encoded request, as it crosses RPC and HTTP (plain objects with `_tag`). */
+export type RequestEncoded = typeof Request.Encoded
+
+/**
+ * What `inspect` answers over RPC: never a rejection (a rejected RPC loses its error's fields), but
+ * the value or a failure the HTTP side maps to a status. `NotFound`: the object has no such
+ * capability, queue, job or schedule; `BadRequest`: the request did not decode, or the capability
+ * refused an input (its message names the field).
+ */
+export const Failure = Schema.Struct({
+  _tag: Schema.Literal("NotFound", "BadRequest", "Unavailable"),
+  message: Schema.String
+})
+export type Failure = typeof Failure.Type
+
+export type Answer =
+  | { readonly ok: true; readonly value: unknown }
+  | { readonly ok: false; readonly failure: Failure }
+
+/** The answer's schema for each request tag. */
+export const answers = {
+  Overview,
+  Operations: OperationPage,
+  Alarms: AlarmPage,
+  Schedules: SchedulePage,
+  Jobs: JobPage,
+  Job: JobDetail,
+  JobLogs: LogPage,
+  DeadLetters: DeadLetterPage,
+  RetryJob: ActionResult,
+  RemoveJob: ActionResult,
+  CancelJob: ActionResult,
+  PromoteJob: ActionResult,
+  ChangePriority: ActionResult,
+  PauseQueue: ActionResult,
+  ResumeQueue: ActionResult,
+  RedriveDeadLetters: ActionResult,
+  TriggerSchedule: ActionResult,
+  PauseSchedule: ActionResult,
+  ResumeSchedule: ActionResult,
+  CancelOperation: ActionResult,
+  CancelAlarm: ActionResult,
+  PurgeBefore: ActionResult
+} as const satisfies Record<Request["_tag"], Schema.Schema.Any>
+
+/** The answer to a request of tag `T`. */
+export type AnswerOf<T extends Request["_tag"]> = Schema.Schema.Type<(typeof answers)[T]>
