@@ -2,11 +2,12 @@
  * The one Worker that serves every example (`npm start`, root `wrangler.toml`).
  * Routes by the first path segment; `GET /` lists a curl command for each route.
  */
+import { DurabilityInspector, type DurabilityInspectorHandler } from "durability/inspector"
 import digest, { type Env as DigestEnv, HELP as DIGEST_HELP } from "./digest/worker.js"
 import imageJobsEffect, { type Env as ImageJobsEffectEnv, HELP as IMAGE_JOBS_EFFECT_HELP } from "./image-jobs/effect-worker.js"
 import imageJobs, { type Env as ImageJobsEnv, HELP as IMAGE_JOBS_HELP } from "./image-jobs/worker.js"
 import newsletter, { type Env as NewsletterEnv, HELP as NEWSLETTER_HELP } from "./newsletter/worker.js"
-import mailroom, { type Env as MailroomEnv, HELP as MAILROOM_HELP, queue as mailroomQueue } from "./newsletter-queues/worker.js"
+import mailroom, { type Env as MailroomEnv, HELP as MAILROOM_HELP, queue as mailroomQueue, router as mailroomRouter } from "./newsletter-queues/worker.js"
 import reminders, { type Env as RemindersEnv } from "./reminders/worker.js"
 import subscriptions, { type Env as SubscriptionsEnv, HELP as SUBSCRIPTIONS_HELP } from "./subscription-renewals/worker.js"
 
@@ -19,7 +20,40 @@ export { Mailroom } from "./newsletter-queues/worker.js"
 export { Reminders } from "./reminders/worker.js"
 export { Payments, Subscription } from "./subscription-renewals/worker.js"
 
-export interface Env extends RemindersEnv, SubscriptionsEnv, ImageJobsEnv, ImageJobsEffectEnv, NewsletterEnv, DigestEnv, MailroomEnv {}
+export interface Env extends RemindersEnv, SubscriptionsEnv, ImageJobsEnv, ImageJobsEffectEnv, NewsletterEnv, DigestEnv, MailroomEnv {
+  /** The inspector's bearer token (`npm start` makes one per run); without it the inspector's API is off. */
+  readonly INSPECTOR_TOKEN?: string
+}
+
+/** Where the inspector (page and API) is mounted: http://127.0.0.1:8787/_durability/ */
+const INSPECTOR_PREFIX = "/_durability"
+
+// Built once per env, not per request: the handler builds its HTTP API once.
+const inspectors = new WeakMap<Env, DurabilityInspectorHandler>()
+
+const inspectorOf = (env: Env): DurabilityInspectorHandler => {
+  let inspector = inspectors.get(env)
+  if (inspector === undefined) {
+    inspector = DurabilityInspector.handler({
+      prefix: INSPECTOR_PREFIX,
+      // The objects the walkthroughs use, by the name their route gives them, labelled by route:
+      // "newsletter:demo" is /newsletter/demo. The sharded mailroom's shards are "mailroom-shard:0" to ":3".
+      objects: [
+        { label: "newsletter", namespace: env.NEWSLETTER, names: ["demo"] },
+        { label: "digest", namespace: env.DIGEST, names: ["demo"] },
+        { label: "mailroom", namespace: env.MAILROOM, names: ["demo"] },
+        { router: mailroomRouter(env) },
+        { label: "images", namespace: env.IMAGE_JOBS, names: ["demo"] },
+        { label: "images-effect", namespace: env.IMAGE_JOBS_EFFECT, names: ["demo"] },
+        { label: "reminders", namespace: env.REMINDERS, names: ["demo"] },
+        { label: "subscriptions", namespace: env.SUBSCRIPTIONS, names: ["alice"] }
+      ],
+      token: env.INSPECTOR_TOKEN
+    })
+    inspectors.set(env, inspector)
+  }
+  return inspector
+}
 
 const REMINDERS_HELP = `  # reminders (Effect-native, its own table attached to the engine)
   curl -X POST http://127.0.0.1:8787/reminders/demo/tea -d '{"message":"tea is ready","inMs":2000}'
@@ -29,6 +63,9 @@ const REMINDERS_HELP = `  # reminders (Effect-native, its own table attached to 
 `
 
 const HELP = `durability examples: reminders, subscriptions, images, images-effect, newsletter, digest, mailroom
+
+  # the inspector (page + API): open http://127.0.0.1:8787${INSPECTOR_PREFIX}/ and sign in with the token npm start printed
+  curl -H "Authorization: Bearer $TOKEN" http://127.0.0.1:8787${INSPECTOR_PREFIX}/api/objects
 
 ${REMINDERS_HELP}
 ${SUBSCRIPTIONS_HELP}
@@ -51,6 +88,9 @@ const routes: Record<string, ExportedHandlerFetchHandler<Env>> = {
 
 export default {
   async fetch(request, env, ctx): Promise<Response> {
+    // The inspector answers only under its prefix (undefined elsewhere), so it goes first.
+    const inspected = await inspectorOf(env)(request)
+    if (inspected !== undefined) return inspected
     const [prefix] = new URL(request.url).pathname.split("/").filter((part) => part.length > 0)
     if (prefix === undefined) return new Response(HELP, { headers: { "content-type": "text/plain; charset=utf-8" } })
     const route = Object.prototype.hasOwnProperty.call(routes, prefix) ? routes[prefix] : undefined

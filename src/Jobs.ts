@@ -35,6 +35,7 @@ import {
 import * as Capability from "./internal/capability.js"
 import * as Codec from "./internal/codec.js"
 import * as Add from "./internal/jobs/add.js"
+import * as JobsInspect from "./internal/inspect/jobs.js"
 import * as Core from "./internal/jobs/core.js"
 import type { AnyQueueDefinition, CurrentJobService, QueueDefinition } from "./internal/jobs/definition.js"
 import * as Manage from "./internal/jobs/manage.js"
@@ -383,7 +384,9 @@ export const make = <const Defs extends Record<string, AnyQueueDefinition>>(
     core.seq.next = Number(last?.seq ?? 0) + 1
     yield* Manage.loadOverrides(core)
     yield* Manage.cancelInterrupted(core)
-    return service(core, capability.purgeBefore) as unknown as JobsService<Defs>
+    const calls = new Map([...queues].map(([name, queue]) => [name, queueService(core, queue)] as const))
+    yield* scheduler.inspection.register(JobsInspect.source(core, calls, capability.purgeBefore))
+    return service(core, calls, capability.purgeBefore) as unknown as JobsService<Defs>
   })
 
 const idOf = (id: unknown) => Validate.key("id", id)
@@ -462,10 +465,11 @@ const queueService = (core: Core.Core, queue: Core.QueueRuntime): Queue<unknown,
 
 const service = (
   core: Core.Core,
+  calls: ReadonlyMap<string, Queue<unknown, unknown>>,
   purgeBefore: (before: number | Date) => Effect.Effect<number, InvalidInputError | StorageError>
 ) => {
   const queues: Record<string, Queue<unknown, unknown>> = {}
-  for (const [name, queue] of core.queues) queues[name] = queueService(core, queue)
+  for (const [name, queue] of calls) queues[name] = queue
   const flow = (root: Types.FlowNode) =>
     Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis

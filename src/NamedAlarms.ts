@@ -24,6 +24,7 @@ import {
   type StorageError
 } from "./Errors.js"
 import * as Capability from "./internal/capability.js"
+import * as AlarmsInspect from "./internal/inspect/alarms.js"
 import * as MigrationSql from "./internal/migrationSql.js"
 import type { AlarmInvocationInfo } from "./internal/platform.js"
 import * as Policy from "./internal/policy.js"
@@ -333,6 +334,7 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
       }))
     })
 
+    yield* (yield* Scheduler.Scheduler).inspection.register(AlarmsInspect.source(storage, { cancel, purgeBefore }))
     return { schedule, get, cancel, list, purgeBefore } as unknown as NamedAlarms<Defs>
   })
 

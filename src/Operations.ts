@@ -36,6 +36,7 @@ import * as Capability from "./internal/capability.js"
 import * as Codec from "./internal/codec.js"
 import * as Json from "./internal/json.js"
 import type { IsJson } from "./internal/jsonType.js"
+import * as OperationsInspect from "./internal/inspect/operations.js"
 import * as ListQuery from "./internal/listQuery.js"
 import * as Watchers from "./internal/watchers.js"
 import * as MigrationSql from "./internal/migrationSql.js"
@@ -638,6 +639,7 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
         : { items }
     })
 
+    yield* (yield* Scheduler.Scheduler).inspection.register(OperationsInspect.source(storage, { cancel, purgeBefore }))
     return { register, registerMany, getResult, wait, purgeBefore, cancel, list } as unknown as Operations<Defs>
   })
 

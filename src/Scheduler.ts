@@ -23,6 +23,8 @@ import * as Deadlines from "./internal/deadlines.js"
 import type { Engine } from "./internal/engine.js"
 import * as Fork from "./internal/fork.js"
 import * as Handle from "./internal/handle.js"
+import type { Inspection } from "./internal/inspect/source.js"
+import * as InspectSummary from "./internal/inspect/summary.js"
 import * as Participant from "./internal/participant.js"
 import * as Pass from "./internal/pass.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "./internal/platform.js"
@@ -57,6 +59,8 @@ export interface Scheduler {
   readonly alarm: (info?: AlarmInvocationInfo) => Effect.Effect<void, unknown>
   /** Reads the physical alarm from the platform (run once per instance, before serving). */
   readonly warm: Effect.Effect<void, StorageError>
+  /** What the `Inspector` reads: the capabilities' inspection sources and the engine's summary. */
+  readonly inspection: Inspection
 }
 
 export const Scheduler: Context.Tag<Scheduler, Scheduler> = Context.GenericTag<Scheduler>("durability/Scheduler")
@@ -124,7 +128,8 @@ export const make: Effect.Effect<Scheduler, never, Requirements | Scope.Scope> =
     config,
     attach,
     alarm: (info) => Effect.withSpan(Pass.alarmPass(engine, info), "Scheduler.alarm"),
-    warm: alarms.warm
+    warm: alarms.warm,
+    inspection: InspectSummary.make(engine)
   })
 })
 

@@ -27,6 +27,7 @@ import {
 } from "./Errors.js"
 import * as Capability from "./internal/capability.js"
 import * as Codec from "./internal/codec.js"
+import * as SchedulesInspect from "./internal/inspect/schedules.js"
 import * as Json from "./internal/json.js"
 import * as ListQuery from "./internal/listQuery.js"
 import type * as Policy from "./internal/policy.js"
@@ -42,7 +43,7 @@ import * as Validate from "./internal/validate.js"
 import type * as Jobs from "./Jobs.js"
 import type * as Lifecycle from "./Lifecycle.js"
 import * as Migrations from "./Migrations.js"
-import type * as Scheduler from "./Scheduler.js"
+import * as Scheduler from "./Scheduler.js"
 import * as Steps from "./Steps.js"
 import type { Row, StorageService } from "./StorageService.js"
 
@@ -524,6 +525,7 @@ export const make = <const Defs extends Record<string, AnyScheduleDefinition>>(
       }).pipe(Effect.withSpan("Schedules.trigger"))
 
     const service: Record<string, unknown> = { purgeBefore }
+    const handles = new Map<string, ScheduleHandle<unknown>>()
     for (const name of Object.keys(definitions)) {
       const handleOf: ScheduleHandle<unknown> = {
         upsert: upsert(name),
@@ -535,7 +537,9 @@ export const make = <const Defs extends Record<string, AnyScheduleDefinition>>(
         trigger: trigger(name)
       }
       service[name] = handleOf
+      handles.set(name, handleOf)
     }
+    yield* (yield* Scheduler.Scheduler).inspection.register(SchedulesInspect.source(storage, handles, purgeBefore))
     return service as unknown as SchedulesService<Defs>
   })
 

@@ -4,6 +4,11 @@
  */
 export { DurabilityScheduler } from "./facade/DurabilityScheduler.js"
 export type {
+  Answer as DurabilityInspectAnswer,
+  Failure as DurabilityInspectFailure,
+  RequestEncoded as DurabilityInspectRequest
+} from "./internal/inspect/protocol.js"
+export type {
   AlarmInvocationInfo,
   AlarmRetryInfo,
   DurabilityContext,

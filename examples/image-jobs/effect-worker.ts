@@ -12,7 +12,7 @@
  */
 import { DurableObject } from "cloudflare:workers"
 import { Effect, Either, Layer, ManagedRuntime } from "effect"
-import { type Errors, type Operations, Scheduler, StorageService } from "durability/effect"
+import { type Errors, Inspector, type Operations, Scheduler, StorageService } from "durability/effect"
 import { ImageStore, type Jobs, makeCapabilities, type Maintenance, type Rendition, upload } from "./effect-jobs.js"
 import { parseUpload, routeParts, type UploadInput } from "./worker.js"
 
@@ -59,6 +59,12 @@ export class ImageJobsEffect extends DurableObject<Env> {
   override async alarm(info?: AlarmInvocationInfo): Promise<void> {
     await this.capabilities
     await this.runtime.runPromise(Effect.flatMap(Scheduler.Scheduler, (scheduler) => scheduler.alarm(info)))
+  }
+
+  /** The inspector's RPC (examples/index.ts mounts it at /_durability): the Effect face's `Inspector` answers (never fails). */
+  async inspect(request: unknown): Promise<Inspector.Answer> {
+    await this.capabilities
+    return this.runtime.runPromise(Effect.flatMap(Inspector.make, (inspector) => inspector.answer(request)))
   }
 
   /** Registers the jobs; a payload its Schema rejects comes back as `{ error }` and nothing is written for it. */

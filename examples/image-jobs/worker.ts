@@ -135,6 +135,11 @@ export class ImageJobs extends DurableObject<Env> {
     await this.scheduler.alarm(info)
   }
 
+  /** The inspector's RPC (examples/index.ts mounts it at /_durability): the scheduler answers. */
+  inspect(request: unknown) {
+    return this.scheduler.inspect(request)
+  }
+
   /** Stores the image and registers its jobs; returns at once with the job ids. */
   async upload(imageId: string, input: UploadInput): Promise<{ imageId: string; jobs: ReadonlyArray<string>; expiresAt: number }> {
     const now = Date.now()

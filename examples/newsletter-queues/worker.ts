@@ -64,6 +64,11 @@ export class Mailroom extends DurableObject<Env> {
     await this.scheduler.alarm(info)
   }
 
+  /** The inspector's RPC (examples/index.ts mounts it at /_durability): the scheduler answers. */
+  inspect(request: unknown) {
+    return this.scheduler.inspect(request)
+  }
+
   /** The consumer's (and the router's) calls: `DurabilityJobs.serve` runs them against this object's jobs. */
   jobsCall(call: unknown): Promise<unknown> {
     return DurabilityJobs.serve(this.jobs, call)
@@ -133,7 +138,7 @@ const consume = DurabilityJobs.consumer<Env>({
 
 const deadLetters = DurabilityJobs.deadLetterConsumer<Env>({ namespace: (env) => env.MAILROOM })
 
-const router = (env: Env) =>
+export const router = (env: Env) =>
   DurabilityJobs.router({ namespace: env.MAILROOM, shards: SHARDS, name: "mailroom-shard" })
 
 /** `/mailroom/<object>/...` goes to that object; `/mailroom-sharded/...` to the router over 4 objects. */

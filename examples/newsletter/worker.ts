@@ -103,6 +103,11 @@ export class Newsletter extends DurableObject<Env> {
     await this.scheduler.alarm(info)
   }
 
+  /** The inspector's RPC (examples/index.ts mounts it at /_durability): the scheduler answers. */
+  inspect(request: unknown) {
+    return this.scheduler.inspect(request)
+  }
+
   override async fetch(request: Request): Promise<Response> {
     try {
       return await this.route(request)

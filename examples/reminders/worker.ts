@@ -13,7 +13,7 @@
  */
 import { DurableObject } from "cloudflare:workers"
 import { Clock, Effect, Either, ManagedRuntime, ParseResult, Schema } from "effect"
-import { Errors, Migrations, RetryPolicy, Scheduler, StorageService } from "durability/effect"
+import { Errors, Inspector, Migrations, RetryPolicy, Scheduler, StorageService } from "durability/effect"
 
 export interface Env {
   readonly REMINDERS: DurableObjectNamespace<Reminders>
@@ -161,6 +161,16 @@ export class Reminders extends DurableObject<Env> {
   override async alarm(info?: AlarmInvocationInfo): Promise<void> {
     await this.reminders
     await this.runtime.runPromise(Effect.flatMap(Scheduler.Scheduler, (scheduler) => scheduler.alarm(info)))
+  }
+
+  /**
+   * The inspector's RPC (examples/index.ts mounts it at /_durability): the Effect face's `Inspector`
+   * answers (`answer` never fails). The reminders table is the app's own, so the inspector shows the
+   * scheduler's summary: its physical alarm, timer, permits and running keys.
+   */
+  async inspect(request: unknown): Promise<Inspector.Answer> {
+    await this.reminders
+    return this.runtime.runPromise(Effect.flatMap(Inspector.make, (inspector) => inspector.answer(request)))
   }
 }
 

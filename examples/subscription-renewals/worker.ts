@@ -278,6 +278,11 @@ export class Subscription extends DurableObject<Env> {
     await this.scheduler.alarm(info)
   }
 
+  /** The inspector's RPC (examples/index.ts mounts it at /_durability): the scheduler answers. */
+  inspect(request: unknown) {
+    return this.scheduler.inspect(request)
+  }
+
   /** Starts (or restarts) the subscription; the first renewal is one period from now. */
   async subscribe(id: string, input: SubscribeInput): Promise<SubscriptionRow> {
     const current = this.row()

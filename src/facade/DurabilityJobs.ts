@@ -369,12 +369,17 @@ class DurabilityJobsImpl extends Helper<Service> {
 
   static router(options: Router.RouterOptions): DurableJobsRouter {
     const router = new Router.Router(options)
-    return {
+    const routed: DurableJobsRouter = {
       shards: router.shards,
       shardOf: (key) => router.shardOf(key),
       queue: (name) => router.queue(name),
       flow: (root) => router.flow(root)
     }
+    // How `DurabilityInspector.handler({ objects: { router } })` reaches the shards, without a public field.
+    Object.defineProperty(routed, Symbol.for("durability/router/objects"), {
+      value: { namespace: options.namespace, names: Array.from({ length: router.shards }, (_, shard) => router.nameOf(shard)) }
+    })
+    return routed
   }
 
   static serve(jobs: DurabilityJobsBase, call: unknown): Promise<unknown> {

@@ -5,7 +5,9 @@
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import type { Answer } from "../internal/inspect/protocol.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
+import * as Inspector from "../InspectorService.js"
 import * as Scheduler from "../Scheduler.js"
 import * as SchedulerConfig from "../SchedulerConfig.js"
 import { ObjectRuntime } from "./objectRuntime.js"
@@ -87,6 +89,18 @@ export class DurabilityScheduler {
   /** Delegate the Durable Object's `alarm(info)` here. */
   alarm(info?: AlarmInvocationInfo): Promise<void> {
     return internals(this).runtime.run(Effect.flatMap(Scheduler.Scheduler, (engine) => engine.alarm(info)))
+  }
+
+  /**
+   * Answers an inspector's request (`durability/inspector`) about this object: delegate your object's
+   * `inspect(request)` RPC method here. Resolves with `{ ok: true, value }` or `{ ok: false, failure }`,
+   * never rejects (a rejected RPC loses its error's fields). Expose it only behind the inspector's
+   * handler, which checks who may ask.
+   */
+  inspect(request: unknown): Promise<Answer> {
+    return internals(this).runtime.run(Effect.flatMap(Inspector.make, (inspector) => inspector.answer(request))).catch(
+      (): Answer => ({ ok: false, failure: { _tag: "Unavailable", message: "The object could not start (its storage failed); try again" } })
+    )
   }
 }
 

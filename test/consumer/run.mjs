@@ -194,7 +194,7 @@ const checkVersions = ({ installs, versions, node }) => {
 // ---------------------------------------------------------------------------------------------
 // The tarball
 
-const ENTRY_POINTS = ["index", "effect", "testing", "utils"]
+const ENTRY_POINTS = ["index", "effect", "testing", "utils", "inspector"]
 
 const pack = (destination) => {
   const stdout = run("npm", ["pack", "--json", "--pack-destination", destination], root)

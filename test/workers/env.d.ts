@@ -15,6 +15,7 @@ declare module "cloudflare:test" {
     readonly SHARDED_JOBS_OBJECT: DurableObjectNamespace<import("./objects/ShardedJobsObject.js").ShardedJobsObject>
     readonly LEASES_CHAOS_OBJECT: DurableObjectNamespace<import("./objects/LeasesChaosObject.js").LeasesChaosObject>
     readonly QUEUES_JOBS_OBJECT: DurableObjectNamespace<import("./objects/QueuesJobsObject.js").QueuesJobsObject>
+    readonly INSPECTED_OBJECT: DurableObjectNamespace<import("./objects/InspectedObject.js").InspectedObject>
     readonly JOBS_QUEUE: Queue
   }
 }

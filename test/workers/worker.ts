@@ -24,6 +24,7 @@ export { StepsObject } from "./objects/StepsObject.js"
 export { SchedulesObject } from "./objects/SchedulesObject.js"
 export { ShardedJobsObject } from "./objects/ShardedJobsObject.js"
 export { QueuesJobsObject } from "./objects/QueuesJobsObject.js"
+export { InspectedObject } from "./objects/InspectedObject.js"
 
 /** A bare SQLite-backed object: tests reach its storage through `runInDurableObject`. */
 export class StorageObject extends DurableObject {}

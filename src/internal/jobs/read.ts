@@ -52,7 +52,7 @@ export const get = (core: Core, queue: QueueRuntime, id: string): Effect.Effect<
   })
 
 /** SQL for one state; `active` and the waiting/delayed split depend on the time and on this isolate. */
-const stateCondition = (state: JobState, now: number, active: ReadonlyArray<string>): { sql: string; bindings: Array<SqlValue> } => {
+export const stateCondition = (state: JobState, now: number, active: ReadonlyArray<string>): { sql: string; bindings: Array<SqlValue> } => {
   // Executing here, or leased to an external worker.
   const running = active.length === 0
     ? "leased_until IS NOT NULL"

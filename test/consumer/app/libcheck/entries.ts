@@ -1,7 +1,8 @@
 // Loads every entry point's declarations, for tsconfig.libcheck.json (skipLibCheck false).
 import * as Durability from "durability"
 import * as DurabilityEffect from "durability/effect"
+import * as DurabilityInspector from "durability/inspector"
 import * as DurabilityTesting from "durability/testing"
 import * as DurabilityUtils from "durability/utils"
 
-export const entryPoints = [Durability, DurabilityEffect, DurabilityTesting, DurabilityUtils] as const
+export const entryPoints = [Durability, DurabilityEffect, DurabilityInspector, DurabilityTesting, DurabilityUtils] as const

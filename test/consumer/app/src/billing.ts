@@ -61,6 +61,11 @@ export class Billing extends DurableObject<Env> {
     return result.status === "completed" ? result.result.chargedCents : result.status
   }
 
+  /** The inspector's RPC (`durability/inspector`, mounted in index.ts): the scheduler answers. */
+  inspect(request: unknown) {
+    return this.scheduler.inspect(request)
+  }
+
   override async alarm(info?: AlarmInvocationInfo): Promise<void> {
     await this.scheduler.alarm(info)
   }

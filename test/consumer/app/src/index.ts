@@ -1,10 +1,14 @@
 import type { Env } from "./env.js"
+import { inspect } from "./inspector.js"
 
 export { Billing } from "./billing.js"
 export { Images } from "./images-object.js"
 
 export default {
   async fetch(request: Request, env: Env): Promise<Response> {
+    // The inspector answers only under /_durability (undefined elsewhere).
+    const inspected = await inspect(request, env)
+    if (inspected !== undefined) return inspected
     const url = new URL(request.url)
     if (url.pathname === "/subscribe") {
       await env.BILLING.getByName("alice").subscribe()

@@ -1,0 +1,220 @@
+/**
+ * `DurabilityInspector`: the inspector's web page and admin API, mounted in a Worker's `fetch`:
+ *
+ * ```ts
+ * const inspector = DurabilityInspector.handler({ objects: { namespace: env.JOBS, names: ["main"] }, token: env.INSPECTOR_TOKEN })
+ * export default { fetch: async (request, env) => (await inspector(request)) ?? app(request, env) }
+ * ```
+ *
+ * Each object answers through its `inspect(request)` method, which hands the request to its
+ * scheduler: `inspect(request: unknown) { return this.scheduler.inspect(request) }`.
+ */
+import type { DurableJobsRouter } from "./DurabilityJobs.js"
+import type { AccessConfig } from "../internal/inspect/auth.js"
+import { makeHandler } from "../internal/inspect/http.js"
+import * as Logging from "../Logging.js"
+
+/** The part of a Durable Object namespace the inspector uses (any `DurableObjectNamespace` fits). */
+export interface DurabilityInspectorNamespace {
+  idFromName(name: string): unknown
+  get(id: never): unknown
+}
+
+/**
+ * One source of objects: named objects of one namespace, or the shards of a jobs router. With a
+ * `label`, each object is listed (and addressed) as `${label}:${name}`.
+ */
+export type DurabilityInspectorSource =
+  | { readonly namespace: DurabilityInspectorNamespace; readonly names: ReadonlyArray<string>; readonly label?: string | undefined }
+  /** A `DurabilityJobs.router(...)` result: its shards `${name}:${i}`. */
+  | { readonly router: Pick<DurableJobsRouter, "shards">; readonly label?: string | undefined }
+
+/** Which objects the inspector shows: one source, or several (their listed names must not collide). */
+export type DurabilityInspectorObjects = DurabilityInspectorSource | ReadonlyArray<DurabilityInspectorSource>
+
+export interface DurabilityInspectorAccess {
+  /** The team's Access domain, e.g. `myteam.cloudflareaccess.com`. */
+  readonly teamDomain: string
+  /** The Access application's audience (AUD) tag. */
+  readonly audience: string
+  /**
+   * Fetches the team's certs (`https://<teamDomain>/cdn-cgi/access/certs`, a `{ keys: JWK[] }` document);
+   * default `fetch`. Tests give keys they made.
+   */
+  readonly fetchCerts?: ((url: string) => Promise<unknown>) | undefined
+}
+
+export interface DurabilityInspectorOptions {
+  /** Where the inspector is mounted (default `"/_durability"`): the page at `<prefix>/`, the API at `<prefix>/api/`. */
+  readonly prefix?: string | undefined
+  readonly objects: DurabilityInspectorObjects
+  /** A secret of at least 16 characters, sent as `Authorization: Bearer <token>`. */
+  readonly token?: string | undefined
+  /** Cloudflare Access: requests carrying a valid `Cf-Access-Jwt-Assertion` for this application are let in. */
+  readonly access?: DurabilityInspectorAccess | undefined
+  /** Reads only: every action answers 403. */
+  readonly readOnly?: boolean | undefined
+  /** The objects' method that answers inspector requests (default `"inspect"`). */
+  readonly method?: string | undefined
+  /** Where internal errors are logged (default: the console); responses never carry them. */
+  readonly log?: Logging.Sink | undefined
+}
+
+export type DurabilityInspectorHandler = (request: Request) => Promise<Response | undefined>
+
+const OPTIONS = ["prefix", "objects", "token", "access", "readOnly", "method", "log"]
+const MIN_TOKEN = 16
+const MAX_OBJECTS = 10_000
+const ROUTER_OBJECTS = Symbol.for("durability/router/objects")
+
+const shown = (value: unknown): string => {
+  if (typeof value === "string") return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}…` : value)
+  if (typeof value === "function") return "a function"
+  if (Array.isArray(value)) return "an array"
+  if (value === null) return "null"
+  return typeof value === "object" ? "an object" : String(value)
+}
+
+const isObject = (value: unknown): value is Record<PropertyKey, unknown> => typeof value === "object" && value !== null
+
+const checkPrefix = (prefix: unknown): string => {
+  if (prefix === undefined) return "/_durability"
+  if (typeof prefix !== "string" || !/^(\/[A-Za-z0-9._~!$&'()*+,;=:@-]+)+$/.test(prefix)) {
+    throw new TypeError(`prefix must be a path like "/_durability" (starting with "/", no trailing "/"), got ${shown(prefix)}`)
+  }
+  return prefix
+}
+
+const checkNamespace = (namespace: unknown, field: string): DurabilityInspectorNamespace => {
+  if (!isObject(namespace) || typeof namespace["idFromName"] !== "function" || typeof namespace["get"] !== "function") {
+    throw new TypeError(`${field} must be a Durable Object namespace (with idFromName and get), got ${shown(namespace)}`)
+  }
+  return namespace as unknown as DurabilityInspectorNamespace
+}
+
+interface Target {
+  readonly namespace: DurabilityInspectorNamespace
+  readonly name: string
+}
+
+const checkSource = (source: unknown, field: string, targets: Map<string, Target>): void => {
+  if (!isObject(source)) throw new TypeError(`${field} must be { namespace, names } or { router }, got ${shown(source)}`)
+  const label = source["label"]
+  if (label !== undefined && (typeof label !== "string" || !/^[A-Za-z0-9._~-]{1,64}$/.test(label))) {
+    throw new TypeError(`${field}.label must be 1 to 64 letters, digits or . _ ~ -, got ${shown(label)}`)
+  }
+  let namespace: DurabilityInspectorNamespace
+  let names: ReadonlyArray<unknown>
+  if ("router" in source) {
+    const routed = isObject(source["router"]) ? source["router"][ROUTER_OBJECTS] : undefined
+    if (!isObject(routed)) throw new TypeError(`${field}.router must be what DurabilityJobs.router(...) returned, got ${shown(source["router"])}`)
+    namespace = checkNamespace(routed["namespace"], `${field}.router's namespace`)
+    names = routed["names"] as ReadonlyArray<string>
+  } else {
+    namespace = checkNamespace(source["namespace"], `${field}.namespace`)
+    const given = source["names"]
+    if (!Array.isArray(given) || given.length === 0 || given.length > MAX_OBJECTS) {
+      throw new TypeError(`${field}.names must be a non-empty array of at most ${MAX_OBJECTS} object names, got ${shown(given)}`)
+    }
+    names = given
+  }
+  for (const [index, name] of names.entries()) {
+    if (typeof name !== "string" || name.length === 0 || name.length > 256) {
+      throw new TypeError(`${field}.names[${index}] must be a name of 1 to 256 characters, got ${shown(name)}`)
+    }
+    const listed = label === undefined ? name : `${label}:${name}`
+    if (targets.has(listed)) throw new TypeError(`${field}.names[${index}] repeats ${shown(listed)} (listed names must be unique)`)
+    targets.set(listed, { namespace, name })
+  }
+}
+
+/** The listed names, each with the namespace and name of its object. */
+const checkObjects = (objects: unknown): ReadonlyMap<string, Target> => {
+  const targets = new Map<string, Target>()
+  if (Array.isArray(objects)) {
+    if (objects.length === 0) throw new TypeError("objects must not be an empty array")
+    objects.forEach((source, index) => checkSource(source, `objects[${index}]`, targets))
+  } else {
+    checkSource(objects, "objects", targets)
+  }
+  if (targets.size > MAX_OBJECTS) throw new TypeError(`objects lists ${targets.size} objects; at most ${MAX_OBJECTS}`)
+  return targets
+}
+
+const checkAccess = (access: unknown): AccessConfig | undefined => {
+  if (access === undefined) return undefined
+  if (!isObject(access)) throw new TypeError(`access must be { teamDomain, audience }, got ${shown(access)}`)
+  for (const key of Object.keys(access)) {
+    if (!["teamDomain", "audience", "fetchCerts"].includes(key)) throw new TypeError(`access has no option ${shown(key)}`)
+  }
+  const domain = access["teamDomain"]
+  if (typeof domain !== "string" || !/^[a-z0-9.-]+\.[a-z]{2,}$/i.test(domain.replace(/^https:\/\//, "").replace(/\/$/, ""))) {
+    throw new TypeError(`access.teamDomain must be a host like "myteam.cloudflareaccess.com", got ${shown(domain)}`)
+  }
+  const audience = access["audience"]
+  if (typeof audience !== "string" || audience.length === 0) {
+    throw new TypeError(`access.audience must be the Access application's AUD tag (a non-empty string), got ${shown(audience)}`)
+  }
+  const fetchCerts = access["fetchCerts"]
+  if (fetchCerts !== undefined && typeof fetchCerts !== "function") {
+    throw new TypeError(`access.fetchCerts must be a function, got ${shown(fetchCerts)}`)
+  }
+  return {
+    teamDomain: domain.replace(/^https:\/\//, "").replace(/\/$/, "").toLowerCase(),
+    audience,
+    fetchCerts: (fetchCerts as AccessConfig["fetchCerts"] | undefined) ?? (async (url) => {
+      const response = await fetch(url)
+      if (!response.ok) throw new Error(`${url} answered ${response.status}`)
+      return response.json()
+    })
+  }
+}
+
+const checkOptions = (options: unknown) => {
+  if (!isObject(options)) throw new TypeError("DurabilityInspector.handler needs an options object")
+  for (const key of Object.keys(options)) {
+    if (!OPTIONS.includes(key)) throw new TypeError(`DurabilityInspector.handler has no option ${shown(key)} (options: ${OPTIONS.join(", ")})`)
+  }
+  const token = options["token"]
+  if (token !== undefined && (typeof token !== "string" || token.length < MIN_TOKEN || !/^[\x21-\x7e]+$/.test(token))) {
+    // Shown by length only: the value is a secret.
+    throw new TypeError(
+      `token must be a secret of at least ${MIN_TOKEN} visible ASCII characters (no spaces), got ${typeof token === "string" ? `a string of ${token.length} characters` : shown(token)}`
+    )
+  }
+  for (const key of ["readOnly"] as const) {
+    if (options[key] !== undefined && typeof options[key] !== "boolean") throw new TypeError(`${key} must be a boolean, got ${shown(options[key])}`)
+  }
+  const method = options["method"]
+  if (method !== undefined && (typeof method !== "string" || method.length === 0)) {
+    throw new TypeError(`method must be the name of the objects' inspect method, got ${shown(method)}`)
+  }
+  const log = options["log"]
+  if (log !== undefined && typeof log !== "function") throw new TypeError(`log must be a function, got ${shown(log)}`)
+  const targets = checkObjects(options["objects"])
+  return {
+    prefix: checkPrefix(options["prefix"]),
+    names: [...targets.keys()],
+    stubOf: (listed: string) => {
+      const target = targets.get(listed)!
+      const namespace = target.namespace as unknown as { idFromName(name: string): unknown; get(id: unknown): unknown }
+      return namespace.get(namespace.idFromName(target.name))
+    },
+    method: (method as string | undefined) ?? "inspect",
+    token: token as string | undefined,
+    access: checkAccess(options["access"]),
+    readOnly: options["readOnly"] === true,
+    log: (log as Logging.Sink | undefined) ?? Logging.consoleSink
+  }
+}
+
+export const DurabilityInspector = {
+  /**
+   * A `fetch` handler for the inspector: resolves `undefined` for URLs outside `prefix` (your own
+   * routes go on), else the page or the API's answer. Off (403 on the API) until `token` or
+   * `access` is given. Build it once (e.g. at module scope, or once per `env`), not per request.
+   */
+  handler(options: DurabilityInspectorOptions): DurabilityInspectorHandler {
+    return makeHandler(checkOptions(options))
+  }
+} as const

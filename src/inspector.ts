@@ -1,0 +1,38 @@
+/**
+ * `durability/inspector`: see and steer an object's background work over HTTP. `DurabilityInspector.handler`
+ * serves the web page and the admin API in a Worker's `fetch`; `InspectorApi` is the API's `@effect/platform`
+ * `HttpApi` definition (and its OpenAPI document); the protocol types are what an object's
+ * `inspect(request)` receives and answers.
+ */
+export { DurabilityInspector } from "./facade/DurabilityInspector.js"
+export type {
+  DurabilityInspectorAccess,
+  DurabilityInspectorHandler,
+  DurabilityInspectorNamespace,
+  DurabilityInspectorObjects,
+  DurabilityInspectorOptions,
+  DurabilityInspectorSource
+} from "./facade/DurabilityInspector.js"
+export * as InspectorApi from "./InspectorApi.js"
+export type {
+  ActionResult,
+  AlarmItem,
+  Answer,
+  AnswerOf,
+  Capability,
+  DeadLetterItem,
+  ErrorView,
+  Failure as InspectorFailure,
+  JobDetail,
+  JobItem,
+  JobState,
+  JsonText,
+  Overview,
+  OperationItem,
+  OperationStatus,
+  QueueSummary,
+  Request as InspectorRequest,
+  RequestEncoded as InspectorRequestEncoded,
+  ScheduleItem,
+  SchedulerSummary
+} from "./internal/inspect/protocol.js"

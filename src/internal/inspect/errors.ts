@@ -1,0 +1,22 @@
+/**
+ * How an inspection fails. The tags are the wire `Failure` tags, so the answer is the error itself:
+ * `NotFound` (no such capability, queue, job, schedule…), `BadRequest` (the request or a value in it
+ * was refused; the message names the field), `Unavailable` (storage failed; the message keeps the
+ * object's internals out).
+ * @internal
+ */
+import * as Schema from "effect/Schema"
+
+export class NotFound extends Schema.TaggedError<NotFound>("durability/Inspector/NotFound")("NotFound", {
+  message: Schema.String
+}) {}
+
+export class BadRequest extends Schema.TaggedError<BadRequest>("durability/Inspector/BadRequest")("BadRequest", {
+  message: Schema.String
+}) {}
+
+export class Unavailable extends Schema.TaggedError<Unavailable>("durability/Inspector/Unavailable")("Unavailable", {
+  message: Schema.String
+}) {}
+
+export type InspectorError = NotFound | BadRequest | Unavailable

@@ -1,0 +1,379 @@
+/**
+ * The inspector over job queues: the overview's queue summaries, pages of jobs (walked by cursor,
+ * filtered by state), one job with its logs, progress and children, logs and dead letters by page,
+ * user data as stored JSON cut to its bound; and the actions, which go through the queues' own calls
+ * (asserted on the rows and events they leave). Refused requests are typed failures that change nothing.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, TestClock } from "effect"
+import * as Inspector from "../../../src/InspectorService.js"
+import { DETAIL_JSON_CHARS, LIST_JSON_CHARS, MAX_PAGE, MESSAGE_CHARS } from "../../../src/internal/inspect/protocol.js"
+import * as Jobs from "../../../src/Jobs.js"
+import * as FaultyStorage from "../../../src/testing/FaultyStorage.js"
+import * as MemoryStorage from "../../../src/testing/MemoryStorage.js"
+import * as TestDurability from "../../../src/testing/TestDurability.js"
+import { dump, gates, jobRow, recorder, rows, type TestObject } from "../jobs/support.js"
+import { ask, failureOf, valueOf, walk } from "./support.js"
+
+type Mail = { readonly to: string; readonly body?: string }
+
+const setup = (object: TestObject) =>
+  Effect.gen(function*() {
+    const held = gates()
+    const broken = new Set<string>()
+    const events = recorder()
+    const handler = (job: Jobs.JobContext<Mail>) =>
+      Effect.gen(function*() {
+        yield* job.log(`sending to ${job.payload.to}`)
+        yield* job.progress({ step: 1 })
+        if (job.payload.to === "hold") yield* held.wait(job.id)
+        if (broken.has(job.id)) return yield* Effect.fail(new Error(`${job.payload.to} bounced`))
+        return `sent to ${job.payload.to}`
+      })
+    const jobs = yield* object.run(Jobs.make({
+      email: Jobs.queue({ deadLetter: true, retries: { maxAttempts: 1 }, keepLogs: 20, handler }),
+      sms: Jobs.queue({ retries: { maxAttempts: 1 }, handler })
+    }, { onLifecycleEvent: events.hook }))
+    return { jobs, held, broken, events }
+  })
+
+describe("inspector: reading jobs", () => {
+  it.effect("the overview summarises each queue; a job shows its payload, result, progress, logs, parent and children", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const { broken, jobs } = yield* setup(object)
+      broken.add("c2")
+      yield* object.run(jobs.flow({
+        queue: "email",
+        id: "parent",
+        payload: { to: "p" },
+        children: [
+          { queue: "email", id: "c1", payload: { to: "c1" } },
+          { queue: "sms", id: "c2", payload: { to: "c2" }, onFailure: "ignore" }
+        ]
+      }))
+      yield* object.run(jobs.email.add({ id: "later", payload: { to: "l" }, delayMs: 60_000 }))
+      yield* TestClock.adjust(10)
+
+      const overview = yield* valueOf(object, { _tag: "Overview" })
+      expect(overview.scheduler.capabilities).toEqual(["jobs"])
+      expect(overview.jobs.queues).toEqual([
+        {
+          name: "email",
+          processing: "inline",
+          paused: false,
+          counts: { waiting: 0, delayed: 1, active: 0, "waiting-children": 0, completed: 2, failed: 0, canceled: 0 },
+          deadLetters: 0
+        },
+        {
+          name: "sms",
+          processing: "inline",
+          paused: false,
+          counts: { waiting: 0, delayed: 0, active: 0, "waiting-children": 0, completed: 0, failed: 1, canceled: 0 },
+          deadLetters: 0
+        }
+      ])
+      expect(overview).not.toHaveProperty("operations")
+
+      const parent = yield* valueOf(object, { _tag: "Job", queue: "email", id: "parent" })
+      expect(parent).toEqual({
+        job: expect.objectContaining({
+          id: "parent",
+          queue: "email",
+          state: "completed",
+          attempt: 1,
+          maxAttempts: 1,
+          priority: 0,
+          payload: { json: "{\"to\":\"p\"}", truncated: false },
+          result: { json: "\"sent to p\"", truncated: false },
+          progress: { json: "{\"step\":1}", truncated: false }
+        }),
+        logs: { items: [{ seq: 1, at: expect.any(Number), message: "sending to p" }], total: 1 },
+        children: {
+          items: [{ queue: "email", id: "c1", state: "completed" }, { queue: "sms", id: "c2", state: "failed" }],
+          total: 2
+        }
+      })
+      const child = yield* valueOf(object, { _tag: "Job", queue: "sms", id: "c2" })
+      expect(child.job).toMatchObject({ state: "failed", error: { name: "Error", message: "c2 bounced" }, parent: { queue: "email", id: "parent" } })
+      expect(child.job).not.toHaveProperty("result")
+
+      const page = yield* valueOf(object, { _tag: "Jobs", queue: "email" })
+      expect(page.items.map((item: any) => `${item.id}:${item.state}`)).toEqual(["parent:completed", "c1:completed", "later:delayed"])
+      expect(page).not.toHaveProperty("cursor")
+      expect((yield* valueOf(object, { _tag: "Jobs", queue: "email", state: "delayed" })).items.map((item: any) => item.id)).toEqual(["later"])
+    }))
+
+  it.effect("each queue shows its processing: inline, external (leased by workers) or queue (sent to Cloudflare Queues)", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make({ scheduler: { objectId: "object-1" } })
+      const sent: Array<unknown> = []
+      const producer = { sendBatch: (messages: Iterable<unknown>) => Promise.resolve(void sent.push(...messages)) }
+      const jobs = yield* object.run(Jobs.make({
+        local: Jobs.queue({ handler: () => Effect.void }),
+        workers: Jobs.externalQueue({}),
+        relayed: Jobs.externalQueue({ processing: { queue: producer } })
+      }))
+      yield* object.run(jobs.workers.add({ id: "w", payload: null }))
+      yield* object.run(jobs.workers.lease({ limit: 1 }))
+      const overview = yield* valueOf(object, { _tag: "Overview" })
+      expect(overview.scheduler.objectId).toBe("object-1")
+      expect(overview.jobs.queues.map((queue: any) => `${queue.name}:${queue.processing}`)).toEqual(["local:inline", "workers:external", "relayed:queue"])
+      expect(overview.jobs.queues[1].counts.active).toBe(1)
+      expect((yield* valueOf(object, { _tag: "Jobs", queue: "workers", state: "active" })).items.map((item: any) => item.id)).toEqual(["w"])
+    }))
+
+  it.effect("pages of jobs walk every job once, in the order added, by cursor and by state", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const { jobs } = yield* setup(object)
+      yield* object.run(jobs.email.pause)
+      const ids = Array.from({ length: 23 }, (_, i) => `j${String(i).padStart(2, "0")}`)
+      for (const [i, id] of ids.entries()) {
+        yield* object.run(jobs.email.add({ id, payload: { to: id }, ...(i % 3 === 0 ? { delayMs: 60_000 } : {}) }))
+      }
+      const all = yield* walk(object, { _tag: "Jobs", queue: "email", limit: 5 })
+      expect(all.items.map((item) => item.id)).toEqual(ids)
+      expect(all.pages).toBe(5)
+      const delayed = yield* walk(object, { _tag: "Jobs", queue: "email", state: "delayed", limit: 2 })
+      expect(delayed.items.map((item) => item.id)).toEqual(ids.filter((_, i) => i % 3 === 0))
+      const waiting = yield* walk(object, { _tag: "Jobs", queue: "email", state: "waiting", limit: 4 })
+      expect(waiting.items.map((item) => item.id)).toEqual(ids.filter((_, i) => i % 3 !== 0))
+
+      // A job added between two pages comes once, at the end.
+      const first = yield* valueOf(object, { _tag: "Jobs", queue: "email", limit: 20 })
+      yield* object.run(jobs.email.add({ id: "new", payload: { to: "new" } }))
+      const rest = yield* walk(object, { _tag: "Jobs", queue: "email", limit: 2, cursor: first.cursor })
+      expect([...first.items, ...rest.items].map((item: any) => item.id)).toEqual([...ids, "new"])
+    }))
+
+  it.effect("log lines page by cursor", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const jobs = yield* object.run(Jobs.make({
+        logged: Jobs.queue({
+          keepLogs: 50,
+          handler: (job: Jobs.JobContext<null>) => Effect.forEach([1, 2, 3, 4, 5, 6, 7], (n) => job.log(`line ${n}`), { discard: true })
+        })
+      }))
+      yield* object.run(jobs.logged.add({ id: "a", payload: null }))
+      yield* TestClock.adjust(1)
+      const logs = yield* walk(object, { _tag: "JobLogs", queue: "logged", id: "a", limit: 3 })
+      expect(logs.pages).toBe(3)
+      expect(logs.items.map((line) => `${line.seq}:${line.message}`)).toEqual([1, 2, 3, 4, 5, 6, 7].map((n) => `${n}:line ${n}`))
+      const detail = yield* valueOf(object, { _tag: "Job", queue: "logged", id: "a" })
+      expect(detail.logs.total).toBe(7)
+      expect(detail.job.progress).toEqual({ json: "0", truncated: false })
+    }))
+
+  it.effect("payloads are stored JSON cut to LIST_JSON_CHARS in lists and whole in the detail up to DETAIL_JSON_CHARS; messages are cut too", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const { broken, jobs } = yield* setup(object)
+      yield* object.run(jobs.email.pause)
+      const body = "x".repeat(10_000)
+      const huge = "y".repeat(70_000)
+      yield* object.run(jobs.email.add({ id: "big", payload: { to: "a", body } }))
+      yield* object.run(jobs.email.add({ id: "huge", payload: { to: "b", body: huge } }))
+      const whole = JSON.stringify({ to: "a", body })
+      const page = yield* valueOf(object, { _tag: "Jobs", queue: "email" })
+      expect(page.items[0].payload).toEqual({ json: whole.slice(0, LIST_JSON_CHARS), truncated: true })
+      expect(page.items[0].payload.json).toHaveLength(LIST_JSON_CHARS)
+      const detail = yield* valueOf(object, { _tag: "Job", queue: "email", id: "big" })
+      expect(detail.job.payload).toEqual({ json: whole, truncated: false })
+      const cut = yield* valueOf(object, { _tag: "Job", queue: "email", id: "huge" })
+      expect(cut.job.payload.truncated).toBe(true)
+      expect(cut.job.payload.json).toBe(JSON.stringify({ to: "b", body: huge }).slice(0, DETAIL_JSON_CHARS))
+
+      // A long error message and a dead letter's payload.
+      broken.add("long")
+      yield* object.run(jobs.email.resume)
+      yield* object.run(jobs.email.add({ id: "long", payload: { to: "z".repeat(5_000), body } }))
+      yield* TestClock.adjust(10)
+      const failed = yield* valueOf(object, { _tag: "Job", queue: "email", id: "long" })
+      expect(failed.job.error.message).toHaveLength(MESSAGE_CHARS)
+      expect(failed.logs.items[0].message).toHaveLength(MESSAGE_CHARS)
+      const letters = yield* valueOf(object, { _tag: "DeadLetters", queue: "email" })
+      expect(letters.items).toEqual([{
+        id: "long",
+        queue: "email",
+        payload: { json: JSON.stringify({ to: "z".repeat(5_000), body }).slice(0, LIST_JSON_CHARS), truncated: true },
+        attempts: 1,
+        error: { name: "Error", message: `${"z".repeat(5_000)} bounced`.slice(0, MESSAGE_CHARS) },
+        failedAt: expect.any(Number)
+      }])
+    }))
+
+  it.effect("dead letters page by cursor, oldest failure first", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const { broken, jobs } = yield* setup(object)
+      const ids = ["d", "b", "f", "a", "e", "c", "g"]
+      for (const id of ids) {
+        broken.add(id)
+        yield* object.run(jobs.email.add({ id, payload: { to: id } }))
+        yield* TestClock.adjust(1)
+      }
+      const letters = yield* walk(object, { _tag: "DeadLetters", queue: "email", limit: 3 })
+      expect(letters.pages).toBe(3)
+      expect(letters.items.map((item) => item.id)).toEqual(ids)
+      const overview = yield* valueOf(object, { _tag: "Overview" })
+      expect(overview.jobs.queues[0]).toMatchObject({ name: "email", deadLetters: 7, counts: { failed: 7 } })
+    }))
+})
+
+describe("inspector: acting on jobs", () => {
+  it.effect("retry, remove, promote, change priority and cancel go through the queue: rows and events follow", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const { broken, events, held, jobs } = yield* setup(object)
+      broken.add("bad")
+      yield* object.run(jobs.email.add({ id: "bad", payload: { to: "bad" } }))
+      yield* object.run(jobs.email.add({ id: "done", payload: { to: "done" } }))
+      yield* object.run(jobs.email.add({ id: "later", payload: { to: "later" }, delayMs: 60_000 }))
+      yield* object.run(jobs.email.add({ id: "other", payload: { to: "other" }, delayMs: 60_000 }))
+      yield* object.run(jobs.email.add({ id: "open", payload: { to: "hold" } }))
+      yield* TestClock.adjust(10)
+      expect((yield* jobRow(object, "email", "bad"))?.status).toBe("failed")
+
+      // Retry: the failed job runs again with fresh attempts (and now succeeds); a retry of a completed job changes nothing.
+      broken.delete("bad")
+      expect(yield* valueOf(object, { _tag: "RetryJob", queue: "email", id: "bad" })).toEqual({ changed: 1 })
+      yield* TestClock.adjust(10)
+      expect(yield* jobRow(object, "email", "bad")).toMatchObject({ status: "completed", attempt: 1 })
+      expect(yield* valueOf(object, { _tag: "RetryJob", queue: "email", id: "done" })).toEqual({ changed: 0 })
+
+      // Promote: the delayed job is due now and runs.
+      expect(yield* valueOf(object, { _tag: "PromoteJob", queue: "email", id: "later" })).toEqual({ changed: 1 })
+      yield* TestClock.adjust(10)
+      expect((yield* jobRow(object, "email", "later"))?.status).toBe("completed")
+
+      // Priority of a job that has not started.
+      expect(yield* valueOf(object, { _tag: "ChangePriority", queue: "email", id: "other", priority: 7 })).toEqual({ changed: 1 })
+      expect((yield* jobRow(object, "email", "other"))?.priority).toBe(7)
+
+      // Cancel: a delayed job at once; the active one through its signal, canceled when its handler ends.
+      expect(yield* valueOf(object, { _tag: "CancelJob", queue: "email", id: "other", reason: "not needed" })).toEqual({ changed: 1 })
+      expect(yield* jobRow(object, "email", "other")).toMatchObject({ status: "canceled", cancel_reason: "not needed" })
+      expect(yield* valueOf(object, { _tag: "RemoveJob", queue: "email", id: "open" })).toEqual({ changed: 0 })
+      expect(yield* valueOf(object, { _tag: "CancelJob", queue: "email", id: "open" })).toEqual({ changed: 1 })
+      yield* held.open("open")
+      yield* TestClock.adjust(10)
+      expect((yield* jobRow(object, "email", "open"))?.status).toBe("canceled")
+      expect(events.of("canceled").map((event) => event.id).sort()).toEqual(["open", "other"])
+
+      // Remove: the finished job is gone with its logs.
+      expect(yield* valueOf(object, { _tag: "RemoveJob", queue: "email", id: "done" })).toEqual({ changed: 1 })
+      expect(yield* jobRow(object, "email", "done")).toBeUndefined()
+      expect(yield* rows(object, "SELECT * FROM durability_job_logs WHERE key = 'email/done'")).toEqual([])
+      expect(yield* failureOf(object, { _tag: "Job", queue: "email", id: "done" })).toEqual({
+        _tag: "NotFound",
+        message: "No job \"done\" in queue \"email\""
+      })
+    }))
+
+  it.effect("pause and resume the queue; redrive dead letters (some or all); purge", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const { broken, jobs } = yield* setup(object)
+      expect(yield* valueOf(object, { _tag: "PauseQueue", queue: "email" })).toEqual({ changed: 1 })
+      expect(yield* valueOf(object, { _tag: "PauseQueue", queue: "email" })).toEqual({ changed: 0 })
+      expect(yield* rows(object, "SELECT queue, paused FROM durability_job_queues")).toEqual([{ queue: "email", paused: 1 }])
+      for (const id of ["a", "b", "c"]) {
+        broken.add(id)
+        yield* object.run(jobs.email.add({ id, payload: { to: id } }))
+      }
+      yield* TestClock.adjust(10)
+      expect((yield* valueOf(object, { _tag: "Overview" })).jobs.queues[0]).toMatchObject({ paused: true, counts: { waiting: 3 } })
+      expect(yield* valueOf(object, { _tag: "ResumeQueue", queue: "email" })).toEqual({ changed: 1 })
+      yield* TestClock.adjust(10)
+      expect(yield* rows(object, "SELECT id FROM durability_job_dead_letters ORDER BY id")).toEqual([{ id: "a" }, { id: "b" }, { id: "c" }])
+
+      broken.clear()
+      expect(yield* valueOf(object, { _tag: "RedriveDeadLetters", queue: "email", ids: ["b"] })).toEqual({ changed: 1 })
+      yield* TestClock.adjust(10)
+      expect((yield* jobRow(object, "email", "b"))?.status).toBe("completed")
+      expect(yield* valueOf(object, { _tag: "RedriveDeadLetters", queue: "email" })).toEqual({ changed: 2 })
+      yield* TestClock.adjust(10)
+      expect(yield* rows(object, "SELECT id, status FROM durability_jobs ORDER BY id")).toEqual([
+        { id: "a", status: "completed" },
+        { id: "b", status: "completed" },
+        { id: "c", status: "completed" }
+      ])
+      expect(yield* rows(object, "SELECT * FROM durability_job_dead_letters")).toEqual([])
+
+      yield* TestClock.adjust(1_000)
+      yield* object.run(jobs.sms.add({ id: "new", payload: { to: "new" }, delayMs: 60_000 }))
+      const now = yield* TestClock.currentTimeMillis
+      expect(yield* valueOf(object, { _tag: "PurgeBefore", capability: "jobs", before: now })).toEqual({ changed: 3 })
+      expect(yield* rows(object, "SELECT id FROM durability_jobs")).toEqual([{ id: "new" }])
+    }))
+})
+
+describe("inspector: refused requests", () => {
+  it.effect("a bad request, an unknown queue or job, a capability not attached: a typed failure, storage unchanged", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const { broken, jobs } = yield* setup(object)
+      broken.add("a")
+      yield* object.run(jobs.email.add({ id: "a", payload: { to: "a" } }))
+      yield* object.run(jobs.email.add({ id: "w", payload: { to: "w" }, delayMs: 60_000 }))
+      yield* TestClock.adjust(10)
+      const before = yield* dump(object)
+      const cases: ReadonlyArray<readonly [unknown, string, string]> = [
+        [{ _tag: "Nope" }, "BadRequest", "Unknown request _tag \"Nope\""],
+        [null, "BadRequest", "Unknown request _tag missing"],
+        [{ _tag: "Jobs" }, "BadRequest", "request.queue"],
+        [{ _tag: "Jobs", queue: "email", limit: MAX_PAGE + 1 }, "BadRequest", "request.limit"],
+        [{ _tag: "Jobs", queue: "email", limit: 0 }, "BadRequest", "request.limit"],
+        [{ _tag: "Jobs", queue: "email", state: "lost" }, "BadRequest", "request.state"],
+        [{ _tag: "Jobs", queue: "email", cursor: "abc" }, "BadRequest", "cursor"],
+        [{ _tag: "DeadLetters", queue: "email", cursor: "abc" }, "BadRequest", "cursor"],
+        [{ _tag: "RetryJob", queue: "email", id: "a", extra: 1 }, "BadRequest", "request.extra"],
+        [{ _tag: "ChangePriority", queue: "email", id: "w", priority: 1.5 }, "BadRequest", "request.priority"],
+        [{ _tag: "ChangePriority", queue: "email", id: "w", priority: 2 ** 60 }, "BadRequest", "request.priority"],
+        // Refused by the queue itself (its InvalidInputError): the message names the field.
+        [{ _tag: "RedriveDeadLetters", queue: "email", ids: ["ok", "\ud800"] }, "BadRequest", "ids[1] must be well-formed Unicode"],
+        [{ _tag: "RedriveDeadLetters", queue: "email", ids: Array.from({ length: 1_001 }, (_, i) => `x${i}`) }, "BadRequest", "request.ids"],
+        [{ _tag: "PurgeBefore", capability: "jobs", before: -1 }, "BadRequest", "request.before"],
+        [{ _tag: "Jobs", queue: "push" }, "NotFound", "No queue \"push\" in this object (queues: email, sms)"],
+        [{ _tag: "PauseQueue", queue: "push" }, "NotFound", "No queue \"push\""],
+        [{ _tag: "RetryJob", queue: "email", id: "zz" }, "NotFound", "No job \"zz\" in queue \"email\""],
+        [{ _tag: "RemoveJob", queue: "sms", id: "a" }, "NotFound", "No job \"a\" in queue \"sms\""],
+        [{ _tag: "JobLogs", queue: "email", id: "zz" }, "NotFound", "No job \"zz\""],
+        [{ _tag: "Operations" }, "NotFound", "This object has no operations (attached: jobs)"],
+        [{ _tag: "CancelAlarm", name: "x" }, "NotFound", "This object has no alarms"],
+        [{ _tag: "TriggerSchedule", key: "a/b" }, "NotFound", "This object has no schedules"],
+        [{ _tag: "PurgeBefore", capability: "operations", before: 10 }, "NotFound", "This object has no operations"]
+      ]
+      for (const [request, tag, text] of cases) {
+        const failure = yield* failureOf(object, request)
+        expect(failure._tag, JSON.stringify(request).slice(0, 80)).toBe(tag)
+        expect(failure.message, JSON.stringify(request).slice(0, 80)).toContain(text)
+      }
+      expect(yield* dump(object)).toEqual(before)
+    }))
+
+  it.effect("inspect is typed by tag and fails with the tagged errors", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      yield* setup(object)
+      const inspector = yield* object.run(Inspector.make)
+      const page = yield* inspector.inspect(new Inspector.JobsQuery({ queue: "email" }))
+      expect(page.items).toEqual([])
+      const missing = yield* Effect.flip(inspector.inspect(new Inspector.JobQuery({ queue: "email", id: "x" })))
+      expect(missing).toBeInstanceOf(Inspector.NotFound)
+      expect(yield* Effect.flip(Inspector.decode({ _tag: "Jobs", queue: "" }))).toBeInstanceOf(Inspector.BadRequest)
+    }))
+
+  it.effect("a storage failure is Unavailable, without the storage's own message", () =>
+    Effect.gen(function*() {
+      const storage = FaultyStorage.make(yield* MemoryStorage.make)
+      const object = yield* TestDurability.make({ storage })
+      yield* setup(object)
+      storage.failNext("sql")
+      const answer = yield* ask(object, { _tag: "Jobs", queue: "email" })
+      expect(answer).toEqual({ ok: false, failure: { _tag: "Unavailable", message: "The object's storage failed; try again" } })
+      expect(yield* valueOf(object, { _tag: "Jobs", queue: "email" })).toEqual({ items: [] })
+    }))
+})
