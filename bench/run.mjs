@@ -5,12 +5,15 @@
  * (B1–B6); then the job queues (J1–J4: this library's `DurabilityJobs` in the same workerd, BullMQ and
  * pg-boss from bench/jobs-peer as a child process, on their own local servers); then jobs beyond one
  * object (J5–J7: the Cloudflare Queues path through a local Miniflare queue, the router's overhead
- * over 16 objects, the reclaim of expired leases; the library alone).
+ * over 16 objects, the reclaim of expired leases; the library alone); then what the inspector costs
+ * (I1: `DurabilityInspector.handler` over HTTP and the object's `inspect` RPC, objects of 1 000 to
+ * 100 000 jobs).
  * Prints a table and writes bench/results/latest.json (`--smoke`: tiny N, bench/results/smoke.json,
  * for CI: it checks that everything runs and asserts no timing; `--only` with J scenarios alone:
- * bench/results/jobs.json, or bench/results/jobs-external.json with J5–J7 alone).
+ * bench/results/jobs.json, or bench/results/jobs-external.json with J5–J7 alone, or
+ * bench/results/inspector.json with I1 alone).
  *
- *   node bench/run.mjs [--smoke] [--reps N] [--only B1,B3,J1,J5] [--out FILE] [--profile] [--no-jobs-peer]
+ *   node bench/run.mjs [--smoke] [--reps N] [--only B1,B3,J1,J5,I1] [--out FILE] [--profile] [--no-jobs-peer]
  *
  * Every implementation is bundled by `wrangler deploy --dry-run` (the peer from its own package in
  * bench/peer, installed here with `npm ci` when missing) and runs in its own worker, so each has its
@@ -48,6 +51,8 @@ const wantB = ["B1", "B2", "B3", "B4", "B5", "B6"].some(wanted)
 const wantJ = ["J1", "J2", "J3", "J4"].some(wanted)
 // Jobs beyond one object (issue 15): Queues transport, router, lease reclaim; their own worker.
 const wantX = ["J5", "J6", "J7"].some(wanted)
+// The inspector's cost (issue 16): its own worker.
+const wantI = wanted("I1")
 
 const settings = smoke
   ? {
@@ -64,7 +69,8 @@ const settings = smoke
     j5: { n: 50, batch: 25, everyMs: 10 },
     j6: { n: 200, batch: 100, shards: 16 },
     // The probe gives up 2 s after the last lease end (a late reclaim shows as "not leasable again").
-    j7: { groups: 2, perGroup: 5, everyMs: 37, timeoutMs: 2_000 }
+    j7: { groups: 2, perGroup: 5, everyMs: 37, timeoutMs: 2_000 },
+    i1: { sizes: [200], seedCall: 200, bulk: 100, requests: 5, warmup: 1, cold: 2, deepAt: 0.9 }
   }
   : {
     reps: 3,
@@ -83,12 +89,16 @@ const settings = smoke
     j6: { n: 10_000, batch: 100, shards: 16 },
     // J7: 20 leases of 10 jobs 37 ms apart (expiries spread over ~0.7 s), leaseMs 1 000, per round.
     // The probe gives up 20 s after the last lease end (past the 15 s physical-alarm floor, alarmMinDelayMs).
-    j7: { groups: 20, perGroup: 10, everyMs: 37, timeoutMs: 20_000 }
+    j7: { groups: 20, perGroup: 10, everyMs: 37, timeoutMs: 20_000 },
+    // I1: one object per size (one queue: 90 % completed, 10 % failed, half of those dead-lettered), seeded by
+    // `addBulk`s of `bulk` per RPC of `seedCall` jobs; per request kind and path, `warmup` untimed then `requests`
+    // timed one after another; `cold` fresh handlers; the deep pages start at `deepAt` of the jobs.
+    i1: { sizes: [1_000, 10_000, 100_000], seedCall: 10_000, bulk: 1_000, requests: 100, warmup: 3, cold: 10, deepAt: 0.9 }
   }
 if (option("--reps") !== undefined) settings.reps = Number(option("--reps"))
 // A run of job scenarios alone does not replace the B figures of latest.json.
 const outFile = option("--out") ??
-  path.join(bench, "results", smoke ? "smoke.json" : wantB ? "latest.json" : wantJ ? "jobs.json" : "jobs-external.json")
+  path.join(bench, "results", smoke ? "smoke.json" : wantB ? "latest.json" : wantJ ? "jobs.json" : wantX ? "jobs-external.json" : "inspector.json")
 
 const log = (...parts) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}]`, ...parts)
 
@@ -515,6 +525,7 @@ const built = wantB
   : {}
 if (wantJ) built.jobs = bundle(path.join(bench, "workers/jobs.wrangler.toml"), "jobs")
 if (wantX) built.jobsExternal = bundle(path.join(bench, "workers/jobsExternal.wrangler.toml"), "jobsExternal")
+if (wantI) built.inspector = bundle(path.join(bench, "workers/inspector.wrangler.toml"), "inspector")
 
 if (wanted("B6")) {
   const baseline = bundle(path.join(bench, "bundle/baseline.wrangler.toml"), "b6-baseline")
@@ -553,7 +564,8 @@ const mf = new Miniflare({
         queueProducers: { J5_QUEUE: { queueName: J5_QUEUE } },
         queueConsumers: { [J5_QUEUE]: J5_CONSUMER }
       }]
-      : [])
+      : []),
+    ...(wantI ? [workerOptions("inspector", built.inspector, [["TARGET", "InspectorBench"]])] : [])
   ]
 })
 
@@ -564,6 +576,7 @@ try {
   for (const impl of wantB ? IMPLEMENTATIONS : []) fetchers[impl] = await mf.getWorker(impl)
   if (wantJ) fetchers.jobs = await mf.getWorker("jobs")
   if (wantX) fetchers.jobsExternal = await mf.getWorker("jobsExternal")
+  if (wantI) fetchers.inspector = await mf.getWorker("inspector")
   let runs = 0
   const call = async (impl, scenario, params) => {
     const response = await fetchers[impl].fetch(`http://bench/${scenario}`, {
@@ -1096,6 +1109,160 @@ try {
       results.scenarios.J7 = { library: j7 }
     }
   }
+
+  if (wantI) {
+    // I1: what the inspector costs. Every request is timed from here (Node's clock around the whole
+    // exchange: one loopback hop into workerd, which `GET /noop` measures alone); workerd's CPU is read
+    // around each batch of requests (10 ms ticks, so per request it is a batch's mean).
+    const worker = fetchers.inspector
+    const i1 = settings.i1
+    const TOKEN = "i1-bench-token-0123456789abcdef" // as bench/workers/inspector.ts
+    const auth = { headers: { Authorization: `Bearer ${TOKEN}` } }
+    const names = i1.sizes.map((n) => `i1-${n}`)
+    const post = async (route, params) => {
+      const response = await worker.fetch(`http://bench${route}`, { method: "POST", body: JSON.stringify(params) })
+      const body = await response.json()
+      if (!response.ok || body?.error !== undefined) throw new Error(`I1 ${route}: ${response.status} ${JSON.stringify(body).slice(0, 500)}`)
+      return body
+    }
+    /** One exchange: wall ms (until the body was read), the body's bytes and text. */
+    const exchange = async (url, init) => {
+      const t0 = performance.now()
+      const response = await worker.fetch(url, init)
+      const bytes = new Uint8Array(await response.arrayBuffer())
+      const ms = performance.now() - t0
+      return { ms, status: response.status, bytes: bytes.byteLength, text: new TextDecoder().decode(bytes) }
+    }
+    const http = (route) => () => exchange(`http://bench/_durability/api/objects/${route}`, auth)
+    const rpc = (name, request) => () =>
+      exchange("http://bench/rpc", { method: "POST", body: JSON.stringify({ name, request }) })
+    /** `warmup` untimed exchanges, then `requests` timed; `check` sees the first answer's JSON. */
+    const batch = async (label, run, check, count = i1.requests) => {
+      for (let i = 0; i < i1.warmup; i++) await run()
+      const samples = []
+      const sizes = []
+      let first
+      const cpu0 = workerdCpuMs()
+      for (let i = 0; i < count; i++) {
+        const one = await run()
+        if (one.status !== 200) throw new Error(`I1 ${label}: status ${one.status}: ${one.text.slice(0, 500)}`)
+        first ??= one.text
+        samples.push(one.ms)
+        sizes.push(one.bytes)
+      }
+      const cpu1 = workerdCpuMs()
+      check?.(JSON.parse(first))
+      return {
+        requests: count,
+        p50Ms: round(median(samples), 2),
+        p99Ms: round(percentile(samples, 99), 2),
+        maxMs: round(Math.max(...samples), 2),
+        cpuMsPerRequest: cpu0 === null || cpu1 === null ? null : round((cpu1 - cpu0) / count, 2),
+        bytes: Math.max(...sizes),
+        bytesMin: Math.min(...sizes)
+      }
+    }
+    const expect = (label, condition, what) => {
+      if (!condition) throw new Error(`I1 ${label}: ${what}`)
+    }
+
+    await post("/reset", { names })
+    // Seeding: addBulk into the paused queue, settled by SQL (bench/workers/inspector.ts).
+    const objects = {}
+    for (const [index, n] of i1.sizes.entries()) {
+      const name = names[index]
+      const t0 = Date.now()
+      for (let start = 0; start < n; start += i1.seedCall) {
+        await post("/seed", { name, start, count: Math.min(i1.seedCall, n - start), chunk: i1.bulk })
+      }
+      objects[n] = { name, ...(await post("/finish", { name, deepAt: i1.deepAt })), seedMs: Date.now() - t0 }
+      const o = objects[n]
+      log(`I1 seeded ${name}: ${o.total} jobs (${o.failed} failed, ${o.deadLetters} dead letters) in ${o.seedMs} ms`)
+      expect(name, o.total === n, `${o.total} jobs of ${n}`)
+    }
+
+    // Cold vs warm: the first request through a fresh handler builds the HttpApi's runtime. The first cycle
+    // apart from the rest (the first route's is this isolate's first HttpApi request: its code not yet compiled).
+    const small = objects[i1.sizes[0]]
+    const coldRoutes = [
+      ["objects list (no RPC)", () => exchange("http://bench/_durability/api/objects", auth)],
+      ["jobs page, limit 25", http(`${small.name}/queues/bench/jobs?limit=25`)]
+    ]
+    const cold = {}
+    for (const [label, run] of coldRoutes) {
+      const resets = []
+      const firsts = []
+      const seconds = []
+      const cpu0 = workerdCpuMs()
+      for (let r = 0; r < i1.cold; r++) {
+        const t0 = performance.now()
+        await post("/reset", { names })
+        resets.push(performance.now() - t0)
+        const first = await run()
+        expect(`cold ${label}`, first.status === 200, `status ${first.status}: ${first.text.slice(0, 300)}`)
+        firsts.push(first.ms)
+        seconds.push((await run()).ms)
+      }
+      const cpu1 = workerdCpuMs()
+      const warm = await batch(`warm ${label}`, run)
+      cold[label] = {
+        firstCycleMs: round(firsts[0], 2),
+        resetMs: round(median(resets), 2),
+        coldP50Ms: round(median(firsts.slice(1)), 2),
+        coldMaxMs: round(Math.max(...firsts.slice(1)), 2),
+        secondP50Ms: round(median(seconds), 2),
+        coldRuns: firsts.map((ms) => round(ms, 1)),
+        // Per cycle: the reset (building the handler), its cold first request and a second one.
+        cpuMsPerCycle: cpu0 === null || cpu1 === null ? null : round((cpu1 - cpu0) / i1.cold, 2),
+        warm
+      }
+      log(`I1 cold ${label}: first cycle ${cold[label].firstCycleMs} ms, cold p50 ${cold[label].coldP50Ms} ms, second ${cold[label].secondP50Ms} ms, warm p50 ${warm.p50Ms} ms`)
+    }
+    const noop = await batch("noop", () => exchange("http://bench/noop"))
+    log(`I1 loopback hop (GET /noop): p50 ${noop.p50Ms} ms, CPU ${noop.cpuMsPerRequest} ms`)
+
+    // The requests, per size: through the handler (HTTP) and to the object alone (RPC), in turn.
+    const page = (n, limit = 25) => Math.min(limit, n)
+    const kinds = (o, n) => {
+      const q = (extra) => `${o.name}/queues/bench/${extra}`
+      const failed = Math.round(n / 10)
+      return [
+        ["Overview", http(o.name), { _tag: "Overview" }, (v) => expect("Overview", v.jobs.queues[0].counts.completed + v.jobs.queues[0].counts.failed === n, JSON.stringify(v.jobs))],
+        ["Jobs, no filter, first page", http(q("jobs?limit=25")), { _tag: "Jobs", queue: "bench", limit: 25 }, (v) => expect("Jobs", v.items.length === page(n), `${v.items.length} items`)],
+        ["Jobs, no filter, deep page", http(q(`jobs?limit=25&cursor=${o.deepCursor}`)), { _tag: "Jobs", queue: "bench", limit: 25, cursor: o.deepCursor }, (v) => expect("Jobs deep", v.items.length > 0, "no items")],
+        ["Jobs, state=failed, first page", http(q("jobs?state=failed&limit=25")), { _tag: "Jobs", queue: "bench", state: "failed", limit: 25 }, (v) => expect("Jobs failed", v.items.length === page(failed) && v.items.every((item) => item.state === "failed"), `${v.items.length} items`)],
+        ["Jobs, state=failed, deep page", http(q(`jobs?state=failed&limit=25&cursor=${o.deepFailedCursor}`)), { _tag: "Jobs", queue: "bench", state: "failed", limit: 25, cursor: o.deepFailedCursor }, (v) => expect("Jobs failed deep", v.items.length > 0 && v.items.every((item) => item.state === "failed"), `${v.items.length} items`)],
+        ["Job detail", http(q(`jobs/${o.detailId}`)), { _tag: "Job", queue: "bench", id: o.detailId }, (v) => expect("Job", v.job.id === o.detailId && v.logs.total === 5, JSON.stringify(v).slice(0, 300))],
+        ["DeadLetters, first page", http(q("dead-letters?limit=25")), { _tag: "DeadLetters", queue: "bench", limit: 25 }, (v) => expect("DeadLetters", v.items.length === page(o.deadLetters), `${v.items.length} items`)]
+      ]
+    }
+    const figures = {}
+    for (const n of i1.sizes) {
+      const o = objects[n]
+      figures[n] = {}
+      for (const [index, [label, viaHttp, request, check]] of kinds(o, n).entries()) {
+        const paths = [["http", viaHttp, check], ["rpc", rpc(o.name, request), (answer) => {
+          expect(`${label} (RPC)`, answer.ok === true, JSON.stringify(answer).slice(0, 300))
+          check(answer.value)
+        }]]
+        if (index % 2 === 1) paths.reverse()
+        figures[n][label] = {}
+        for (const [path, run, checkOne] of paths) figures[n][label][path] = await batch(`${label} ${path} N=${n}`, run, checkOne)
+        const f = figures[n][label]
+        log(`I1 N=${n} ${label}: HTTP p50 ${f.http.p50Ms} / p99 ${f.http.p99Ms} ms (CPU ${f.http.cpuMsPerRequest} ms, ${f.http.bytes} B); RPC p50 ${f.rpc.p50Ms} / p99 ${f.rpc.p99Ms} ms (CPU ${f.rpc.cpuMsPerRequest} ms, ${f.rpc.bytes} B)`)
+      }
+    }
+    results.scenarios.I1 = {
+      library: {
+        sizes: i1.sizes,
+        objects: Object.fromEntries(Object.entries(objects).map(([n, { plans, ...o }]) => [n, o])),
+        plans: objects[i1.sizes[i1.sizes.length - 1]].plans,
+        noop,
+        cold,
+        requests: figures
+      }
+    }
+  }
 } catch (error) {
   failed = true
   console.error(error)
@@ -1355,6 +1522,30 @@ if (s.J7) {
   }
 }
 
+// The inspector's cost (I1): one column per object size.
+const inspectorRows = []
+if (s.I1) {
+  const lib = s.I1.library
+  const columns = Object.fromEntries(lib.sizes.map((n) => [`N=${n}`, ""]))
+  const inspectorRow = (metric, cell) =>
+    inspectorRows.push({ scenario: "I1", metric, ...Object.fromEntries(lib.sizes.map((n) => [`N=${n}`, cell(n)])) })
+  const wall = (f) => `${fmt(f.p50Ms, 1)} / ${fmt(f.p99Ms, 1)} (${fmt(f.cpuMsPerRequest, 1)})`
+  for (const label of Object.keys(lib.requests[lib.sizes[0]])) {
+    inspectorRow(`${label}, HTTP: wall p50 / p99 ms (workerd CPU ms)`, (n) => wall(lib.requests[n][label].http))
+    inspectorRow(`${label}, RPC alone: wall p50 / p99 ms (workerd CPU ms)`, (n) => wall(lib.requests[n][label].rpc))
+    inspectorRow(`${label}: response bytes, HTTP / RPC`, (n) => `${lib.requests[n][label].http.bytes} / ${lib.requests[n][label].rpc.bytes}`)
+  }
+  for (const [label, c] of Object.entries(lib.cold)) {
+    inspectorRows.push({
+      scenario: "I1",
+      metric: `${label}: first cycle / cold p50 / second / warm p50 ms (CPU ms per reset + 2 requests; warm)`,
+      ...columns,
+      [`N=${lib.sizes[0]}`]: `${fmt(c.firstCycleMs, 0)} / ${fmt(c.coldP50Ms, 1)} / ${fmt(c.secondP50Ms, 1)} / ${fmt(c.warm.p50Ms, 1)} (${fmt(c.cpuMsPerCycle, 1)}; ${fmt(c.warm.cpuMsPerRequest, 1)})`
+    })
+  }
+  inspectorRows.push({ scenario: "I1", metric: "loopback hop alone (GET /noop): wall p50 / p99 ms (workerd CPU ms)", ...columns, [`N=${lib.sizes[0]}`]: wall(lib.noop) })
+}
+
 results.goals = goals
 results.failed = failed
 
@@ -1366,6 +1557,7 @@ const render = (headers, body) => {
 if (rows.length > 0) results.table = render(["scenario", "metric", "library", "peer", "floor", "ratio", "goal", "met"], rows)
 if (jobRows.length > 0) results.jobsTable = render(["scenario", "metric", "library", "BullMQ", "pg-boss", "goal", "met"], jobRows)
 if (externalRows.length > 0) results.externalJobsTable = render(["scenario", "metric", "library", "goal", "met"], externalRows)
+if (inspectorRows.length > 0) results.inspectorTable = render(Object.keys(inspectorRows[0]), inspectorRows)
 
 fs.mkdirSync(path.dirname(outFile), { recursive: true })
 fs.writeFileSync(outFile, `${JSON.stringify(results, null, 2)}\n`)
@@ -1386,6 +1578,10 @@ if (results.externalJobsTable !== undefined) {
   if (results.table !== undefined || results.jobsTable !== undefined) console.log("")
   console.log(results.externalJobsTable)
 }
+if (results.inspectorTable !== undefined) {
+  if (results.table !== undefined || results.jobsTable !== undefined || results.externalJobsTable !== undefined) console.log("")
+  console.log(results.inspectorTable)
+}
 console.log(`\nwritten to ${path.relative(root, outFile)}`)
 if (failed) {
   const lines = fs.existsSync(path.join(buildDir, "workerd.log")) ? fs.readFileSync(path.join(buildDir, "workerd.log"), "utf8").split("\n") : []
@@ -1393,4 +1589,4 @@ if (failed) {
 } else {
   fs.rmSync(buildDir, { recursive: true, force: true })
 }
-if (failed || rows.length + jobRows.length + externalRows.length === 0) process.exit(1)
+if (failed || rows.length + jobRows.length + externalRows.length + inspectorRows.length === 0) process.exit(1)
