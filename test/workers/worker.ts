@@ -10,6 +10,8 @@ import * as RetryPolicy from "../../src/RetryPolicy.js"
 import type * as Scheduler from "../../src/Scheduler.js"
 import { StorageService } from "../../src/StorageService.js"
 import * as TaskTable from "../shared/TaskTable.js"
+import { DurabilityInspector, type DurabilityInspectorHandler } from "../../src/inspector.js"
+import type { InspectedObject } from "./objects/InspectedObject.js"
 import { queuesJobsQueueHandler, type QueuesEnv } from "./objects/QueuesJobsObject.js"
 
 export { ChaosObject } from "./objects/ChaosObject.js"
@@ -246,8 +248,24 @@ export class EngineObject extends DurableObject {
   }
 }
 
+/** The token of the inspector this worker mounts at `/_durability` (inspector.concurrency.test.ts). */
+export const INSPECTOR_TOKEN = "worker-inspector-token-0123456789"
+const INSPECTED_NAMES = ["concurrent-0", "concurrent-1", "concurrent-2", "concurrent-3"]
+
+type WorkerEnv = QueuesEnv & { readonly INSPECTED_OBJECT: DurableObjectNamespace<InspectedObject> }
+
+// Built once per isolate and shared by every request, as the README's mount snippet does.
+let inspector: DurabilityInspectorHandler | undefined
+
 export default {
-  fetch: () => new Response("durability test worker"),
+  fetch: async (request: Request, env: WorkerEnv) => {
+    inspector ??= DurabilityInspector.handler({
+      objects: { namespace: env.INSPECTED_OBJECT, names: INSPECTED_NAMES },
+      token: INSPECTOR_TOKEN,
+      log: () => undefined
+    })
+    return (await inspector(request)) ?? new Response("durability test worker")
+  },
   // The Queues transport's consumer and dead-letter consumer (jobs.queues.test.ts).
-  queue: (batch: MessageBatch, env: QueuesEnv) => queuesJobsQueueHandler(batch, env)
-} satisfies ExportedHandler<QueuesEnv>
+  queue: (batch: MessageBatch, env: WorkerEnv) => queuesJobsQueueHandler(batch, env)
+} satisfies ExportedHandler<WorkerEnv>
