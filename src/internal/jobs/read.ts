@@ -106,11 +106,18 @@ export const list = (core: Core, queue: QueueRuntime, options: JobListOptions = 
 export const counts = (core: Core, queue: QueueRuntime): Effect.Effect<Record<JobState, number>, StorageError> =>
   Effect.gen(function*() {
     const now = yield* Clock.currentTimeMillis
-    const rows = yield* core.storage.exec(
-      `SELECT status, next_attempt_at > ? AS later, leased_until IS NOT NULL AS leased, COUNT(*) AS n FROM ${JOBS}
-       WHERE queue = ? GROUP BY status, later, leased`,
+    // Statuses from the (queue, status, …) index alone; only pending jobs are read to split them by time and
+    // lease (one grouping over every row read each row: 56 ms against 5 ms for 100 000 jobs in bench I1).
+    const byStatus = yield* core.storage.exec(
+      `SELECT status, COUNT(*) AS n FROM ${JOBS} WHERE queue = ? AND status != 'pending' GROUP BY status`,
+      [queue.name]
+    )
+    const pending = yield* core.storage.exec(
+      `SELECT next_attempt_at > ? AS later, leased_until IS NOT NULL AS leased, COUNT(*) AS n FROM ${JOBS}
+       WHERE queue = ? AND status = 'pending' GROUP BY later, leased`,
       [now, queue.name]
     )
+    const rows: ReadonlyArray<Row> = [...byStatus, ...pending.map((row): Row => ({ ...row, status: "pending" }))]
     const result = Object.fromEntries(JOB_STATES.map((state) => [state, 0])) as Record<JobState, number>
     for (const row of rows) {
       const state = Rows.stateOf({

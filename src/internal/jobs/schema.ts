@@ -143,6 +143,14 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
       CREATE INDEX ${OUTBOX}_pending_idx ON ${OUTBOX} (status, next_attempt_at)`,
     down: `DROP TABLE IF EXISTS ${OUTBOX}`,
     presentWhen: MigrationSql.tableExists(OUTBOX)
+  },
+  {
+    name: "durability_0011_jobs_queue_order",
+    // A queue's jobs in the order they were added, a page at a time (`list`, the inspector): without it a
+    // page sorts every job of the queue (37 ms for 100 000 jobs in bench I1), a deep page as much as the first.
+    up: `CREATE INDEX ${JOBS}_queue_seq_idx ON ${JOBS} (queue, seq)`,
+    down: `DROP INDEX IF EXISTS ${JOBS}_queue_seq_idx`,
+    presentWhen: MigrationSql.indexExists(`${JOBS}_queue_seq_idx`)
   }
 ]
 

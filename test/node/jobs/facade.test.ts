@@ -204,7 +204,8 @@ describe("DurabilityJobs", () => {
       "durability_0005_create_jobs",
       "durability_0006_jobs_steps",
       "durability_0009_jobs_leases",
-      "durability_0010_jobs_outbox"
+      "durability_0010_jobs_outbox",
+      "durability_0011_jobs_queue_order"
     ])
     const result = DurabilityJobs.migrate(context)
     expect(result).toEqual({ applied: names, rolledBack: [] })
