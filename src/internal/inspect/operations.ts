@@ -22,14 +22,15 @@ export interface Calls {
 }
 
 export const source = (storage: StorageService, calls: Calls): Source => {
-  const overview = Effect.map(
-    storage.exec(`SELECT status, COUNT(*) AS n FROM ${TABLE} GROUP BY status`),
-    (rows) => {
-      const counts = { pending: 0, completed: 0, failed: 0 }
-      for (const row of rows) if (STATUSES.includes(row.status as P.OperationStatus)) counts[row.status as P.OperationStatus] = Number(row.n)
-      return { operations: { counts } }
+  // Capped counts (`COUNT_CAP`) from the status index: bounded whatever the table holds.
+  const overview = Effect.gen(function*() {
+    const counts = { pending: 0, completed: 0, failed: 0 }
+    for (const status of STATUSES) {
+      const [row] = yield* storage.exec(Text.cappedCount(TABLE, "status = ?"), [status])
+      counts[status] = Number(row?.n ?? 0)
     }
-  )
+    return { operations: { counts } }
+  })
 
   const page = (request: P.OperationsQuery) =>
     Effect.gen(function*() {

@@ -6,6 +6,7 @@
  * @internal
  */
 import { CORE_JS } from "./pageCore.js"
+import { COUNT_CAP } from "./protocol.js"
 import { APP_CSS } from "./pageStyle.js"
 import { VIEWS_JS } from "./pageViews.js"
 
@@ -42,4 +43,4 @@ export const INDEX_HTML = `<!doctype html>
 `
 
 /** One function scope for both halves, so nothing leaks onto `window`. */
-export const APP_JS = `(function () {\n${CORE_JS}\n${VIEWS_JS}\n})();\n`
+export const APP_JS = `(function () {\nvar COUNT_CAP = ${COUNT_CAP};\n${CORE_JS}\n${VIEWS_JS}\n})();\n`

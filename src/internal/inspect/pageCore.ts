@@ -97,6 +97,14 @@ function when(ms, empty) {
   return h("time", { datetime: iso, title: iso }, formatTime(ms), h("span", { class: "muted" }, " (" + relative(ms) + ")"));
 }
 
+// Overview counts stop at COUNT_CAP (the server reads no further): shown as "10 000+".
+function countText(n) { return n >= COUNT_CAP ? COUNT_CAP.toLocaleString("en-US").replace(/,/g, "\u202f") + "+" : String(n); }
+
+function countSum(counts) {
+  var capped = counts.some(function (n) { return n >= COUNT_CAP; });
+  return String(counts.reduce(function (sum, n) { return sum + n; }, 0)) + (capped ? "+" : "");
+}
+
 function badge(value, extraClass, testid) {
   return h("span", { class: "badge " + (extraClass || value), testid: testid }, value);
 }

@@ -81,10 +81,10 @@ function purgeForm(object, capabilities) {
 function tabBar(object, tabs, current, overview) {
   var counts = {
     jobs: overview.jobs ? overview.jobs.queues.length + (overview.jobs.queues.length === 1 ? " queue" : " queues") : "",
-    "dead-letters": overview.jobs ? String(overview.jobs.queues.reduce(function (n, q) { return n + q.deadLetters; }, 0)) : "",
-    schedules: overview.schedules ? overview.schedules.active + " active" : "",
-    operations: overview.operations ? overview.operations.counts.pending + " pending" : "",
-    alarms: overview.alarms ? overview.alarms.pending + " pending" : ""
+    "dead-letters": overview.jobs ? countSum(overview.jobs.queues.map(function (q) { return q.deadLetters; })) : "",
+    schedules: overview.schedules ? countText(overview.schedules.active) + " active" : "",
+    operations: overview.operations ? countText(overview.operations.counts.pending) + " pending" : "",
+    alarms: overview.alarms ? countText(overview.alarms.pending) + " pending" : ""
   };
   return h("nav", { class: "tabs", testid: "tabs", "aria-label": "Capabilities" }, tabs.map(function (t) {
     return h("a", { href: link("objects", object, t.id), testid: "tab-" + t.id, "aria-current": t.id === current ? "page" : null },
@@ -135,11 +135,11 @@ function queuesTab(object, overview) {
       var shown = JOB_STATES.filter(function (state) { return (q.counts[state] || 0) > 0; });
       if (shown.length === 0) return h("span", { class: "muted" }, "none");
       return h("span", { class: "counts" }, shown.map(function (state) {
-        return h("a", { class: "badge " + state, href: link("objects", object, "queues", q.name, { state: state }), testid: "count-" + state }, state + " " + q.counts[state]);
+        return h("a", { class: "badge " + state, href: link("objects", object, "queues", q.name, { state: state }), testid: "count-" + state }, state + " " + countText(q.counts[state]));
       }));
     } },
     { label: "Dead letters", className: "num", cell: function (q) {
-      return q.deadLetters === 0 ? h("span", { class: "muted" }, "0") : h("a", { href: link("objects", object, "dead-letters", q.name) }, String(q.deadLetters));
+      return q.deadLetters === 0 ? h("span", { class: "muted" }, "0") : h("a", { href: link("objects", object, "dead-letters", q.name) }, countText(q.deadLetters));
     } },
     { label: "Actions", cell: function (q) { return h("div", { class: "actions" }, queueToggle(object, q)); } }
   ];
@@ -157,11 +157,11 @@ function jobsView(object, queueName, query) {
     var overview = answers[0];
     var page = answers[1];
     var queue = (overview.jobs ? overview.jobs.queues : []).filter(function (q) { return q.name === queueName; })[0];
-    var total = queue ? JOB_STATES.reduce(function (n, s) { return n + (queue.counts[s] || 0); }, 0) : 0;
+    var total = queue ? countSum(JOB_STATES.map(function (s) { return queue.counts[s] || 0; })) : "0";
     var chip = function (value, label, count) {
       return h("a", { class: "chip", href: link("objects", object, "queues", queueName, value ? { state: value } : undefined),
         testid: "state-filter-" + (value || "all"), "aria-current": value === state ? "page" : null },
-        label, count === undefined ? null : h("span", { class: "count" }, String(count)));
+        label, count === undefined ? null : h("span", { class: "count" }, typeof count === "number" ? countText(count) : count));
     };
     var columns = [
       { label: "Job", className: "id", cell: function (j) { return h("a", { href: link("objects", object, "queues", queueName, "jobs", j.id), testid: "job-link" }, j.id); } },
@@ -183,7 +183,7 @@ function jobsView(object, queueName, query) {
       node: card(
         h("div", { class: "head" }, h("h2", { testid: "queue-name" }, "Queue " + queueName), queue ? queueStatus(queue) : null,
           queue ? h("span", { class: "muted" }, queue.processing) : null, h("span", { class: "spacer" }),
-          queue && queue.deadLetters > 0 ? h("a", { href: link("objects", object, "dead-letters", queueName) }, queue.deadLetters + " dead letters") : null,
+          queue && queue.deadLetters > 0 ? h("a", { href: link("objects", object, "dead-letters", queueName) }, countText(queue.deadLetters) + " dead letters") : null,
           queue ? queueToggle(object, queue) : null),
         h("nav", { class: "chips", testid: "state-filter", "aria-label": "Filter by state" },
           chip("", "all", queue ? total : undefined),
@@ -322,7 +322,7 @@ function deadLettersTab(object, overview, queueName) {
           path: base, done: function (n) { return "Redriven " + n + " dead letter" + (n === 1 ? "" : "s"); } }) : null),
       queues.length > 1 ? h("nav", { class: "chips", testid: "dead-letter-queues" }, queues.map(function (q) {
         return h("a", { class: "chip", href: link("objects", object, "dead-letters", q.name), "aria-current": q.name === selected.name ? "page" : null },
-          q.name, h("span", { class: "count" }, String(q.deadLetters)));
+          q.name, h("span", { class: "count" }, countText(q.deadLetters)));
       })) : null,
       page.items.length === 0 ? empty("No dead letters.") :
         table(columns, page.items, function (d) { return { testid: "dead-letter-row", "data-job-id": d.id }; }),
@@ -370,7 +370,7 @@ function operationsTab(object, overview, status) {
   return api(["objects", object, "operations"], { query: { status: filter, cursor: pageState.cursor, limit: PAGE_SIZE } }).then(function (page) {
     var chip = function (value, count) {
       return h("a", { class: "chip", href: link("objects", object, "operations", value ? { status: value } : undefined), testid: "status-filter-" + (value || "all"),
-        "aria-current": value === filter ? "page" : null }, value || "all", count === undefined ? null : h("span", { class: "count" }, String(count)));
+        "aria-current": value === filter ? "page" : null }, value || "all", count === undefined ? null : h("span", { class: "count" }, countText(count)));
     };
     var columns = [
       { label: "Operation", className: "wrap", cell: function (o) { return h("code", null, o.operation); } },

@@ -26,6 +26,12 @@ export const MAX_RUNNING_LISTED = 100
 /** Log lines and children in a job's detail (the totals are exact). */
 export const DETAIL_LOG_LINES = 100
 export const DETAIL_CHILDREN = 100
+/**
+ * Counts in the overview stop here: a count equal to it means at least that many (the page shows
+ * "10 000+"). Each count reads at most this many index entries, so the overview costs the same for
+ * 10 000 records as for 10 million.
+ */
+export const COUNT_CAP = 10_000
 /** Ids one redrive may name. */
 export const MAX_REDRIVE_IDS = 1_000
 
@@ -77,6 +83,7 @@ export const QueueSummary = Schema.Struct({
   name: Schema.String,
   processing: Schema.Literal("inline", "external", "queue"),
   paused: Schema.Boolean,
+  /** By state, each stopping at `COUNT_CAP` (like every count of the overview). */
   counts: JobCounts,
   deadLetters: Schema.Number
 })

@@ -36,14 +36,13 @@ export const source = (
   handles: ReadonlyMap<string, HandleCalls>,
   purgeBefore: (before: number) => Effect.Effect<number, InvalidInputError | StorageError>
 ): Source => {
-  const overview = Effect.map(
-    storage.exec(`SELECT status = 'ended' AS ended, paused, COUNT(*) AS n FROM ${TABLE} GROUP BY ended, paused`),
-    (rows) => {
-      const counts = { active: 0, paused: 0, ended: 0 }
-      for (const row of rows) counts[Number(row.ended) === 1 ? "ended" : Number(row.paused) === 1 ? "paused" : "active"] += Number(row.n)
-      return { schedules: counts }
-    }
-  )
+  // Capped counts (`COUNT_CAP`): bounded whatever the table holds.
+  const overview = Effect.gen(function*() {
+    const [ended] = yield* storage.exec(Text.cappedCount(TABLE, "status = 'ended'"), [])
+    const [paused] = yield* storage.exec(Text.cappedCount(TABLE, "status != 'ended' AND paused = 1"), [])
+    const [active] = yield* storage.exec(Text.cappedCount(TABLE, "status != 'ended' AND paused = 0"), [])
+    return { schedules: { active: Number(active?.n ?? 0), paused: Number(paused?.n ?? 0), ended: Number(ended?.n ?? 0) } }
+  })
 
   const page = (request: P.SchedulesQuery) =>
     Effect.gen(function*() {

@@ -5,7 +5,7 @@
  * @internal
  */
 import type { Row, SqlValue } from "../../StorageService.js"
-import { MESSAGE_CHARS, type ErrorView, type JsonText } from "./protocol.js"
+import { COUNT_CAP, MESSAGE_CHARS, type ErrorView, type JsonText } from "./protocol.js"
 
 // What `Json.encode` wraps every stored value in.
 const VALUE_PREFIX = "{\"kind\":\"value\",\"value\":"
@@ -44,3 +44,7 @@ export const errorOf = (name: SqlValue | undefined, text: SqlValue | undefined):
 
 /** SQL selecting a bounded message column. */
 export const messageOf = (column: string): string => `substr(${column}, 1, ${MESSAGE_CHARS}) AS ${column}`
+
+/** SQL counting the rows of `table` that match `where`, stopping at `COUNT_CAP` (as `n`). */
+export const cappedCount = (table: string, where: string): string =>
+  `SELECT COUNT(*) AS n FROM (SELECT 1 FROM ${table} WHERE ${where} LIMIT ${COUNT_CAP})`

@@ -7,7 +7,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
 import * as Inspector from "../../../src/InspectorService.js"
-import { DETAIL_JSON_CHARS, LIST_JSON_CHARS, MAX_PAGE, MESSAGE_CHARS } from "../../../src/internal/inspect/protocol.js"
+import { COUNT_CAP, DETAIL_JSON_CHARS, LIST_JSON_CHARS, MAX_PAGE, MESSAGE_CHARS } from "../../../src/internal/inspect/protocol.js"
 import * as Jobs from "../../../src/Jobs.js"
 import * as FaultyStorage from "../../../src/testing/FaultyStorage.js"
 import * as MemoryStorage from "../../../src/testing/MemoryStorage.js"
@@ -38,6 +38,24 @@ const setup = (object: TestObject) =>
   })
 
 describe("inspector: reading jobs", () => {
+  it.effect("the overview's counts stop at COUNT_CAP (the queue's own counts stay exact), so its cost is bounded", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const { jobs } = yield* setup(object)
+      yield* object.run(jobs.email.pause)
+      const bulk = Array.from({ length: 1_000 }, (_, n) => ({ payload: { to: `r${n}` } }))
+      for (let round = 0; round < COUNT_CAP / 1_000; round++) yield* object.run(jobs.email.addBulk(bulk))
+      yield* object.run(jobs.email.addBulk(bulk.slice(0, 5)))
+      yield* object.run(jobs.sms.add({ id: "one", payload: { to: "x" }, delayMs: 60_000 }))
+
+      const overview = yield* valueOf(object, { _tag: "Overview" })
+      const [email, sms] = overview.jobs.queues
+      expect(email.counts).toEqual({ waiting: COUNT_CAP, delayed: 0, active: 0, "waiting-children": 0, completed: 0, failed: 0, canceled: 0 })
+      expect(email.paused).toBe(true)
+      expect(sms.counts.delayed).toBe(1)
+      expect((yield* object.run(jobs.email.counts)).waiting).toBe(COUNT_CAP + 5)
+    }), 60_000)
+
   it.effect("the overview summarises each queue; a job shows its payload, result, progress, logs, parent and children", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
