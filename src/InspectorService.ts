@@ -61,35 +61,12 @@ const owners: Record<Exclude<Tag, "Overview" | "PurgeBefore">, Protocol.Capabili
   RedriveDeadLetters: "jobs"
 }
 
-/** Each request's own schema: a bad field is reported against it, not against the whole union. */
-const requests: Record<Tag, Schema.Schema.AnyNoContext> = {
-  Overview: Protocol.OverviewQuery,
-  Operations: Protocol.OperationsQuery,
-  Alarms: Protocol.AlarmsQuery,
-  Schedules: Protocol.SchedulesQuery,
-  Jobs: Protocol.JobsQuery,
-  Job: Protocol.JobQuery,
-  JobLogs: Protocol.JobLogsQuery,
-  DeadLetters: Protocol.DeadLettersQuery,
-  RetryJob: Protocol.RetryJob,
-  RemoveJob: Protocol.RemoveJob,
-  CancelJob: Protocol.CancelJob,
-  PromoteJob: Protocol.PromoteJob,
-  ChangePriority: Protocol.ChangePriority,
-  PauseQueue: Protocol.PauseQueue,
-  ResumeQueue: Protocol.ResumeQueue,
-  RedriveDeadLetters: Protocol.RedriveDeadLetters,
-  TriggerSchedule: Protocol.TriggerSchedule,
-  PauseSchedule: Protocol.PauseSchedule,
-  ResumeSchedule: Protocol.ResumeSchedule,
-  CancelOperation: Protocol.CancelOperation,
-  CancelAlarm: Protocol.CancelAlarm,
-  PurgeBefore: Protocol.PurgeBefore
-}
+/** Each request's own schema, by tag: a bad field is reported against it, not against the whole union. */
+const requests: ReadonlyMap<string, Schema.Schema.AnyNoContext> = new Map(
+  [...Protocol.Query.members, ...Protocol.Action.members].map((schema) => [schema._tag, schema])
+)
 
-const TAGS = Object.keys(requests) as ReadonlyArray<Tag>
-
-const isTag = (value: unknown): value is Tag => typeof value === "string" && Object.prototype.hasOwnProperty.call(requests, value)
+const isTag = (value: unknown): value is Tag => typeof value === "string" && requests.has(value)
 
 const cut = (message: string) => message.slice(0, Protocol.MESSAGE_CHARS)
 
@@ -106,10 +83,10 @@ export const decode = (encoded: unknown): Effect.Effect<Protocol.Request, BadReq
   const tag = typeof encoded === "object" && encoded !== null ? (encoded as { readonly _tag?: unknown })._tag : undefined
   if (!isTag(tag)) {
     const shown = typeof tag === "string" ? JSON.stringify(tag.slice(0, 60)) : "missing"
-    return Effect.fail(new BadRequest({ message: `Unknown request _tag ${shown} (known: ${TAGS.join(", ")})` }))
+    return Effect.fail(new BadRequest({ message: `Unknown request _tag ${shown} (known: ${[...requests.keys()].join(", ")})` }))
   }
   return Effect.mapError(
-    Schema.decodeUnknown(requests[tag])(encoded, { onExcessProperty: "error" }) as Effect.Effect<Protocol.Request, ParseResult.ParseError>,
+    Schema.decodeUnknown(requests.get(tag)!)(encoded, { onExcessProperty: "error" }) as Effect.Effect<Protocol.Request, ParseResult.ParseError>,
     (error) => new BadRequest({ message: cut(Codec.describeParseError("request", error)) })
   )
 }

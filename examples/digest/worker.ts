@@ -14,6 +14,7 @@
  */
 import { DurableObject } from "cloudflare:workers"
 import { type AlarmInvocationInfo, DurabilityScheduler, DurabilitySchedules, type DurableScheduleRun } from "durability"
+import { answer, HttpError, json } from "../http.js"
 
 export interface Env {
   readonly DIGEST: DurableObjectNamespace<Digest>
@@ -33,15 +34,6 @@ export const HELP = `  # digest (recurring schedules in the user's time zone, ea
   curl -X POST http://127.0.0.1:8787/digest/demo/users/ana/pause
   curl -X DELETE http://127.0.0.1:8787/digest/demo/users/ana
 `
-
-class HttpError extends Error {
-  constructor(readonly status: number, message: string) {
-    super(message)
-  }
-}
-
-const json = (body: unknown, status = 200) =>
-  new Response(JSON.stringify(body, null, 2) + "\n", { status, headers: { "content-type": "application/json" } })
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -76,15 +68,8 @@ export class Digest extends DurableObject<Env> {
     return this.scheduler.inspect(request)
   }
 
-  override async fetch(request: Request): Promise<Response> {
-    try {
-      return await this.route(request)
-    } catch (error) {
-      if (error instanceof HttpError) return json({ error: error.message }, error.status)
-      // The library rejects bad arguments with a TypeError or RangeError naming the field.
-      if (error instanceof TypeError || error instanceof RangeError) return json({ error: error.message }, 400)
-      throw error
-    }
+  override fetch(request: Request): Promise<Response> {
+    return answer(() => this.route(request))
   }
 
   private async sendDigest(run: DurableScheduleRun<DigestPayload>): Promise<void> {

@@ -20,6 +20,7 @@ import {
   DurabilityScheduler,
   type DurableQueuedJob
 } from "durability"
+import { answer, json } from "../http.js"
 
 export interface Env {
   readonly MAILROOM: DurableObjectNamespace<Mailroom>
@@ -38,9 +39,6 @@ export const HELP = `  # newsletter through Cloudflare Queues (external queue, c
   curl -X POST http://127.0.0.1:8787/mailroom-sharded/send -d '{"subject":"Digest","to":["a@example.com","b@example.com","c@example.com","d@example.com","e@example.com"]}'
   curl 'http://127.0.0.1:8787/mailroom-sharded/jobs?waitMs=10000'        # fan-in over the 4 shards
 `
-
-const json = (body: unknown, status = 200) =>
-  new Response(JSON.stringify(body, null, 2) + "\n", { status, headers: { "content-type": "application/json" } })
 
 const SHARDS = 4
 
@@ -77,7 +75,7 @@ export class Mailroom extends DurableObject<Env> {
   override async fetch(request: Request): Promise<Response> {
     const url = new URL(request.url)
     const action = url.pathname.split("/").filter((part) => part.length > 0)[2]
-    try {
+    return answer(async () => {
       if (request.method === "POST" && action === "send") {
         const body = await request.json() as { readonly subject?: unknown; readonly to?: unknown }
         const to = Array.isArray(body.to) ? body.to.filter((address): address is string => typeof address === "string") : []
@@ -88,10 +86,7 @@ export class Mailroom extends DurableObject<Env> {
       if (action === "jobs") return json(await this.listing(Number(url.searchParams.get("waitMs") ?? "0")))
       if (action === "dead-letters") return json(await this.jobs.email.deadLetters.list())
       return json({ error: "See GET /" }, 404)
-    } catch (error) {
-      if (error instanceof TypeError || error instanceof RangeError) return json({ error: error.message }, 400)
-      throw error
-    }
+    })
   }
 
   /** Every email job as it stands; with `waitMs`, once none is waiting, delayed or active (or the time ran out). */

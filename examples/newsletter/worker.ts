@@ -22,6 +22,7 @@ import {
   type DurableJobState,
   type DurableQueue
 } from "durability"
+import { answer, HttpError, json } from "../http.js"
 import { FakeProvider } from "./provider.js"
 
 export interface Env {
@@ -63,15 +64,6 @@ const render = (signal: AbortSignal, ms: number) =>
     }, { once: true })
   })
 
-class HttpError extends Error {
-  constructor(readonly status: number, message: string) {
-    super(message)
-  }
-}
-
-const json = (body: unknown, status = 200) =>
-  new Response(JSON.stringify(body, null, 2) + "\n", { status, headers: { "content-type": "application/json" } })
-
 export class Newsletter extends DurableObject<Env> {
   private readonly provider = new FakeProvider(this.ctx.storage.sql)
   // One scheduler per object: it owns the object's one alarm.
@@ -108,15 +100,8 @@ export class Newsletter extends DurableObject<Env> {
     return this.scheduler.inspect(request)
   }
 
-  override async fetch(request: Request): Promise<Response> {
-    try {
-      return await this.route(request)
-    } catch (error) {
-      if (error instanceof HttpError) return json({ error: error.message }, error.status)
-      // The library rejects bad arguments with a TypeError or RangeError naming the field.
-      if (error instanceof TypeError || error instanceof RangeError) return json({ error: error.message }, 400)
-      throw error
-    }
+  override fetch(request: Request): Promise<Response> {
+    return answer(() => this.route(request))
   }
 
   /** One recipient: render, hand to the provider under the job's idempotency key, report. */

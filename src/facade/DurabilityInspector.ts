@@ -9,16 +9,13 @@
  * Each object answers through its `inspect(request)` method, which hands the request to its
  * scheduler: `inspect(request: unknown) { return this.scheduler.inspect(request) }`.
  */
-import type { DurableJobsRouter } from "./DurabilityJobs.js"
+import type { DurableJobsRouter, DurableJobsShardNamespace } from "./DurabilityJobs.js"
 import type { AccessConfig } from "../internal/inspect/auth.js"
 import { makeHandler } from "../internal/inspect/http.js"
 import * as Logging from "../Logging.js"
 
-/** The part of a Durable Object namespace the inspector uses (any `DurableObjectNamespace` fits). */
-export interface DurabilityInspectorNamespace {
-  idFromName(name: string): unknown
-  get(id: never): unknown
-}
+/** The part of a Durable Object namespace the inspector uses, as the jobs router does (any `DurableObjectNamespace` fits). */
+export type DurabilityInspectorNamespace = DurableJobsShardNamespace
 
 /**
  * One source of objects: named objects of one namespace, or the shards of a jobs router. With a

@@ -6,6 +6,7 @@
  */
 import * as Effect from "effect/Effect"
 import { InvalidInputError } from "../Errors.js"
+import type { Row } from "../StorageService.js"
 import { shown } from "./validate.js"
 
 export interface Query<S extends string> {
@@ -15,6 +16,22 @@ export interface Query<S extends string> {
 }
 
 export const cursor = (at: number, key: string): string => `${at}:${key}`
+
+/**
+ * A page from the `limit + 1` rows a keyset read asked for: the first `limit` as items, and the cursor
+ * after the last of them when the extra row says more follow.
+ */
+export const page = <A>(
+  rows: ReadonlyArray<Row>,
+  limit: number,
+  item: (row: Row) => A,
+  cursorAfter: (last: Row) => string
+): { readonly items: Array<A>; readonly cursor?: string } => {
+  const shown = rows.slice(0, limit)
+  const last = shown[shown.length - 1]
+  const items = shown.map(item)
+  return rows.length > limit && last !== undefined ? { items, cursor: cursorAfter(last) } : { items }
+}
 
 const invalid = (field: string, message: string) => new InvalidInputError({ field, kind: "type", message })
 

@@ -37,8 +37,7 @@ export const source = (storage: StorageService, calls: Calls): Source => {
          ORDER BY created_at, name LIMIT ?`,
         [...(after === undefined ? [] : [after.at, after.at, after.key]), limit + 1]
       )
-      const shown = rows.slice(0, limit)
-      const items = shown.map((row): P.AlarmItem => {
+      return ListQuery.page(rows, limit, (row): P.AlarmItem => {
         const error = Text.errorOf(row.last_error_name, row.last_error)
         return {
           name: String(row.name),
@@ -49,9 +48,7 @@ export const source = (storage: StorageService, calls: Calls): Source => {
           ...(error === undefined ? {} : { error }),
           createdAt: Number(row.created_at)
         }
-      })
-      const last = shown[shown.length - 1]
-      return rows.length > limit && last !== undefined ? { items, cursor: ListQuery.cursor(Number(last.created_at), String(last.name)) } : { items }
+      }, (last) => ListQuery.cursor(Number(last.created_at), String(last.name)))
     })
 
   const cancel = (request: P.CancelAlarm) =>

@@ -131,10 +131,7 @@ export const source = (core: Core, calls: ReadonlyMap<string, QueueCalls>, purge
          ORDER BY seq LIMIT ?`,
         [queue.name, after, ...(state?.bindings ?? []), limit + 1]
       )
-      const page = rows.slice(0, limit)
-      const last = page[page.length - 1]
-      const items = page.map((row) => itemOf(core, queue, row, now, P.LIST_JSON_CHARS))
-      return rows.length > limit && last !== undefined ? { items, cursor: String(last.seq) } : { items }
+      return ListQuery.page(rows, limit, (row) => itemOf(core, queue, row, now, P.LIST_JSON_CHARS), seqAfter)
     })
 
   const job = (request: P.JobQuery) =>
@@ -174,9 +171,7 @@ export const source = (core: Core, calls: ReadonlyMap<string, QueueCalls>, purge
         `SELECT seq, at, ${Text.messageOf("message")} FROM ${LOGS} WHERE key = ? AND seq > ? ORDER BY seq LIMIT ?`,
         [String(row.key), after, limit + 1]
       )
-      const items = rows.slice(0, limit).map(lineOf)
-      const last = items[items.length - 1]
-      return rows.length > limit && last !== undefined ? { items, cursor: String(last.seq) } : { items }
+      return ListQuery.page(rows, limit, lineOf, seqAfter)
     })
 
   const deadLetters = (request: P.DeadLettersQuery) =>
@@ -190,17 +185,14 @@ export const source = (core: Core, calls: ReadonlyMap<string, QueueCalls>, purge
          ORDER BY failed_at, id LIMIT ?`,
         [queue.name, ...(after === undefined ? [] : [after.at, after.at, after.key]), limit + 1]
       )
-      const page = rows.slice(0, limit)
-      const items = page.map((row): P.DeadLetterItem => ({
+      return ListQuery.page(rows, limit, (row): P.DeadLetterItem => ({
         id: String(row.id),
         queue: queue.name,
         payload: Text.jsonOf(row, "payload", P.LIST_JSON_CHARS),
         attempts: Number(row.attempts),
         error: Text.errorOf(row.error_name, row.error_message) ?? { name: "Error", message: "" },
         failedAt: Number(row.failed_at)
-      }))
-      const last = page[page.length - 1]
-      return rows.length > limit && last !== undefined ? { items, cursor: ListQuery.cursor(Number(last.failed_at), String(last.id)) } : { items }
+      }), (last) => ListQuery.cursor(Number(last.failed_at), String(last.id)))
     })
 
   /** A call on one existing job: `changed` is 1 when it did something. */
@@ -258,5 +250,8 @@ export const source = (core: Core, calls: ReadonlyMap<string, QueueCalls>, purge
 
   return { capability: "jobs", overview, answer }
 }
+
+/** A `seq` cursor, as `Jobs.list` and `logs` write them. */
+const seqAfter = (last: Row): string => String(last.seq)
 
 const lineOf = (row: Row) => ({ seq: Number(row.seq), at: Number(row.at), message: String(row.message) })

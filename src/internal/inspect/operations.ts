@@ -47,8 +47,7 @@ export const source = (storage: StorageService, calls: Calls): Source => {
           limit + 1
         ]
       )
-      const shown = rows.slice(0, limit)
-      const items = shown.map((row): P.OperationItem => {
+      return ListQuery.page(rows, limit, (row): P.OperationItem => {
         const status = row.status as P.OperationStatus
         const error = Text.errorOf(row.last_error_name, row.last_error)
         return {
@@ -62,9 +61,7 @@ export const source = (storage: StorageService, calls: Calls): Source => {
           ...(status === "completed" ? { result: Text.jsonOf(row, "result", P.LIST_JSON_CHARS) } : {}),
           ...(error === undefined ? {} : { error })
         }
-      })
-      const last = shown[shown.length - 1]
-      return rows.length > limit && last !== undefined ? { items, cursor: ListQuery.cursor(Number(last.created_at), String(last.id)) } : { items }
+      }, (last) => ListQuery.cursor(Number(last.created_at), String(last.id)))
     })
 
   const cancel = (request: P.CancelOperation) =>

@@ -11,6 +11,7 @@ import type { StorageService } from "../../StorageService.js"
 import * as Rows from "../schedules/rows.js"
 import { TABLE } from "../schedules/schema.js"
 import { BadRequest, NotFound } from "./errors.js"
+import * as ListQuery from "../listQuery.js"
 import * as P from "./protocol.js"
 import type { Source, SourceError } from "./source.js"
 import * as Text from "./text.js"
@@ -51,8 +52,7 @@ export const source = (
         `SELECT ${COLUMNS} FROM ${TABLE}${request.cursor === undefined ? "" : " WHERE key > ?"} ORDER BY key LIMIT ?`,
         [...(request.cursor === undefined ? [] : [request.cursor]), limit + 1]
       )
-      const shown = rows.slice(0, limit)
-      const items = shown.map((row): P.ScheduleItem => {
+      return ListQuery.page(rows, limit, (row): P.ScheduleItem => {
         const info = Rows.infoOf(row, null)
         return {
           key: String(row.key),
@@ -81,9 +81,7 @@ export const source = (
           payload: Text.jsonOf(row, "payload", P.LIST_JSON_CHARS),
           createdAt: info.createdAt
         }
-      })
-      const last = shown[shown.length - 1]
-      return rows.length > limit && last !== undefined ? { items, cursor: String(last.key) } : { items }
+      }, (last) => String(last.key))
     })
 
   /** A call on one existing schedule, named by its row key. */
