@@ -39,6 +39,13 @@ export default defineConfig({
         test: {
           name: "workers",
           include: ["test/workers/**/*.test.ts"],
+          // A deadline, not a premise: every scenario waits for signals its object gives (rows, calls,
+          // alarms), so its length only bounds how long a hung test takes to fail. The scenarios take 1–5 s
+          // on a quiet 2-core machine and up to 3× that with two CPU hogs beside them (npm run
+          // test:stress); vitest's 5 s default turned that slowness into failures, and a test cut off by
+          // it leaves its objects running into the pool's storage isolation (a `.sqlite-shm` side file).
+          testTimeout: 30_000,
+          hookTimeout: 30_000,
           poolOptions: {
             workers: {
               main: "./test/workers/worker.ts",

@@ -46,17 +46,21 @@ describe("named alarms", () => {
   it("the same name scheduled twice: only the replacement runs, with its own key", async () => {
     const lab = freshLab()
     const now = await lab.stub.now()
-    await lab.stub.schedule("beta", now + 300, { mode: "ok" })
+    // The first occurrence is due long after the test ends, so it can run only if the replacement failed to
+    // replace it, however slow the calls below are.
+    await lab.stub.schedule("beta", now + 60_000, { mode: "ok" })
     const replaced = await alarmRow(lab, "beta")
     await lab.stub.schedule("beta", now + 600, { mode: "ok" })
+    // (Due 600 ms after `now`: on a busy machine it may already have started.)
     const replacement = await alarmRow(lab, "beta")
-    expect(replacement).toMatchObject({ status: "pending", attempt: 0, scheduled_at: now + 600 })
+    expect(replacement).toMatchObject({ status: "pending", scheduled_at: now + 600 })
     expect(replacement!.generation_id).not.toBe(replaced!.generation_id)
     expect(await lab.stub.alarmRows()).toHaveLength(1)
 
     await alarmDone(lab, "beta")
     const calls = await allEnded(lab)
     const key = `${IDEMPOTENCY_PREFIX}${replacement!.generation_id}`
+    expect(calls).toHaveLength(1)
     expect(calls).toMatchObject([{ source: "beta", attempt: 1, dedup_key: key, scheduled_time: now + 600 }])
     expect(calls[0]!.started_at).toBeGreaterThanOrEqual(now + 600)
     expect(await lab.ledger.effects()).toMatchObject([{ source: "beta", key }])
@@ -66,14 +70,17 @@ describe("named alarms", () => {
   it("a replacement scheduled while the occurrence runs waits for it, then runs once with a new key", async () => {
     const lab = freshLab()
     const now = await lab.stub.now()
-    await lab.stub.schedule("alpha", now, { mode: "ignore-abort", holdMs: 300 })
-    const first = await alarmRow(lab, "alpha")
+    // `gamma` (a 10 s attempt timeout) held at its gate: the first occurrence is still running whenever the
+    // replacement comes, and no timeout cuts it short while the test looks.
+    await lab.stub.schedule("gamma", now, { mode: "gated" })
+    const first = await alarmRow(lab, "gamma")
     await waitFor(() => lab.stub.calls(), (calls) => calls.length === 1)
-    await lab.stub.schedule("alpha", now, { mode: "ok" })
-    const second = await alarmRow(lab, "alpha")
+    await lab.stub.schedule("gamma", now, { mode: "ok" })
+    const second = await alarmRow(lab, "gamma")
     expect(second).toMatchObject({ status: "pending", attempt: 0 })
+    await lab.stub.open("gamma")
 
-    await alarmDone(lab, "alpha")
+    await alarmDone(lab, "gamma")
     const calls = await allEnded(lab)
     const firstKey = `${IDEMPOTENCY_PREFIX}${first!.generation_id}`
     const secondKey = `${IDEMPOTENCY_PREFIX}${second!.generation_id}`
@@ -93,7 +100,10 @@ describe("eviction", () => {
     const lab = freshLab()
     const now = await lab.stub.now()
     const before = await lab.stub.whoami()
-    const due = now + 1_500
+    // The reset must come while nothing is due. The first thing due is `later`'s retry, deferredDelayMs
+    // (1.5 s) after its attempt 1 failed, and three calls separate that failure from the reset; `beta` is due
+    // after it, 3 s from `now`, which seven calls (the attempt included) separate from the reset.
+    const due = now + 3_000
     await lab.stub.schedule("beta", due, { mode: "ok" })
     await lab.stub.submit("deferred", "later", { mode: "transient-before-effect", failTimes: 1 })
     const failed = await waitFor(
@@ -104,7 +114,8 @@ describe("eviction", () => {
     expect(failed!.next_attempt_at).toBeGreaterThanOrEqual(now + LAB.deferredDelayMs)
     await allEnded(lab)
     const alarm = await lab.stub.alarmAt()
-    expect(alarm).toBe(due)
+    // The earliest pending time: the retry (no earlier than the alarm's minimum delay).
+    expect(alarm).toBe(Math.min(due, failed!.next_attempt_at))
 
     await reset(lab)
     expect(await lab.stub.whoami()).not.toBe(before)
@@ -113,8 +124,8 @@ describe("eviction", () => {
     expect(await alarmRow(lab, "beta")).toMatchObject({ status: "pending", attempt: 0, scheduled_at: due })
     expect(await lab.stub.alarmAt()).toBe(alarm)
 
-    await alarmDone(lab, "beta", 5_000)
-    const completed = await waitFor(() => rowOf(lab, "later"), (row) => row?.status !== "pending", 5_000)
+    await alarmDone(lab, "beta")
+    const completed = await waitFor(() => rowOf(lab, "later"), (row) => row?.status !== "pending")
     expect(completed).toMatchObject({ status: "completed", attempt: 2 })
     const calls = await allEnded(lab)
     const [attempt1, attempt2] = calls.filter((call) => call.source === "later")

@@ -9,7 +9,7 @@
 import { runDurableObjectAlarm } from "cloudflare:test"
 import { describe, expect, it } from "vitest"
 import { LAB } from "./objects/LabObject.js"
-import { allEnded, callsOf, expectIdle, freshLab, type Lab, reset, rowOf, settledRow, waitFor } from "./support/lab.js"
+import { allEnded, callsOf, expectIdle, freshLab, type Lab, noAlarmDelivered, reset, rowOf, settledRow, waitFor } from "./support/lab.js"
 
 /** Registers `id` on `guarded` (long timeout) and resets the object once attempt 1 is running. */
 const crashDuringAttempt1 = async (
@@ -25,11 +25,18 @@ const crashDuringAttempt1 = async (
   const claimed = await rowOf(lab, id)
   expect(claimed).toMatchObject({ status: "pending", attempt: 1 })
   const alarm = await lab.stub.alarmAt()
-  // The registration armed the alarm, and it is still armed while the attempt runs.
-  expect(alarm).not.toBeNull()
   await reset(lab)
   expect(await rowOf(lab, id)).toEqual(claimed)
-  expect(await lab.stub.alarmAt()).toBe(alarm)
+  // The registration armed the alarm alarmMinDelayMs after its commit, and the reset keeps it as it was. That
+  // premise is a race with the clock: on a busy machine the calls above can take longer than alarmMinDelayMs,
+  // and the alarm is then delivered while attempt 1 runs (its pass sees the attempt in flight; workerd hides
+  // an alarm being delivered from getAlarm and delivers it again after the reset cuts it short). The lab
+  // records every alarm delivery, so the check applies exactly when no delivery came before the reset; either way
+  // the recovery the callers assert comes from the platform alarm, on a fresh instance.
+  if (await noAlarmDelivered(lab)) {
+    expect(alarm).not.toBeNull()
+    expect(await lab.stub.alarmAt()).toBe(alarm)
+  }
   return { first, claimed: claimed! }
 }
 
@@ -39,7 +46,7 @@ describe("forced object reset during an attempt", () => {
     const { claimed, first } = await crashDuringAttempt1(lab, "crash-before", "hang-before-effect", async () => {
       expect(await lab.ledger.deliveries()).toEqual([])
     })
-    const row = await settledRow(lab, "crash-before", 4_000)
+    const row = await settledRow(lab, "crash-before")
     expect(row).toMatchObject({ status: "completed", attempt: 2, generation_id: claimed.generation_id })
 
     const calls = await lab.stub.calls()
@@ -54,7 +61,7 @@ describe("forced object reset during an attempt", () => {
     const lab = freshLab()
     const { first } = await crashDuringAttempt1(lab, "crash-keyed", "hang-after-idempotent", () =>
       waitFor(() => lab.ledger.effects(), (effects) => effects.length === 1))
-    const row = await settledRow(lab, "crash-keyed", 4_000)
+    const row = await settledRow(lab, "crash-keyed")
     expect(row).toMatchObject({ status: "completed", attempt: 2 })
 
     const calls = await lab.stub.calls()
@@ -73,7 +80,7 @@ describe("forced object reset during an attempt", () => {
     const lab = freshLab()
     const { first } = await crashDuringAttempt1(lab, "crash-unkeyed", "hang-after-unprotected", () =>
       waitFor(() => lab.ledger.effects(), (effects) => effects.length === 1))
-    const row = await settledRow(lab, "crash-unkeyed", 4_000)
+    const row = await settledRow(lab, "crash-unkeyed")
     expect(row).toMatchObject({ status: "completed", attempt: 2 })
 
     const calls = await lab.stub.calls()
@@ -93,7 +100,10 @@ describe("forced object reset during an attempt", () => {
     const scheduled = (await lab.stub.alarmRows())[0]!
     await waitFor(() => lab.ledger.effects(), (effects) => effects.length === 1)
     expect(await lab.stub.alarmRows()).toMatchObject([{ name: "gamma", status: "pending", attempt: 1 }])
-    expect(await lab.stub.alarmAt()).not.toBeNull()
+    // The alarm armed with the occurrence covers the running attempt, unless (a busy machine) it was already
+    // delivered, which getAlarm hides while the delivery runs: see crashDuringAttempt1.
+    const alarm = await lab.stub.alarmAt()
+    if (await noAlarmDelivered(lab)) expect(alarm).not.toBeNull()
     await reset(lab)
 
     await waitFor(() => lab.stub.alarmRows(), (rows) => rows.length === 0)
@@ -116,7 +126,7 @@ describe("forced object reset during an attempt", () => {
 })
 
 describe("repeated resets", () => {
-  it("an operation never exceeds maxAttempts when every attempt is cut short by a reset", { timeout: 15_000 }, async () => {
+  it("an operation never exceeds maxAttempts when every attempt is cut short by a reset", async () => {
     const lab = freshLab()
     const id = "always-reset"
     await lab.stub.submit("guarded", id, { mode: "hang-before-effect", failTimes: 99 })
@@ -124,7 +134,7 @@ describe("repeated resets", () => {
     for (let attempt = 1; attempt <= LAB.guardedMaxAttempts; attempt++) {
       // Attempt 1 runs eagerly; attempt 2 comes from the alarm the registration armed; attempt 3
       // from the platform's retry of the alarm invocation the reset cut short.
-      const calls = await callsOf(lab, id, attempt, 5_000)
+      const calls = await callsOf(lab, id, attempt)
       expect(calls.map((call) => call.attempt)).toEqual(Array.from({ length: attempt }, (_, index) => index + 1))
       instances.add(calls[attempt - 1]!.instance)
       expect(await rowOf(lab, id)).toMatchObject({ status: "pending", attempt })

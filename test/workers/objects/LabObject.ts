@@ -47,7 +47,8 @@ export const LAB = {
  * and succeed.
  * - `ok`: apply the effect (stable key), succeed.
  * - `transient-before-effect`: fail before touching the ledger.
- * - `downstream`: apply the effect (stable key); the ledger may reject it.
+ * - `downstream`: apply the effect (stable key); the ledger may reject it. With a `gate`, the attempts after
+ *   `failTimes` wait for it first.
  * - `after-effect-idempotent`: apply (stable key), then fail.
  * - `after-effect-unprotected`: apply without a key, then fail (every attempt applies).
  * - `honor-abort`: wait for the signal, then reject with its reason.
@@ -56,7 +57,13 @@ export const LAB = {
  * - `always-fail`: throw (every attempt).
  * - `hang-before-effect`: wait for the signal (or a reset) before the effect.
  * - `hang-after-idempotent` / `hang-after-unprotected`: apply, then wait for the signal (or a reset).
- * - `burst`: hold `holdMs`, then fail before the effect; later attempts hold, apply without a key, succeed.
+ * - `burst`: hold `holdMs` (or until `gate` opens), then fail before the effect; later attempts hold, apply
+ *   without a key, succeed.
+ * - `gated`: wait until the test opens the gate (`gate`, else the source's), ignoring the signal, then apply
+ *   (stable key) and succeed.
+ *
+ * A gate (`open`) is how a scenario holds a handler running while it looks, however slow the machine: a
+ * hold of some milliseconds would make "still running" a race with the clock.
  */
 export type LabMode =
   | "ok"
@@ -72,11 +79,14 @@ export type LabMode =
   | "hang-after-idempotent"
   | "hang-after-unprotected"
   | "burst"
+  | "gated"
 
 export interface LabBehaviour {
   readonly mode: LabMode
   readonly failTimes?: number
   readonly holdMs?: number
+  /** The gate (`open`) the mode waits for; see `LabMode`. */
+  readonly gate?: string
 }
 
 export interface LabResult {
@@ -183,6 +193,8 @@ export class LabObject extends DurableObject<LabEnv> {
   readonly instance = crypto.randomUUID()
   /** Handlers of this instance running right now (in memory: gone with a reset). */
   private active = 0
+  /** Gates by name, opened by `open` (in memory: a reset closes them all). */
+  private readonly gates = new Map<string, { readonly opened: Promise<void>; readonly open: () => void }>()
 
   // The helpers are fields, as the library asks: every new instance rebuilds them before serving.
   /** What the library logged in this instance. */
@@ -329,7 +341,9 @@ export class LabObject extends DurableObject<LabEnv> {
     const hang = () => untilAborted(call.signal)
     switch (behaviour.mode) {
       case "ok":
+        return done(await apply(call.dedupKey))
       case "downstream":
+        if (!misbehaves && behaviour.gate !== undefined) await this.gate(behaviour.gate).opened
         return done(await apply(call.dedupKey))
       case "transient-before-effect":
         if (misbehaves) throw fail("failed before the effect")
@@ -368,10 +382,24 @@ export class LabObject extends DurableObject<LabEnv> {
         return done(applied)
       }
       case "burst":
-        await sleep(behaviour.holdMs ?? 0)
+        await (behaviour.gate === undefined ? sleep(behaviour.holdMs ?? 0) : this.gate(behaviour.gate).opened)
         if (misbehaves) throw fail("failed in the burst")
         return done(await apply(null))
+      case "gated":
+        await this.gate(behaviour.gate ?? call.source).opened
+        return done(await apply(call.dedupKey))
     }
+  }
+
+  private gate(name: string) {
+    let gate = this.gates.get(name)
+    if (gate === undefined) {
+      let open!: () => void
+      const opened = new Promise<void>((resolve) => (open = resolve))
+      gate = { opened, open }
+      this.gates.set(name, gate)
+    }
+    return gate
   }
 
   // RPC surface used by the scenarios.
@@ -397,6 +425,11 @@ export class LabObject extends DurableObject<LabEnv> {
       JSON.stringify(behaviour)
     )
     return this.alarms[name](at)
+  }
+
+  /** Opens `gate`: the handlers waiting for it go on, and later ones do not wait. */
+  open(gate: string): void {
+    this.gate(gate).open()
   }
 
   calls(): ReadonlyArray<LabCall> {

@@ -39,11 +39,19 @@ export const reset = async (lab: Lab): Promise<void> => {
   lab.stub = env.LAB_OBJECT.get(lab.id)
 }
 
+/**
+ * How long `waitFor` polls by default. A deadline, not a premise: it bounds how long a condition the code
+ * never reaches takes to fail. What the scenarios wait for is due within a few seconds of real time (the
+ * alarm's minimum delay is 1 s; workerd retries an alarm a reset cut short about 2 s later), and a machine
+ * with two CPU hogs beside the suite stretches that about 3×, so 10 s leaves room without hiding a hang.
+ */
+export const WAIT_MS = 10_000
+
 /** Polls `probe` until `done` holds; fails after `timeoutMs` (bounded in time and in iterations). */
 export const waitFor = async <A>(
   probe: () => Promise<A>,
   done: (value: A) => boolean,
-  timeoutMs = 4_000,
+  timeoutMs = WAIT_MS,
   intervalMs = 20
 ): Promise<A> => {
   const deadline = Date.now() + timeoutMs
@@ -58,6 +66,13 @@ export const waitFor = async <A>(
   }
   return last
 }
+
+/**
+ * Whether no platform alarm has been delivered to the lab yet (it records each `alarm()` in its own table).
+ * A check that the alarm stayed as it was holds only while it has not come due, and on a busy machine the
+ * calls of a scenario can take longer than the alarm's minimum delay: such checks are made when this holds.
+ */
+export const noAlarmDelivered = async (lab: Lab): Promise<boolean> => (await lab.stub.deliveries()).length === 0
 
 export const rowOf = async (lab: Lab, id: string): Promise<OperationRow | undefined> =>
   (await lab.stub.operationRows()).find((row) => row.id === id)
