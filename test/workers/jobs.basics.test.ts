@@ -69,29 +69,38 @@ describe("jobs: a job's life", () => {
 
   it("a delayed job runs at its time, never early, through the real alarm; the alarm is the earliest due job", async () => {
     const jobs = freshJobs()
-    // Beyond the minimum delay: no early timer covers them, only the physical alarm.
-    const late = await jobs.stub.add("plain", { id: "late", payload: { tag: "late" }, delayMs: JOBS.alarmMinDelayMs + 700 })
+    // A minute out: whatever the machine's pace between the two adds, it stays the later job (a delay a few hundred
+    // ms longer than the other's made the order a race with the test's own RPCs).
+    const late = await jobs.stub.add("plain", { id: "late", payload: { tag: "late" }, delayMs: 60_000 })
     expect(late.state).toBe("delayed")
     const lateRow = (await rowOf(jobs, "late"))!
     expect(await jobs.stub.alarmAt()).toBe(lateRow.next_attempt_at)
 
+    // Beyond the minimum delay from its own add (the 300 ms is for the add's one call, where the alarm is set):
+    // no early timer covers it, only the physical alarm.
     await jobs.stub.add("plain", { id: "soon", payload: { tag: "soon" }, delayMs: JOBS.alarmMinDelayMs + 300 })
     const soonRow = (await rowOf(jobs, "soon"))!
+    expect(soonRow.next_attempt_at).toBeLessThan(lateRow.next_attempt_at)
     // The earlier job moved the alarm to its own time.
     expect(await jobs.stub.alarmAt()).toBe(soonRow.next_attempt_at)
     expect(await jobs.stub.counts("plain")).toMatchObject({ delayed: 2, waiting: 0 })
     expect((await jobs.stub.get("plain", "soon"))?.state).toBe("delayed")
 
-    const [soonCall] = await callsOf(jobs, "plain", 1, "soon", 4_000)
+    const [soonCall] = await callsOf(jobs, "plain", 1, "soon")
     expect(soonCall!.started_at).toBeGreaterThanOrEqual(soonRow.next_attempt_at)
     // The platform delivered the alarm (at or after the job's time) before the handler ran.
     const alarms = await jobs.stub.alarms()
     expect(alarms.length).toBeGreaterThanOrEqual(1)
     expect(alarms[0]!.at).toBeGreaterThanOrEqual(soonRow.next_attempt_at)
     expect(alarms[0]!.at).toBeLessThanOrEqual(soonCall!.started_at)
+    expect((await finishedRow(jobs, "soon")).status).toBe("completed")
 
-    const [lateCall] = await callsOf(jobs, "plain", 1, "late", 4_000)
-    expect(lateCall!.started_at).toBeGreaterThanOrEqual(lateRow.next_attempt_at)
+    // The alarm moves on to the earliest job still due, and the late one did not run early.
+    expect(await waitFor(() => jobs.stub.alarmAt(), (at) => at === lateRow.next_attempt_at)).toBe(lateRow.next_attempt_at)
+    expect((await jobs.stub.calls()).map((call) => call.id)).toEqual(["soon"])
+    expect((await jobs.stub.get("plain", "late"))?.state).toBe("delayed")
+    // Promoted rather than waited for (the minute is only there to keep the order): it runs now, and nothing is left.
+    expect(await jobs.stub.promote("plain", "late")).toBe(true)
     expect((await finishedRow(jobs, "late")).status).toBe("completed")
     await expectIdle(jobs)
   })
@@ -182,7 +191,9 @@ describe("jobs: dedup", () => {
 
   it("ttl (throttle): duplicates are dropped for ttlMs after the first add, even once it completed", async () => {
     const jobs = freshJobs()
-    const ttlMs = 600
+    // The duplicate comes once the first completed: a trivial job started by its add, then a few polls, a few
+    // hundred ms on a saturated machine. The rest of the window is margin (600 ms was not), paid once below.
+    const ttlMs = 1_500
     const first = await jobs.stub.add("plain", { payload: { tag: "t1" }, dedup: { key: "t", ttlMs } })
     const firstRow = await finishedRow(jobs, first.id)
     expect(firstRow.status).toBe("completed")
@@ -191,7 +202,7 @@ describe("jobs: dedup", () => {
     const [key] = await jobs.stub.table("dedup")
     expect(key).toMatchObject({ dedup_key: "t", job_id: first.id, expires_at: firstRow.created_at + ttlMs })
 
-    await waitFor(async () => Date.now(), (now) => now >= firstRow.created_at + ttlMs + 20, 2_000)
+    await waitFor(async () => Date.now(), (now) => now >= firstRow.created_at + ttlMs + 20, ttlMs + 2_000)
     const next = await jobs.stub.add("plain", { payload: { tag: "t3" }, dedup: { key: "t", ttlMs } })
     expect(next.deduplicated).toBe(false)
     expect((await finishedRow(jobs, next.id)).status).toBe("completed")
@@ -221,7 +232,7 @@ describe("jobs: dedup", () => {
     expect(await jobs.stub.alarmAt()).toBe(row.next_attempt_at)
     expect(await jobs.stub.table("dedup")).toHaveLength(1)
 
-    const [call] = await callsOf(jobs, "plain", 1, first.id, 4_000)
+    const [call] = await callsOf(jobs, "plain", 1, first.id)
     expect(call).toMatchObject({ tag: "r2", attempt: 1 })
     expect(call!.started_at).toBeGreaterThanOrEqual(row.next_attempt_at)
     expect((await finishedRow(jobs, first.id)).status).toBe("completed")

@@ -63,7 +63,7 @@ describe("jobs: flows", () => {
         { queue: "flaky", id: "retried", payload: { tag: "retried", failTimes: 1 } }
       ]
     })
-    const parent = await finishedRow(jobs, "parent", "report", 3_000)
+    const parent = await finishedRow(jobs, "parent", "report")
     expect(parent).toMatchObject({ status: "completed", attempt: 1, children_pending: 0 })
     const calls = await expectIdle(jobs)
     const parentCall = calls.find((call) => call.queue === "report")!
@@ -150,7 +150,7 @@ describe("jobs: retention and dead letters", () => {
   it("a job failing for good is dead-lettered; redrive puts it back with fresh attempts and it completes", async () => {
     const jobs = freshJobs()
     await jobs.stub.add("flaky", { id: "provider", payload: { tag: "provider", failTimes: JOBS.maxAttempts } })
-    const failed = await finishedRow(jobs, "provider", "flaky", 3_000)
+    const failed = await finishedRow(jobs, "provider", "flaky")
     expect(failed).toMatchObject({ status: "failed", attempt: JOBS.maxAttempts, last_error_name: "FlakyError" })
     const letters = await jobs.stub.deadLetters("flaky")
     expect(letters.items).toHaveLength(1)

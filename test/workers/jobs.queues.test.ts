@@ -9,12 +9,16 @@
 import { env, runInDurableObject } from "cloudflare:test"
 import { describe, expect, it } from "vitest"
 import type { DurableJobInfo } from "../../src/index.js"
-import { type QueuedWork, TRANSPORT } from "./objects/QueuesJobsObject.js"
+import { BATCH_TIMEOUT_MS, type QueuedWork, TRANSPORT } from "./objects/QueuesJobsObject.js"
 import { waitFor } from "./support/jobs.js"
 
 // Local delivery waits for the batch timeout (1 s) after each send; a retry is a new lease and a new message.
+// A bound on a few deliveries in a row, not a premise: the scenarios poll for what they wait on.
 const DELIVERY_MS = 10_000
-const TEST_MS = 30_000
+// What waits for a lease to end (or to be extended past its end) waits a lease first, then deliveries.
+const LEASE_MS = TRANSPORT.leaseMs + DELIVERY_MS
+// Only ends a hung test: each scenario's own waits (a few of the bounds above) fail first, with a message.
+const TEST_MS = 60_000
 
 const fresh = () => {
   const id = env.QUEUES_JOBS_OBJECT.newUniqueId()
@@ -91,7 +95,7 @@ describe("jobs through Cloudflare Queues", () => {
     // Attempt 1 (envelope token 1, started as 2) fails; attempt 2 (envelope 3, started as 4) holds until the gate opens.
     await stub.add("fenced", work({ tag: "n", failTimes: 1, hold: "fence", holdAttempt: 2 }))
     await waitFor(() => stub.calls(), (calls) => calls.some((call) => call.attempt === 2), DELIVERY_MS)
-    const before = await stub.info("fenced")
+    const before = await (stub.info("fenced") as Promise<DurableJobInfo<QueuedWork> | undefined>)
     const logsBefore = await stub.logs("fenced")
     expect(before).toMatchObject({ state: "active", attempt: 2 })
     const stale = (op: string, fields: Readonly<Record<string, unknown>> = {}) =>
@@ -105,7 +109,13 @@ describe("jobs through Cloudflare Queues", () => {
       await stale("undelivered", { error: { name: "QueueDeliveryError", message: "stale" } })
     ]
     for (const answer of writes) expect(answer).toMatchObject({ status: "stale", message: expect.stringContaining("token 1") })
-    expect(await stub.info("fenced")).toEqual(before)
+    // Nothing changed but what the holder's own heartbeats move (runAt is its lease's end): each extends the lease to
+    // its time + leaseMs, never more (the stale heartbeat asked for a minute).
+    const { runAt: runAtBefore, ...restBefore } = before!
+    const { runAt, ...rest } = (await (stub.info("fenced") as Promise<DurableJobInfo<QueuedWork> | undefined>))!
+    expect(rest).toEqual(restBefore)
+    expect(runAt).toBeGreaterThanOrEqual(runAtBefore)
+    expect(runAt).toBeLessThanOrEqual(Date.now() + TRANSPORT.leaseMs)
     expect(await stub.logs("fenced")).toEqual(logsBefore)
     expect((await stub.leaseRows()).map((row) => row.lease_token)).toEqual([4])
 
@@ -123,8 +133,9 @@ describe("jobs through Cloudflare Queues", () => {
     await waitFor(() => stub.calls(), (calls) => calls.length === 1, DELIVERY_MS)
     const [leased] = await stub.leaseRows()
     const first = leased!.leased_until!
-    // Extended by heartbeats until the lease's first end has passed by more than a whole lease.
-    const later = await waitFor(() => stub.leaseRows(), ([row]) => (row?.leased_until ?? 0) > first + TRANSPORT.leaseMs, DELIVERY_MS)
+    // Extended by heartbeats until the lease's first end has passed by more than a whole lease (the first heartbeat's
+    // margin is TRANSPORT.leaseMs's derivation).
+    const later = await waitFor(() => stub.leaseRows(), ([row]) => (row?.leased_until ?? 0) > first + TRANSPORT.leaseMs, LEASE_MS)
     expect(later[0]).toMatchObject({ status: "pending", attempt: 1, lease_token: 2 })
     await stub.open("long")
     expect(await finished(stub, "long")).toMatchObject({ state: "completed", attempt: 1, result: { tag: "g", attempt: 1 } })
@@ -175,8 +186,9 @@ describe("jobs through Cloudflare Queues: pause, rate limits, an interrupted sen
     const { stub, work } = fresh()
     await stub.pauseQueue("email")
     await stub.add("held", work({ tag: "h" }))
-    // Longer than a local delivery (the batch timeout): nothing was leased or sent, nothing wakes the object.
-    await new Promise((resolve) => setTimeout(resolve, 1_500))
+    // Longer than a local delivery (the batch timeout): nothing was leased or sent, nothing wakes the object. (Only
+    // a slower machine than this margin could make the check pass without meaning, never fail it.)
+    await new Promise((resolve) => setTimeout(resolve, BATCH_TIMEOUT_MS + 500))
     expect(await stub.deliveries()).toEqual([])
     expect((await stub.leaseRows()).map(({ lease_token, status }) => ({ status, lease_token }))).toEqual([{ status: "pending", lease_token: 0 }])
     expect(await stub.alarmAt()).toBeNull()
@@ -229,8 +241,8 @@ describe("jobs through Cloudflare Queues: pause, rate limits, an interrupted sen
     const severed = () => stub.info("cut", "severed") as Promise<DurableJobInfo<QueuedWork> | undefined>
     await waitFor(() => stub.calls(), (calls) => calls.length === 1, DELIVERY_MS)
     // Its first call after `start` cannot reach the object: the consumer asks Queues to redeliver, and the
-    // redelivery's `start` is stale (the token was taken). The lease (2 s) ends unextended and is reclaimed.
-    await waitFor(() => stub.leaseRows(), ([row]) => Number(row?.attempt ?? 0) >= 2, DELIVERY_MS)
+    // redelivery's `start` is stale (the token was taken). The lease (TRANSPORT.leaseMs) ends unextended and is reclaimed.
+    await waitFor(() => stub.leaseRows(), ([row]) => Number(row?.attempt ?? 0) >= 2, LEASE_MS)
     await stub.open("severed-reachable")
     await stub.open("cut")
     const done = await waitFor(severed, (info) => info?.state === "completed", DELIVERY_MS)

@@ -4,7 +4,7 @@
  * on every path; a job whose handler a reset cut short runs again, counted, and completes once.
  */
 import { describe, expect, it } from "vitest"
-import { callsOf, expectIdle, finishedRow, freshJobs, reset, rowOf, sleep, waitFor } from "./support/jobs.js"
+import { callsOf, expectIdle, finishedRow, freshJobs, reset, rowOf, waitFor } from "./support/jobs.js"
 
 describe("jobs: pause", () => {
   it("a pause survives a reset: nothing starts (eager, timer or alarm) until resume, which runs them", async () => {
@@ -18,8 +18,10 @@ describe("jobs: pause", () => {
     await reset(jobs)
     expect(await jobs.stub.isPaused("plain")).toBe(true)
     expect(await jobs.stub.table("queues")).toMatchObject([{ queue: "plain", paused: 1 }])
-    // Past the delayed job's time (a timer would have run it), and nothing woke the object.
-    await sleep(400)
+    // Past the delayed job's time by a while (a timer would have run it), and nothing woke the object. A machine too
+    // slow for the 200 ms could only make these checks pass without meaning, never fail them.
+    const soon = (await rowOf(jobs, "soon"))!
+    await waitFor(async () => Date.now(), (now) => now >= soon.next_attempt_at + 200, 3_000)
     expect(await jobs.stub.calls()).toEqual([])
     expect(await jobs.stub.alarmAt()).toBeNull()
     expect(await jobs.stub.alarms()).toEqual([])
@@ -32,7 +34,7 @@ describe("jobs: pause", () => {
     const resumedAt = Date.now()
     await jobs.stub.resume("plain")
     expect(await jobs.stub.isPaused("plain")).toBe(false)
-    const calls = await callsOf(jobs, "plain", 2, undefined, 3_000)
+    const calls = await callsOf(jobs, "plain", 2)
     expect(calls.map((call) => call.id).sort()).toEqual(["now", "soon"])
     expect(calls.every((call) => call.started_at >= resumedAt)).toBe(true)
     expect((await finishedRow(jobs, "now")).status).toBe("completed")
@@ -52,7 +54,7 @@ describe("jobs: eviction mid-job", () => {
 
     await reset(jobs)
     // The stored alarm (armed with the job) wakes the new instance: nothing else calls it.
-    const row = await finishedRow(jobs, "evicted", "slow", 4_000)
+    const row = await finishedRow(jobs, "evicted", "slow")
     expect(row).toMatchObject({ status: "completed", attempt: 2, last_error: null })
     const calls = await expectIdle(jobs)
     expect(calls.map((call) => [call.attempt, call.outcome])).toEqual([[1, "running"], [2, "completed"]])

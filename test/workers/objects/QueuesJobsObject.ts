@@ -20,10 +20,25 @@ import {
   jobsDeadLetterConsumer
 } from "../../../src/index.js"
 
+/** wrangler.toml's `max_batch_timeout`: locally a message is delivered that long after its send. */
+export const BATCH_TIMEOUT_MS = 1_000
+
+/**
+ * What else a delivery may take on a saturated machine, beside the batch timeout, until the consumer's `start`
+ * reaches the object: the outbox's send, the broker's dispatch, the RPC.
+ */
+export const DELIVERY_SLACK_MS = 2_000
+
 export const TRANSPORT = {
   queue: "durability-test-jobs",
   deadLetterQueue: "durability-test-jobs-dlq",
-  leaseMs: 2_000,
+  /**
+   * A lease runs from the object's claim, not from the consumer's `start`: the consumer's first heartbeat goes out
+   * leaseMs / 3 after a start that comes a delivery (batch timeout + slack) after the claim, and must land before
+   * the claim's lease ends. delivery + leaseMs / 3 <= leaseMs gives leaseMs = 1.5 × delivery = 4.5 s; each later
+   * heartbeat then has 2 × leaseMs / 3 = 3 s to land. At 2 s a delivery had 333 ms beyond its batch timeout.
+   */
+  leaseMs: (3 * (BATCH_TIMEOUT_MS + DELIVERY_SLACK_MS)) / 2,
   maxAttempts: 3,
   retryDelayMs: 50
 } as const
