@@ -57,10 +57,19 @@ export interface RunCall {
 
 export interface ScheduleAlarmRecord {
   readonly seq: number
+  /** `Date.now()` when `alarm()` was entered. */
   readonly at: number
   readonly instance: string
   /** `getAlarm()` when `alarm()` was entered. */
   readonly seen: number | null
+  /** `Date.now()` when `alarm()` returned: the pass's last write (the alarm it re-armed) came before. */
+  readonly ended_at: number | null
+}
+
+/** The stored alarm, and the clock read after it: a reading taken before the alarm's time shows the alarm as armed. */
+export interface AlarmReading {
+  readonly alarmAt: number | null
+  readonly readAt: number
 }
 
 /** A stored schedule row (the columns the scenarios read). */
@@ -106,7 +115,8 @@ const CREATE = `
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     at INTEGER NOT NULL,
     instance TEXT NOT NULL,
-    seen INTEGER
+    seen INTEGER,
+    ended_at INTEGER
   );
   CREATE TABLE IF NOT EXISTS schedule_holds (
     key TEXT NOT NULL,
@@ -127,6 +137,8 @@ const untilAborted = (signal: AbortSignal): Promise<never> =>
 
 export class SchedulesObject extends DurableObject {
   readonly instance = crypto.randomUUID()
+  /** When this instance was made (a reset's next call, or the alarm, makes the next one). */
+  readonly bornAt = Date.now()
   readonly records = this.ctx.storage.sql.exec(CREATE)
   /** `alarm()` calls of this instance in progress. */
   private alarmsRunning = 0
@@ -162,12 +174,19 @@ export class SchedulesObject extends DurableObject {
 
   override async alarm(info?: AlarmInvocationInfo): Promise<void> {
     const seen = await this.ctx.storage.getAlarm()
-    this.ctx.storage.sql.exec("INSERT INTO schedule_alarms (at, instance, seen) VALUES (?, ?, ?)", Date.now(), this.instance, seen)
+    const sql = this.ctx.storage.sql
+    const [row] = sql.exec<{ seq: number }>(
+      "INSERT INTO schedule_alarms (at, instance, seen) VALUES (?, ?, ?) RETURNING seq",
+      Date.now(),
+      this.instance,
+      seen
+    ).toArray()
     this.alarmsRunning++
     try {
       await this.schedules.alarm(info)
     } finally {
       this.alarmsRunning--
+      sql.exec("UPDATE schedule_alarms SET ended_at = ? WHERE seq = ?", Date.now(), row!.seq)
     }
   }
 
@@ -283,11 +302,20 @@ export class SchedulesObject extends DurableObject {
     return this.ctx.storage.getAlarm()
   }
 
+  async alarmReading(): Promise<AlarmReading> {
+    const alarmAt = await this.ctx.storage.getAlarm()
+    return { alarmAt, readAt: Date.now() }
+  }
+
   now(): number {
     return Date.now()
   }
 
   whoami(): string {
     return this.instance
+  }
+
+  born(): { readonly instance: string; readonly at: number } {
+    return { instance: this.instance, at: this.bornAt }
   }
 }
