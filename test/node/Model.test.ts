@@ -28,10 +28,17 @@
  * every operation completed or failed as its handler dictates, every scheduled
  * name ran its latest occurrence (or failed, for the fatal one).
  *
+ * A history's findings come in two parts (test/shared/Verdict.ts): invariant
+ * violations, the checks above; and harness problems, a budget of the driver
+ * spent (its clock steps before alarm() returned, its wake-ups for the drain, its
+ * rounds for the object to go quiet), which fail the property too, as "harness".
+ * The liveness checks at the end need the drain to have finished: they are left
+ * out when it did not (its harness problem says why).
+ *
  * The seed is random per run and printed; set DURABILITY_MODEL_SEED to replay
- * one. A failure prints the seed, the shrunk history and its violations.
+ * one. A failure prints the seed, the shrunk history and its findings.
  */
-import { describe, expect, it } from "@effect/vitest"
+import { describe, it } from "@effect/vitest"
 import { Clock, Effect, Exit, FastCheck as fc, Fiber, ManagedRuntime, TestContext } from "effect"
 import { NonRetryableError } from "../../src/Errors.js"
 import * as NamedAlarms from "../../src/NamedAlarms.js"
@@ -40,6 +47,7 @@ import * as Scheduler from "../../src/Scheduler.js"
 import * as FaultyStorage from "../../src/testing/FaultyStorage.js"
 import * as MemoryStorage from "../../src/testing/MemoryStorage.js"
 import * as TestDurability from "../../src/testing/TestDurability.js"
+import * as Verdict from "../shared/Verdict.js"
 import * as Sim from "./support/sim.js"
 
 const MIN_DELAY = 15_000
@@ -124,6 +132,7 @@ interface Figures {
   rejectedCalls: number
   handlerRuns: number
   violations: number
+  harnessProblems: number
 }
 
 interface LogEntry {
@@ -149,13 +158,14 @@ interface AlarmModel {
 
 const expectedStatus = (op: OpKind) => (op === "doomed" ? "failed" : "completed")
 
-/** Runs one history; returns its violations (empty: the property holds). */
+/** Runs one history, recording what it finds in `verdict` (nothing: the property holds). */
 const runHistory = (
   inner: MemoryStorage.MemoryStorage,
   config: Config,
   history: ReadonlyArray<Action>,
-  figures: Figures
-): Effect.Effect<ReadonlyArray<string>, unknown> => {
+  figures: Figures,
+  verdict: Verdict.Verdict
+): Effect.Effect<void, unknown> => {
   /** The instance alive now: evicted however the history ends, so nothing leaks into the next one. */
   let live: TestDurability.TestObject | undefined
   return Effect.gen(function*() {
@@ -164,7 +174,6 @@ const runHistory = (
     inner.sql.exec("DELETE FROM durability_alarms")
     inner.takeAlarm()
     const storage = FaultyStorage.make(inner)
-    const violations: Array<string> = []
     const log: Array<LogEntry> = []
     const active = new Map<string, number>()
     let token = 0
@@ -176,8 +185,8 @@ const runHistory = (
         const mine = ++token
         const running = (active.get(key) ?? 0) + 1
         active.set(key, running)
-        if (running > 1) violations.push(`${running} handlers of "${key}" active at once`)
-        if (attempt > MAX_ATTEMPTS) violations.push(`"${key}" ran attempt ${attempt} > ${MAX_ATTEMPTS}`)
+        if (running > 1) verdict.violation(`${running} handlers of "${key}" active at once`)
+        if (attempt > MAX_ATTEMPTS) verdict.violation(`"${key}" ran attempt ${attempt} > ${MAX_ATTEMPTS}`)
         const at = yield* Clock.currentTimeMillis
         const exit = yield* Effect.exit(body(mine))
         log.push({ key, generation, attempt, at, outcome: Exit.isSuccess(exit) ? "ok" : "fail", token: mine })
@@ -208,7 +217,7 @@ const runHistory = (
       tracked(info.name, info.idempotencyKey.slice(NamedAlarms.IDEMPOTENCY_PREFIX.length), info.attempt, () =>
         Effect.gen(function*() {
           const now = yield* Clock.currentTimeMillis
-          if (now < info.scheduledTime) violations.push(`"${name}" ran at ${now}, before ${info.scheduledTime}`)
+          if (now < info.scheduledTime) verdict.violation(`"${name}" ran at ${now}, before ${info.scheduledTime}`)
           if (name === "x" && info.attempt === 1) return yield* Effect.fail(new Error("transient"))
           if (name === "y") yield* Effect.sleep("2 seconds")
           if (name === "z") return yield* new NonRetryableError({ message: "fatal" })
@@ -241,7 +250,7 @@ const runHistory = (
           if (Exit.isSuccess(exit)) return exit.value
           if (storage.injected.length === faults || tries === 3) return yield* Effect.failCause(exit.cause)
           if (before !== undefined && Sim.image(inner) !== before) {
-            violations.push("a rejected capability make changed storage")
+            verdict.violation("a rejected capability make changed storage")
           }
         }
       })
@@ -266,7 +275,7 @@ const runHistory = (
         // either: two faults. The platform then retries alarm() itself (workerd: after 2 s, then
         // backing off), which is the last resort the engine relies on.
         if (storage.injected.length - faultsBeforePass < 2) {
-          violations.push(`${where}: alarm() threw to the platform after one fault: ${String(exit.cause)}`)
+          verdict.violation(`${where}: alarm() threw to the platform after one fault: ${String(exit.cause)}`)
         }
         platformRetries++
         figures.platformRetries++
@@ -330,7 +339,7 @@ const runHistory = (
           if (!succeeded.has(model.generation)) found.push(`named alarm "${name}" deleted without its occurrence succeeding`)
           alarmModel.delete(name)
         }
-        for (const violation of found) violations.push(`after ${where}: ${violation}`)
+        for (const violation of found) verdict.violation(`after ${where}: ${violation}`)
       })
 
     /** A call of the application. Rejected only by an injected fault (or as the model predicts), leaving storage as it was. */
@@ -347,10 +356,10 @@ const runHistory = (
           figures.rejectedCalls++
           const error = exit.cause._tag === "Fail" ? (exit.cause.error as { readonly _tag?: string })._tag : undefined
           const explained = storage.injected.length > faults || (expectedError !== undefined && error === expectedError)
-          if (!explained) violations.push(`${where} rejected: ${String(exit.cause)}`)
-          if (before !== undefined && Sim.image(inner) !== before) violations.push(`rejected ${where} changed storage`)
+          if (!explained) verdict.violation(`${where} rejected: ${String(exit.cause)}`)
+          if (before !== undefined && Sim.image(inner) !== before) verdict.violation(`rejected ${where} changed storage`)
         } else if (expectedError !== undefined) {
-          violations.push(`${where} succeeded, the model expected ${expectedError}`)
+          verdict.violation(`${where} succeeded, the model expected ${expectedError}`)
         }
         return exit
       })
@@ -392,7 +401,7 @@ const runHistory = (
               }
             }
             if (exit.value !== doomed) {
-              violations.push(`${where}: purged ${exit.value}, the model expected ${doomed}`)
+              verdict.violation(`${where}: purged ${exit.value}, the model expected ${doomed}`)
             }
           }
           break
@@ -440,10 +449,16 @@ const runHistory = (
 
     // The object's own wake-ups until nothing is pending: the alarm() in flight first.
     storage.clear()
+    let settled = true
     for (let steps = 0; pass !== undefined && pass.unsafePoll() === null; steps++) {
       const next = yield* Sim.nextSleep
-      if (next === null || steps === 200) {
-        violations.push("at the end: alarm() never returned")
+      if (next === null) {
+        verdict.violation("at the end: alarm() never returned, waiting on nothing the clock can wake")
+        break
+      }
+      if (steps === 200) {
+        verdict.harness("at the end: alarm() had not returned within the driver's 200 clock steps")
+        settled = false
         break
       }
       yield* Sim.advanceTo(next, fingerprint)
@@ -451,22 +466,24 @@ const runHistory = (
     yield* settlePass("the end")
     let wakeup = 0
     const drained = yield* Sim.drain(object, inner, fingerprint, Effect.suspend(() => check(`wake-up ${++wakeup}`)))
-    if (drained.stuck !== undefined) violations.push(`at the end: ${drained.stuck}`)
+    if (drained.stuck !== undefined && drained.budgetSpent === true) verdict.harness(`at the end: ${drained.stuck}`)
+    else if (drained.stuck !== undefined) verdict.violation(`at the end: ${drained.stuck}`)
     yield* check("the end")
-    for (const [id, model] of opModel) {
+    // Liveness needs the drain to have run its course: the harness problem above says when it did not.
+    const liveness = settled && drained.budgetSpent !== true
+    for (const [id, model] of liveness ? opModel : []) {
       const [row] = inner.sql.exec("SELECT status FROM durability_calls WHERE id = ?", id).toArray()
       if (row?.status !== expectedStatus(model.op)) {
-        violations.push(`operation "${id}" (${model.op}) ended ${String(row?.status)}, want ${expectedStatus(model.op)}`)
+        verdict.violation(`operation "${id}" (${model.op}) ended ${String(row?.status)}, want ${expectedStatus(model.op)}`)
       }
     }
-    for (const [name, model] of alarmModel) {
+    for (const [name, model] of liveness ? alarmModel : []) {
       const [row] = inner.sql.exec("SELECT status, generation_id FROM durability_alarms WHERE name = ?", name).toArray()
       const ended = name === "z" && row?.status === "failed" && row.generation_id === model.generation
-      if (!ended) violations.push(`named alarm "${name}" did not end: ${JSON.stringify(row)}`)
+      if (!ended) verdict.violation(`named alarm "${name}" did not end: ${JSON.stringify(row)}`)
     }
     figures.faultsInjected += storage.injected.length
     figures.handlerRuns += log.length
-    return violations
   }).pipe(Effect.ensuring(Effect.suspend(() => live?.evict ?? Effect.void)))
 }
 
@@ -493,16 +510,24 @@ describe("model", () => {
       faultsInjected: 0,
       rejectedCalls: 0,
       handlerRuns: 0,
-      violations: 0
+      violations: 0,
+      harnessProblems: 0
     }
-    let lastFailure: { readonly violations: ReadonlyArray<string> } | undefined
+    /** While shrinking, the last failing history is the final counterexample: what it found, or what it threw. */
+    let lastFailure: Verdict.Verdict | undefined
     const property = fc.asyncProperty(histories, async ([config, history]) => {
       figures.histories++
-      const violations = await runtime.runPromise(Sim.counted(runHistory(inner, config, history, figures)))
-      figures.violations += violations.length
-      // While shrinking, the last failing history is the final counterexample.
-      if (violations.length > 0) lastFailure = { violations }
-      return violations.length === 0
+      const verdict = Verdict.make()
+      try {
+        await runtime.runPromise(Sim.counted(Sim.recordingHarness(runHistory(inner, config, history, figures, verdict), verdict, "the driver")))
+      } catch (error) {
+        lastFailure = undefined
+        throw error
+      }
+      figures.violations += verdict.violations.length
+      figures.harnessProblems += verdict.harnessProblems.length
+      if (!Verdict.clean(verdict)) lastFailure = verdict
+      return Verdict.clean(verdict)
     })
     const started = performance.now()
     const cpu = process.cpuUsage()
@@ -512,14 +537,14 @@ describe("model", () => {
     await runtime.dispose()
     console.log(`model: seed ${seed}, ${JSON.stringify(figures)}, ${seconds}s (${cpuSeconds}s CPU)`)
     if (details.failed) {
-      console.log(
-        `model: FAILED with seed ${seed} (path ${details.counterexamplePath}), shrunk ${details.numShrinks} times.\n` +
-          `config and history: ${JSON.stringify(details.counterexample?.[0])}\n` +
-          `violations:\n  ${(lastFailure?.violations ?? [String(details.errorInstance)]).join("\n  ")}\n` +
-          `replay: DURABILITY_MODEL_SEED=${seed} npx vitest run --project node test/node/Model.test.ts`
-      )
+      const title = `model (seed ${seed}, path ${details.counterexamplePath}, shrunk ${details.numShrinks} times; ` +
+        `replay: DURABILITY_MODEL_SEED=${seed} npx vitest run --project node test/node/Model.test.ts)\n` +
+        `config and history: ${JSON.stringify(details.counterexample?.[0])}\n`
+      console.log(`${title}${lastFailure === undefined ? `threw: ${String(details.errorInstance)}` : ""}`)
+      // Neither a finding nor the driver's budget: an error thrown out of the history, as it is.
+      throw Verdict.failure(title, lastFailure ?? Verdict.make()) ?? new Error(`${title}threw: ${String(details.errorInstance)}`)
     }
-    expect(details.failed, `seed ${seed}: ${JSON.stringify(details.counterexample)}`).toBe(false)
-    expect(details.numRuns).toBeGreaterThanOrEqual(NUM_RUNS)
+    // A premise: the property ran every history asked.
+    if (details.numRuns < NUM_RUNS) throw new Verdict.HarnessFailure(`model: harness failure, ran ${details.numRuns} histories of ${NUM_RUNS}`)
   }, 120_000)
 })

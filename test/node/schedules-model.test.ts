@@ -38,11 +38,15 @@
  * wake-ups): every schedule ran lately, `tick/all` ran its first and its last due slot and missed
  * none, every operation ended, a successful run or call ran each step body exactly once, no memo is left.
  *
+ * Findings come in two parts (test/shared/Verdict.ts): invariant violations, every check above; and
+ * harness problems, the driver's own (its rounds for the object to go quiet, a premise of the run such
+ * as a probe made or a step replayed), which fail the test too, as "harness".
+ *
  * Seeds are fixed (SEEDS); DURABILITY_SCHEDULES_MODEL_SEED runs that seed alone (to replay a failure),
  * DURABILITY_SCHEDULES_MODEL_STEPS changes the history length, DURABILITY_SCHEDULES_MODEL_TRACE prints
  * every step with the schedules' rows after it.
  */
-import { describe, expect, it } from "@effect/vitest"
+import { describe, it } from "@effect/vitest"
 import { Clock, Effect, Either, Exit, ManagedRuntime, TestContext } from "effect"
 import * as Operations from "../../src/Operations.js"
 import * as Schedules from "../../src/Schedules.js"
@@ -50,6 +54,7 @@ import * as Timing from "../../src/internal/schedules/timing.js"
 import type { Row } from "../../src/StorageService.js"
 import * as MemoryStorage from "../../src/testing/MemoryStorage.js"
 import * as TestDurability from "../../src/testing/TestDurability.js"
+import * as Verdict from "../shared/Verdict.js"
 import * as Sim from "./support/sim.js"
 
 /** Between them: both liveTimers settings, every alarmMinDelayMs, all four daylight-saving starts. */
@@ -210,6 +215,7 @@ interface Figures {
   operationsCompleted: number
   operationsFailed: number
   violations: number
+  harnessProblems: number
 }
 
 /** The timing the library computes slots with, from the spec as given to `upsert`. */
@@ -233,7 +239,14 @@ const iso = (ms: number) => new Date(ms).toISOString()
 
 const numberOrNull = (value: unknown): number | null => value === null || value === undefined ? null : Number(value)
 
-const runSeed = (seed: number, steps: number, figures: Figures): Effect.Effect<ReadonlyArray<string>, unknown> => {
+const runSeed = (
+  seed: number,
+  steps: number,
+  figures: Figures,
+  verdict: Verdict.Verdict,
+  /** Told the seed's scheduler config and start, to name them in a failure. */
+  context: (text: string) => void
+): Effect.Effect<void, unknown> => {
   let live: TestDurability.TestObject | undefined
   return Effect.gen(function*() {
     const random = prng(seed)
@@ -248,10 +261,10 @@ const runSeed = (seed: number, steps: number, figures: Figures): Effect.Effect<R
     const minDelay = config.alarmMinDelayMs
     const start = random.pick(STARTS)
     const storage = yield* MemoryStorage.make
-    const violations: Array<string> = []
+    context(`seed ${seed}: scheduler ${JSON.stringify(config)}, from ${new Date(start).toISOString()}`)
     const expectThat = (holds: boolean, violation: () => string) => {
       figures.checks++
-      if (!holds) violations.push(`seed ${seed}: ${violation()}`)
+      if (!holds) verdict.violation(`seed ${seed}: ${violation()}`)
     }
 
     const model = new Map<Id, KeyModel>(SPECS.map((spec) => [spec.id, {
@@ -861,10 +874,6 @@ const runSeed = (seed: number, steps: number, figures: Figures): Effect.Effect<R
     }
     const memos = Number(storage.sql.exec("SELECT COUNT(*) AS n FROM durability_steps").toArray()[0]!.n)
     expectThat(memos === 0, () => `${memos} memos left after every call ended`)
-    figures.violations += violations.length
-    return violations.length === 0
-      ? violations
-      : [`seed ${seed}: scheduler ${JSON.stringify(config)}, from ${new Date(start).toISOString()}`, ...violations]
   }).pipe(Effect.ensuring(Effect.suspend(() => live?.evict ?? Effect.void)))
 }
 
@@ -893,31 +902,41 @@ describe("schedules and steps model", () => {
       stepReplays: 0,
       operationsCompleted: 0,
       operationsFailed: 0,
-      violations: 0
+      violations: 0,
+      harnessProblems: 0
     }
-    const violations: Array<string> = []
+    const verdict = Verdict.make()
+    /** The scheduler config and start of each seed that found something. */
+    const failing: Array<string> = []
     const started = performance.now()
     const cpu = process.cpuUsage()
     for (const seed of seeds) {
       // A TestClock per seed: a seed replayed alone runs exactly as in the suite.
       const runtime = ManagedRuntime.make(TestContext.TestContext)
-      violations.push(...await runtime.runPromise(Sim.counted(runSeed(seed, STEPS, figures))))
+      const before = verdict.violations.length + verdict.harnessProblems.length
+      let context = `seed ${seed}`
+      await runtime.runPromise(
+        Sim.counted(Sim.recordingHarness(runSeed(seed, STEPS, figures, verdict, (text) => void (context = text)), verdict, `seed ${seed}`))
+      )
+      if (verdict.violations.length + verdict.harnessProblems.length > before) failing.push(context)
       await runtime.dispose()
     }
     const seconds = ((performance.now() - started) / 1_000).toFixed(1)
     const cpuSeconds = (process.cpuUsage(cpu).user / 1e6).toFixed(1)
-    console.log(`schedules model: ${JSON.stringify(figures)}, ${seconds}s (${cpuSeconds}s CPU)`)
-    if (violations.length > 0) {
-      console.log(
-        `schedules model violations:\n  ${violations.slice(0, 40).join("\n  ")}\n` +
-          `replay one seed: DURABILITY_SCHEDULES_MODEL_SEED=<seed> npx vitest run --project node test/node/schedules-model.test.ts`
-      )
+    // The premises: the checks really ran (every step checks each schedule and the wake-ups), probes and step replays happened.
+    if (figures.checks <= figures.steps * SPECS.length * 5) {
+      verdict.harness(`premise not reached: ${figures.checks} checks for ${figures.steps} steps of ${SPECS.length} schedules`)
     }
+    if (figures.probes === 0) verdict.harness("premise not reached: no probe was made")
+    if (figures.stepReplays === 0) verdict.harness("premise not reached: no step was replayed")
+    figures.violations = verdict.violations.length
+    figures.harnessProblems = verdict.harnessProblems.length
+    console.log(`schedules model: ${JSON.stringify(figures)}, ${seconds}s (${cpuSeconds}s CPU)`)
     // The first ones only: a broken invariant repeats at every later check.
-    expect(violations.slice(0, 20), `${figures.violations} violations`).toEqual([])
-    // The checks really ran: every step checks each schedule and the wake-ups.
-    expect(figures.checks).toBeGreaterThan(figures.steps * SPECS.length * 5)
-    expect(figures.probes).toBeGreaterThan(0)
-    expect(figures.stepReplays).toBeGreaterThan(0)
+    Verdict.settle(
+      `schedules model (${failing.join("; ") || "every seed"}; replay one seed: ` +
+        "DURABILITY_SCHEDULES_MODEL_SEED=<seed> npx vitest run --project node test/node/schedules-model.test.ts)",
+      verdict
+    )
   }, 120_000)
 })

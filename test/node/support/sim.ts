@@ -8,12 +8,13 @@
  * `TestClock` (its `TestClock.Data` state) sleep by sleep, exactly like
  * `TestClock.adjust` does minus the real-timer polling.
  */
-import { Chunk, Deferred, Effect, type Exit, Fiber, Ref, Scheduler as EffectScheduler, TestClock } from "effect"
+import { Cause, Chunk, Deferred, Effect, type Exit, Fiber, Ref, Scheduler as EffectScheduler, TestClock } from "effect"
 import * as AlarmService from "../../../src/AlarmService.js"
 import * as Scheduler from "../../../src/Scheduler.js"
 import type { Row } from "../../../src/StorageService.js"
 import type { MemoryStorage } from "../../../src/testing/MemoryStorage.js"
 import type * as TestDurability from "../../../src/testing/TestDurability.js"
+import { HarnessFailure, type Verdict } from "../../shared/Verdict.js"
 
 /** Changes whenever the object did something observable (statements, alarm, sleeps, handler calls). */
 export type Fingerprint = () => string
@@ -69,7 +70,8 @@ export const pump = (fingerprint: Fingerprint): Effect.Effect<void> =>
       quiet = still ? quiet + 1 : 0
       if (quiet === (mine === 1 ? 4 : 32)) return
     }
-    return yield* Effect.die(new Error("pump: the object never went quiet"))
+    // The driver's budget, not a finding: a busy loop in the engine would show as this too.
+    return yield* Effect.die(new HarnessFailure("pump: the object never went quiet within 50 000 rounds"))
   })
 
 /** Moves the TestClock to `target`, waking every sleep due on the way in time order (like `TestClock.adjust`). */
@@ -107,9 +109,14 @@ export const runTimed = <A, E>(
       const done = fiber.unsafePoll()
       if (done !== null) return done
       const next = yield* nextSleep
-      if (next === null || step >= maxSteps) {
+      if (next === null) {
+        // Waiting on nothing the clock can wake: it never ends.
         yield* Fiber.interrupt(fiber)
-        return yield* Effect.die(new Error(`runTimed: stuck after ${step} clock steps (next sleep ${next})`))
+        return yield* Effect.die(new Error(`runTimed: stuck after ${step} clock steps, with no sleep to wake it`))
+      }
+      if (step >= maxSteps) {
+        yield* Fiber.interrupt(fiber)
+        return yield* Effect.die(new HarnessFailure(`runTimed: not done within the driver's ${maxSteps} clock steps`))
       }
       yield* advanceTo(next, fingerprint)
     }
@@ -178,7 +185,9 @@ export const pendingCount = (storage: MemoryStorage): number => pendingRows(stor
 /**
  * Brings the object to rest: runs the early timer and the physical alarm, in
  * time order, until nothing is pending (at most `maxWakeups` wake-ups). Returns
- * how many wake-ups it took, or a description of why it could not finish.
+ * how many wake-ups it took, or a description of why it could not finish: a
+ * lost wake-up (pending rows and nothing to wake them), or, with `budgetSpent`,
+ * the driver's `maxWakeups` spent while every wake-up was there.
  */
 export const drain = (
   object: TestDurability.TestObject,
@@ -187,7 +196,7 @@ export const drain = (
   fingerprint: Fingerprint,
   afterEach: Effect.Effect<void> = Effect.void,
   maxWakeups = 60
-): Effect.Effect<{ readonly wakeups: number; readonly stuck?: string | undefined }> =>
+): Effect.Effect<{ readonly wakeups: number; readonly stuck?: string | undefined; readonly budgetSpent?: boolean }> =>
   Effect.gen(function*() {
     for (let wakeups = 0; wakeups <= maxWakeups; wakeups++) {
       yield* pump(fingerprint)
@@ -205,7 +214,7 @@ export const drain = (
       }
       yield* afterEach
     }
-    return { wakeups: maxWakeups, stuck: `still pending after ${maxWakeups} wake-ups` }
+    return { wakeups: maxWakeups, stuck: `still pending after the driver's ${maxWakeups} wake-ups`, budgetSpent: true }
   })
 
 export interface Limits {
@@ -305,3 +314,15 @@ export const image = (storage: MemoryStorage): string =>
     rows(storage, "durability_migrations", "id").map((row) => row.name),
     storage.sql.exec("SELECT name FROM sqlite_master ORDER BY name").toArray()
   ])
+
+/**
+ * Runs a history, recording a `HarnessFailure` it throws (a budget of the driver spent) as the
+ * harness problem it is; any other failure goes on as it is.
+ */
+export const recordingHarness = <E, R>(effect: Effect.Effect<void, E, R>, verdict: Verdict, where: string): Effect.Effect<void, E, R> =>
+  Effect.catchAllCause(effect, (cause) => {
+    const thrown = Cause.squash(cause)
+    if (!(thrown instanceof HarnessFailure)) return Effect.failCause(cause)
+    verdict.harness(`${where}: ${thrown.message}`)
+    return Effect.void
+  })

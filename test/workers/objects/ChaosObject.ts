@@ -168,6 +168,7 @@ const CREATE = `
   CREATE TABLE IF NOT EXISTS chaos_deliveries (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     at INTEGER NOT NULL,
+    ended_at INTEGER,
     instance TEXT NOT NULL,
     info TEXT NOT NULL
   );
@@ -311,13 +312,17 @@ export class ChaosObject extends DurableObject<ChaosEnv> {
   }
 
   override async alarm(info?: AlarmInvocationInfo): Promise<void> {
-    this.ctx.storage.sql.exec(
-      "INSERT INTO chaos_deliveries (at, instance, info) VALUES (?, ?, ?)",
+    const { seq } = this.ctx.storage.sql.exec<{ seq: number }>(
+      "INSERT INTO chaos_deliveries (at, instance, info) VALUES (?, ?, ?) RETURNING seq",
       Date.now(),
       this.instance,
       JSON.stringify(info ?? null)
-    )
-    await this.scheduler.alarm(info)
+    ).one()
+    try {
+      await this.scheduler.alarm(info)
+    } finally {
+      this.ctx.storage.sql.exec("UPDATE chaos_deliveries SET ended_at = ? WHERE seq = ?", Date.now(), seq)
+    }
   }
 
   private ledger(): DurableObjectStub<EffectLedger> {
@@ -448,16 +453,25 @@ export class ChaosObject extends DurableObject<ChaosEnv> {
       alarms: all<AlarmRow>("SELECT * FROM durability_alarms ORDER BY name"),
       calls: all<ChaosCall>("SELECT * FROM chaos_calls ORDER BY seq"),
       events: all<ChaosEvent>("SELECT * FROM chaos_events ORDER BY seq"),
-      deliveries: all<{ readonly seq: number; readonly at: number; readonly instance: string; readonly info: string }>(
-        "SELECT * FROM chaos_deliveries ORDER BY seq"
-      )
+      deliveries: all<ChaosDelivery>("SELECT * FROM chaos_deliveries ORDER BY seq")
     }
   }
 
-  /** The `alarm(info)` deliveries that started at or after `at` (`info` is "null" for `runDurableObjectAlarm`). */
-  deliveriesSince(at: number): ReadonlyArray<{ readonly at: number; readonly instance: string; readonly info: string }> {
-    return this.ctx.storage.sql.exec("SELECT at, instance, info FROM chaos_deliveries WHERE at >= ? ORDER BY seq", at)
-      .toArray() as unknown as ReadonlyArray<{ readonly at: number; readonly instance: string; readonly info: string }>
+  /** The deliveries still running (or cut by a reset), or begun or ended at or after `at`. */
+  deliveriesAround(at: number): ReadonlyArray<ChaosDelivery> {
+    return this.ctx.storage.sql.exec(
+      "SELECT * FROM chaos_deliveries WHERE ended_at IS NULL OR ended_at >= ? OR at >= ? ORDER BY seq",
+      at,
+      at
+    ).toArray() as unknown as ReadonlyArray<ChaosDelivery>
+  }
+
+  /** Handler calls a reset cut short: begun in an instance that is gone, never ended. */
+  callsCut(): number {
+    return this.ctx.storage.sql.exec<{ n: number }>(
+      "SELECT COUNT(*) AS n FROM chaos_calls WHERE instance <> ? AND ended_at IS NULL",
+      this.instance
+    ).toArray()[0]!.n
   }
 
   /**
@@ -520,6 +534,8 @@ export type { OperationRow }
 export interface ChaosDelivery {
   readonly seq: number
   readonly at: number
+  /** When `alarm()` returned (null while it runs, and for ever once a reset cut it). */
+  readonly ended_at: number | null
   readonly instance: string
   /** JSON of the `AlarmInvocationInfo` (`"null"` for `runDurableObjectAlarm`). */
   readonly info: string

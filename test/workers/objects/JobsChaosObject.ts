@@ -159,6 +159,8 @@ export interface JobsChaosAudit {
 export interface JobsChaosDelivery {
   readonly seq: number
   readonly at: number
+  /** When `alarm()` returned (null while it runs, and for ever once a reset cut it). */
+  readonly ended_at: number | null
   readonly instance: string
   readonly info: string
 }
@@ -227,6 +229,7 @@ const CREATE = `
   CREATE TABLE IF NOT EXISTS jobs_chaos_deliveries (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     at INTEGER NOT NULL,
+    ended_at INTEGER,
     instance TEXT NOT NULL,
     info TEXT NOT NULL
   );
@@ -295,13 +298,17 @@ export class JobsChaosObject extends DurableObject<JobsChaosEnv> {
   }
 
   override async alarm(info?: AlarmInvocationInfo): Promise<void> {
-    this.ctx.storage.sql.exec(
-      "INSERT INTO jobs_chaos_deliveries (at, instance, info) VALUES (?, ?, ?)",
+    const { seq } = this.ctx.storage.sql.exec<{ seq: number }>(
+      "INSERT INTO jobs_chaos_deliveries (at, instance, info) VALUES (?, ?, ?) RETURNING seq",
       Date.now(),
       this.instance,
       JSON.stringify(info ?? null)
-    )
-    await this.jobs.alarm(info)
+    ).one()
+    try {
+      await this.jobs.alarm(info)
+    } finally {
+      this.ctx.storage.sql.exec("UPDATE jobs_chaos_deliveries SET ended_at = ? WHERE seq = ?", Date.now(), seq)
+    }
   }
 
   private ledger(): DurableObjectStub<EffectLedger> {
@@ -509,10 +516,21 @@ export class JobsChaosObject extends DurableObject<JobsChaosEnv> {
     }
   }
 
-  /** The `alarm(info)` deliveries that started at or after `at` (`info` is "null" for `runDurableObjectAlarm`). */
-  deliveriesSince(at: number): ReadonlyArray<JobsChaosDelivery> {
-    return this.ctx.storage.sql.exec("SELECT * FROM jobs_chaos_deliveries WHERE at >= ? ORDER BY seq", at)
-      .toArray() as unknown as ReadonlyArray<JobsChaosDelivery>
+  /** The deliveries still running (or cut by a reset), or begun or ended at or after `at`. */
+  deliveriesAround(at: number): ReadonlyArray<JobsChaosDelivery> {
+    return this.ctx.storage.sql.exec(
+      "SELECT * FROM jobs_chaos_deliveries WHERE ended_at IS NULL OR ended_at >= ? OR at >= ? ORDER BY seq",
+      at,
+      at
+    ).toArray() as unknown as ReadonlyArray<JobsChaosDelivery>
+  }
+
+  /** Handler calls a reset cut short: begun in an instance that is gone, never ended. */
+  callsCut(): number {
+    return this.ctx.storage.sql.exec<{ n: number }>(
+      "SELECT COUNT(*) AS n FROM jobs_chaos_calls WHERE instance <> ? AND ended_at IS NULL",
+      this.instance
+    ).toArray()[0]!.n
   }
 
   /** As the platform keeps a failed alarm for its retry (`runDurableObjectAlarm` deletes it first and never retries). */

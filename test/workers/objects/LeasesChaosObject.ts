@@ -8,9 +8,10 @@
  *
  * Every lease handed out (job, token, attempt, lease end, worker) and every write a worker asks
  * (`heartbeat`, `complete`, `fail`, with its token) is recorded in the object's own table, which
- * survives resets. A write's row is inserted before the library is called (so its time and order come
- * before the library's check of the token), and its outcome filled in after: a reset can cut the
- * outcome (it stays `pending`), never the request. A lease's row is written after the lease committed (a reset
+ * survives resets, as is every `alarm(info)` delivery (its start and end). A write's row is
+ * inserted before the library is called (so its time and order come before the library's check of
+ * the token), and its outcome filled in after: a reset can cut the outcome (it stays `pending`),
+ * never the request. A lease's row is written after the lease committed (a reset
  * in between loses the reply: no worker holds that token). Each call takes a `replyDelayMs`, a
  * slow network between the commit and the answer, so that resets land there too (a write that
  * landed but whose answer was lost; a lease no worker got). Every RPC resolves (a rejected RPC breaks
@@ -115,6 +116,15 @@ export interface LeasesChaosJobRow {
   readonly finished_at: number | null
 }
 
+export interface LeasesChaosDelivery {
+  readonly seq: number
+  readonly at: number
+  /** When `alarm()` returned (null while it runs, and for ever once a reset cut it). */
+  readonly ended_at: number | null
+  readonly instance: string
+  readonly info: string
+}
+
 /** The stored state the invariants are checked on after every reset, with the platform alarm. */
 export interface LeasesChaosAudit {
   readonly instance: string
@@ -155,6 +165,13 @@ const CREATE = `
     attempt INTEGER,
     error_name TEXT,
     at INTEGER NOT NULL
+  );
+  CREATE TABLE IF NOT EXISTS leases_chaos_deliveries (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    at INTEGER NOT NULL,
+    ended_at INTEGER,
+    instance TEXT NOT NULL,
+    info TEXT NOT NULL
   );
 `
 
@@ -206,8 +223,19 @@ export class LeasesChaosObject extends DurableObject {
     ctx.storage.sql.exec(CREATE)
   }
 
+  /** Recorded, start and end: the audit reads a null alarm as a loss only when no delivery is in flight. */
   override async alarm(info?: AlarmInvocationInfo): Promise<void> {
-    await this.jobs.alarm(info)
+    const { seq } = this.ctx.storage.sql.exec<{ seq: number }>(
+      "INSERT INTO leases_chaos_deliveries (at, instance, info) VALUES (?, ?, ?) RETURNING seq",
+      Date.now(),
+      this.instance,
+      JSON.stringify(info ?? null)
+    ).one()
+    try {
+      await this.jobs.alarm(info)
+    } finally {
+      this.ctx.storage.sql.exec("UPDATE leases_chaos_deliveries SET ended_at = ? WHERE seq = ?", Date.now(), seq)
+    }
   }
 
   // RPC surface used by the chaos test. Every call resolves.
@@ -376,6 +404,15 @@ export class LeasesChaosObject extends DurableObject {
       ops: all<LeasesChaosOp>("SELECT * FROM leases_chaos_ops ORDER BY seq"),
       events: all<LeasesChaosEvent>("SELECT * FROM leases_chaos_events ORDER BY seq")
     }
+  }
+
+  /** The `alarm(info)` deliveries still running (or cut by a reset), or begun or ended at or after `at`. */
+  deliveriesAround(at: number): ReadonlyArray<LeasesChaosDelivery> {
+    return this.ctx.storage.sql.exec(
+      "SELECT * FROM leases_chaos_deliveries WHERE ended_at IS NULL OR ended_at >= ? OR at >= ? ORDER BY seq",
+      at,
+      at
+    ).toArray() as unknown as ReadonlyArray<LeasesChaosDelivery>
   }
 
   /** As the platform keeps a failed alarm for its retry (`runDurableObjectAlarm` deletes it first and never retries). */
