@@ -5,8 +5,9 @@
 import { env, runInDurableObject } from "cloudflare:test"
 import { expect, it } from "vitest"
 import { Durability, DurabilityAlarms, type DurableOperationResult } from "../../src/index.js"
-import { HandoffObject, type ParityObject } from "./objects/ParityObject.js"
-import { sleep, waitFor } from "./support/lab.js"
+import { HandoffObject, ParityObject } from "./objects/ParityObject.js"
+import { IDLE, isIdle } from "./objects/idle.js"
+import { waitFor } from "./support/lab.js"
 
 const parity = () => env.PARITY_OBJECT.get(env.PARITY_OBJECT.newUniqueId())
 
@@ -31,9 +32,12 @@ it("a purged id runs again at once while the purged handler never settles; its l
   const row = await stub.sendRow("reuse")
 
   expect(await stub.releaseHeldSend()).toBe(true)
-  await sleep(50)
+  // Its execution has ended and made its late settle (its permit is back), however slow the machine.
+  await waitFor(() => stub.executing(), (executing) => executing === 0)
   expect(await stub.sendRow("reuse")).toEqual(row)
   expect(await stub.result("send", "reuse")).toEqual({ status: "completed", result: "sent v2" })
+  // End idle (the reconciliation after the last settle deletes the alarm), so the pool can pop the storage.
+  expect(await waitFor(() => stub.idle(), isIdle)).toEqual(IDLE)
 })
 
 it("Cloudflare Workflows' NonRetryableError with a custom name is terminal after one attempt", async () => {
@@ -44,32 +48,45 @@ it("Cloudflare Workflows' NonRetryableError with a custom name is terminal after
     attempt: 1,
     error: { name: "AuthError", message: "token revoked" }
   })
+  expect(await waitFor(() => stub.idle(), isIdle)).toEqual(IDLE)
 })
 
 it("two helpers built from { context } share one scheduler: an operation's completion cannot delete the named alarm's wake-up", async () => {
   const stub = parity()
-  const renewAt = Date.now() + 2_000
-  await stub.renew(renewAt)
-  await stub.ping("p")
+  const { MIN_DELAY_MS } = ParityObject
+  // The ping's write pulls the alarm in (to its time + MIN_DELAY_MS); once the ping has completed, the engine
+  // reconciles (after Scheduler.UPKEEP_DELAY idle, or at that pulled-in alarm at the latest) and the alarm
+  // moves back to the renewal: that move is the signal to wait for, instead of a pause. A reconciliation
+  // sets renewAt itself only while renewAt is MIN_DELAY_MS ahead of it; with renewAt 3 × MIN_DELAY_MS after
+  // its write, that leaves about MIN_DELAY_MS for the one call in between and the pulled-in alarm's lateness
+  // (a call took ~250 ms at worst with two CPU hogs beside the suite).
+  const renewAt = await stub.renewIn(3 * MIN_DELAY_MS)
+  const pulledIn = await stub.ping("p")
+  expect(pulledIn).toBeLessThan(renewAt)
   await waitFor(resultOf(stub, "ping", "p"), (result) => result.status === "completed")
-  // Past the idle reconciliation (Scheduler.UPKEEP_DELAY): the alarm still covers the renewal.
-  await sleep(300)
-  expect(await stub.alarmAt()).toBe(renewAt)
-  const runs = await waitFor(() => stub.runs(), (list) => list.some((run) => run.what === "renew#1"), 5_000)
+  // With a scheduler of its own, the operations' reconciliation would delete the alarm (null).
+  expect(await waitFor(() => stub.alarmAt(), (at) => at !== pulledIn)).toBe(renewAt)
+  const runs = await waitFor(() => stub.runs(), (list) => list.some((run) => run.what === "renew#1"))
   expect(runs.find((run) => run.what === "renew#1")!.at).toBeGreaterThanOrEqual(renewAt)
-  expect(await waitFor(() => stub.alarmAt(), (at) => at === null)).toBeNull()
+  expect(await waitFor(() => stub.idle(), isIdle)).toEqual(IDLE)
 })
 
 it("a handoff later than alarmMinDelayMs leaves the alarm at now + alarmMinDelayMs, not in the past", async () => {
   const stub = env.HANDOFF_OBJECT.get(env.HANDOFF_OBJECT.newUniqueId())
   await stub.start()
-  const [first] = await waitFor(() => stub.deliveries(), (list) => list.length >= 1, 6_000)
+  const [first] = await waitFor(() => stub.deliveries(), (list) => list.length >= 1)
   // The pass re-armed the alarm at its start + 1 s; at the handoff (start + 1.2 s) that is past.
-  expect(first!.returnedAt - first!.startedAt).toBeGreaterThanOrEqual(HandoffObject.HANDOFF_MS)
-  expect(first!.alarmLeft).toBeGreaterThanOrEqual(first!.returnedAt + HandoffObject.MIN_DELAY_MS - 50)
+  const { HANDOFF_MS, MIN_DELAY_MS } = HandoffObject
+  expect(first!.returnedAt - first!.startedAt).toBeGreaterThanOrEqual(HANDOFF_MS)
+  // The handoff left it at its own now + MIN_DELAY_MS, and its now lies between startedAt + HANDOFF_MS
+  // (its timer cannot fire sooner) and returnedAt: bounds that hold however late the timer fired.
+  expect(first!.alarmLeft).toBeGreaterThanOrEqual(first!.startedAt + HANDOFF_MS + MIN_DELAY_MS)
+  expect(first!.alarmLeft).toBeLessThanOrEqual(first!.returnedAt + MIN_DELAY_MS)
   // The handed-off handler finishes in the background, once.
-  await waitFor(() => stub.pending(), (pending) => pending === 0, 6_000)
+  await waitFor(() => stub.pending(), (pending) => pending === 0)
   expect(await stub.calls()).toEqual([{ attempt: 1 }])
+  // End idle, so the pool can pop this test's storage: the continuation alarm is deleted or has run.
+  expect(await waitFor(() => stub.idle(), isIdle)).toEqual(IDLE)
 })
 
 it("migrate on a 2.x history (combined 0004 row, no split row) records 0004 and leaves live rows untouched", async () => {

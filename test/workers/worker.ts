@@ -7,11 +7,12 @@ import { Effect } from "effect"
 import { NonRetryableError } from "../../src/Errors.js"
 import { DurabilityScheduler, internals } from "../../src/facade/DurabilityScheduler.js"
 import * as RetryPolicy from "../../src/RetryPolicy.js"
-import type * as Scheduler from "../../src/Scheduler.js"
+import * as Scheduler from "../../src/Scheduler.js"
 import { StorageService } from "../../src/StorageService.js"
 import * as TaskTable from "../shared/TaskTable.js"
 import { DurabilityInspector, type DurabilityInspectorHandler } from "../../src/inspector.js"
 import type { InspectedObject } from "./objects/InspectedObject.js"
+import { Deliveries, type Idleness } from "./objects/idle.js"
 import { queuesJobsQueueHandler, type QueuesEnv } from "./objects/QueuesJobsObject.js"
 
 export { ChaosObject } from "./objects/ChaosObject.js"
@@ -36,7 +37,12 @@ export const ENGINE_SETTINGS = {
   alarmMinDelayMs: 1_000,
   maxAttempts: 3,
   retryDelayMs: 50,
-  attemptTimeoutMs: 1_000
+  attemptTimeoutMs: 1_000,
+  /**
+   * The first attempt of a `held-` task: far beyond any test, so only a reset ends it. A test that resets
+   * the object mid-attempt then needs no race with `attemptTimeoutMs` to find the attempt still running.
+   */
+  heldFirstAttemptMs: 600_000
 } as const
 
 /** One handler call, as `EngineObject` recorded it in its own table (which survives resets). */
@@ -99,7 +105,8 @@ class FlakyError extends Error {
  * - `ok-`: succeeds;
  * - `flaky-`: fails (retryable) on attempt 1, then succeeds;
  * - `fail-`: fails with `NonRetryableError`;
- * - `hang-`: waits for its signal to be aborted (timeout), then fails with the reason.
+ * - `hang-`: waits for its signal to be aborted (timeout), then fails with the reason;
+ * - `held-`: as `hang-`, but its first attempt times out only after `heldFirstAttemptMs` (a reset ends it).
  */
 export class EngineObject extends DurableObject {
   readonly instance = crypto.randomUUID()
@@ -107,6 +114,7 @@ export class EngineObject extends DurableObject {
   readonly logged: Array<Readonly<Record<string, unknown>>> = []
   readonly scheduler: DurabilityScheduler
   readonly tasks: Scheduler.TableHandle
+  private readonly deliveries = new Deliveries()
 
   constructor(ctx: DurableObjectState, env: Cloudflare.Env) {
     super(ctx, env)
@@ -118,11 +126,22 @@ export class EngineObject extends DurableObject {
       // (workers-sdk#14180, fixed in pool 0.18.6, which needs vitest 4). Production has no such limit.
       log: (entry) => void this.logged.push(entry)
     })
-    this.tasks = internals(this.scheduler).runtime.runSync(TaskTable.attach({
-      handler: (execution) => this.handle(execution),
-      maxAttempts: ENGINE_SETTINGS.maxAttempts,
-      attemptTimeoutMs: ENGINE_SETTINGS.attemptTimeoutMs,
-      schedule: RetryPolicy.fromDelay(() => ENGINE_SETTINGS.retryDelayMs)
+    this.tasks = this.run(Effect.gen(this, function*() {
+      const storage = yield* StorageService
+      yield* storage.exec(TaskTable.CREATE_TABLE)
+      const table = yield* TaskTable.table({
+        handler: (execution) => this.handle(execution),
+        maxAttempts: ENGINE_SETTINGS.maxAttempts,
+        attemptTimeoutMs: ENGINE_SETTINGS.attemptTimeoutMs,
+        schedule: RetryPolicy.fromDelay(() => ENGINE_SETTINGS.retryDelayMs)
+      })
+      // The policy gets the row as read before the claim (this table sets no `attemptLimits`, so the engine
+      // reads, then claims): `attempt` 0 means the first attempt is about to run.
+      const policy = (row: Parameters<typeof table.policy>[0]) =>
+        String(row.id).startsWith("held-") && Number(row.attempt) === 0
+          ? { ...table.policy(row), attemptTimeoutMs: ENGINE_SETTINGS.heldFirstAttemptMs }
+          : table.policy(row)
+      return yield* (yield* Scheduler.Scheduler).attach({ ...table, policy })
     }))
   }
 
@@ -147,7 +166,7 @@ export class EngineObject extends DurableObject {
         return { id: key, attempt }
       }
       if (key.startsWith("fail-")) return yield* new NonRetryableError({ message: `${key} cannot succeed` })
-      if (key.startsWith("hang-")) {
+      if (key.startsWith("hang-") || key.startsWith("held-")) {
         return yield* Effect.async<never, unknown>((resume) => {
           const onAbort = () => {
             this.ctx.storage.sql.exec(
@@ -171,16 +190,18 @@ export class EngineObject extends DurableObject {
     return internals(this.scheduler).runtime.runSync(effect)
   }
 
-  override async alarm(info?: AlarmInvocationInfo): Promise<void> {
-    const seen = await this.ctx.storage.getAlarm()
-    this.ctx.storage.sql.exec(
-      "INSERT INTO engine_alarms (at, instance, info, seen) VALUES (?, ?, ?, ?)",
-      Date.now(),
-      this.instance,
-      JSON.stringify(info ?? null),
-      seen
-    )
-    await this.scheduler.alarm(info)
+  override alarm(info?: AlarmInvocationInfo): Promise<void> {
+    return this.deliveries.around(async () => {
+      const seen = await this.ctx.storage.getAlarm()
+      this.ctx.storage.sql.exec(
+        "INSERT INTO engine_alarms (at, instance, info, seen) VALUES (?, ?, ?, ?)",
+        Date.now(),
+        this.instance,
+        JSON.stringify(info ?? null),
+        seen
+      )
+      await this.scheduler.alarm(info)
+    })
   }
 
   /**
@@ -195,6 +216,15 @@ export class EngineObject extends DurableObject {
     const after = Date.now()
     const alarm = await this.ctx.storage.getAlarm()
     return { generation, before, after, alarm, instance: this.instance }
+  }
+
+  /**
+   * `register` due `delayMs` after this object's clock, read in the same turn as the write: a due time
+   * computed from a `now` read in an earlier call would shrink by however long the calls in between took.
+   */
+  async registerIn(id: string, delayMs: number) {
+    const due = Date.now() + delayMs
+    return { ...(await this.register(id, due)), due }
   }
 
   /** A `handle.write` whose body inserts a pending task due at `dueAt` and then fails. */
@@ -237,6 +267,11 @@ export class EngineObject extends DurableObject {
 
   alarmAt(): Promise<number | null> {
     return this.ctx.storage.getAlarm()
+  }
+
+  /** The alarm and the deliveries in flight, for a test that ends once the object is idle. */
+  idle(): Promise<Idleness> {
+    return this.deliveries.idleness(this.ctx.storage)
   }
 
   now(): number {

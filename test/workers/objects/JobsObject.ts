@@ -15,6 +15,7 @@
  * - `report`: a flow's parent; returns its children's values.
  */
 import { DurableObject } from "cloudflare:workers"
+import { Deliveries, type Idleness } from "./idle.js"
 import {
   type AlarmInvocationInfo,
   DurabilityJobs,
@@ -198,6 +199,7 @@ const untilAborted = (signal: AbortSignal): Promise<never> =>
 
 export class JobsObject extends DurableObject {
   readonly instance = crypto.randomUUID()
+  private readonly deliveries = new Deliveries()
   // Created before the queues are built: they may tell events (to `jobs_events`) as soon as they exist.
   readonly records = this.ctx.storage.sql.exec(CREATE)
   /** Handlers running in this instance, per queue. */
@@ -297,7 +299,12 @@ export class JobsObject extends DurableObject {
   override async alarm(info?: AlarmInvocationInfo): Promise<void> {
     const seen = await this.ctx.storage.getAlarm()
     this.ctx.storage.sql.exec("INSERT INTO jobs_alarms (at, instance, seen) VALUES (?, ?, ?)", Date.now(), this.instance, seen)
-    await this.jobs.alarm(info)
+    await this.deliveries.around(() => this.jobs.alarm(info))
+  }
+
+  /** The alarm and the deliveries in flight, for a scenario that ends once the object is idle. */
+  idle(): Promise<Idleness> {
+    return this.deliveries.idleness(this.ctx.storage)
   }
 
   private recordEvent(event: DurableJobEvent): void {

@@ -22,6 +22,7 @@ import {
   NonRetryableError
 } from "../../../src/index.js"
 import type { ApplyResult, EffectLedger } from "./EffectLedger.js"
+import { Deliveries, type Idleness } from "./idle.js"
 
 /** The lab's settings; the scenarios compute their expectations from them. */
 export const LAB = {
@@ -193,6 +194,7 @@ export class LabObject extends DurableObject<LabEnv> {
   readonly instance = crypto.randomUUID()
   /** Handlers of this instance running right now (in memory: gone with a reset). */
   private active = 0
+  private readonly delivering = new Deliveries()
   /** Gates by name, opened by `open` (in memory: a reset closes them all). */
   private readonly gates = new Map<string, { readonly opened: Promise<void>; readonly open: () => void }>()
 
@@ -276,7 +278,12 @@ export class LabObject extends DurableObject<LabEnv> {
       this.instance,
       JSON.stringify(info ?? null)
     )
-    await this.scheduler.alarm(info)
+    await this.delivering.around(() => this.scheduler.alarm(info))
+  }
+
+  /** The alarm and the deliveries in flight, for a scenario that ends once the object is idle. */
+  idle(): Promise<Idleness> {
+    return this.delivering.idleness(this.ctx.storage)
   }
 
   private ledger(): DurableObjectStub<EffectLedger> {

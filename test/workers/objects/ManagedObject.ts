@@ -4,6 +4,7 @@
  * get / cancel / list of named alarms.
  */
 import { DurableObject } from "cloudflare:workers"
+import { Effect } from "effect"
 import {
   type AlarmInvocationInfo,
   Durability,
@@ -15,11 +16,15 @@ import {
   type DurableOperationPage,
   type DurableOperationResult
 } from "../../../src/index.js"
+import { internals } from "../../../src/facade/DurabilityScheduler.js"
+import { PermitSemaphore } from "../../../src/PermitSemaphore.js"
+import { Deliveries, type Idleness } from "./idle.js"
 
 export class ManagedObject extends DurableObject {
   static readonly MIN_DELAY_MS = 1_000
 
   readonly scheduler = new DurabilityScheduler({ context: this.ctx, alarmMinDelayMs: ManagedObject.MIN_DELAY_MS })
+  private readonly deliveries = new Deliveries()
 
   readonly durability = new Durability({
     scheduler: this.scheduler,
@@ -58,18 +63,26 @@ export class ManagedObject extends DurableObject {
     this.ctx.storage.sql.exec("INSERT INTO managed_runs (what, at) VALUES (?, ?)", what, Date.now())
   }
 
-  override async alarm(info?: AlarmInvocationInfo): Promise<void> {
-    await this.scheduler.alarm(info)
+  override alarm(info?: AlarmInvocationInfo): Promise<void> {
+    return this.deliveries.around(() => this.scheduler.alarm(info))
   }
 
-  send(id: string, timing: { readonly runAt?: number; readonly runAtDate?: number; readonly delayMs?: number }) {
-    return this.durability.send({
+  /**
+   * Registers a `send` call; resolves with the platform alarm as the write left it, read in the same call
+   * (so no alarm can have fired in between, however slow the machine).
+   */
+  async send(
+    id: string,
+    timing: { readonly runAt?: number; readonly runAtDate?: number; readonly delayMs?: number }
+  ): Promise<number | null> {
+    await this.durability.send({
       id,
       payload: { to: id },
       ...(timing.runAt === undefined ? {} : { runAt: timing.runAt }),
       ...(timing.runAtDate === undefined ? {} : { runAt: new Date(timing.runAtDate) }),
       ...(timing.delayMs === undefined ? {} : { delayMs: timing.delayMs })
     })
+    return this.ctx.storage.getAlarm()
   }
 
   /** A batch of `send` calls in one transaction (`durability.send.many`). */
@@ -117,5 +130,20 @@ export class ManagedObject extends DurableObject {
 
   alarmAt(): Promise<number | null> {
     return this.ctx.storage.getAlarm()
+  }
+
+  /** The alarm and the deliveries in flight, for a scenario that ends once the object is idle. */
+  idle(): Promise<Idleness> {
+    return this.deliveries.idleness(this.ctx.storage)
+  }
+
+  /**
+   * Handler executions in flight in this instance: the permits taken. An execution keeps its permit until
+   * its handler has really ended and its outcome was settled, so 0 means every late settle has been made.
+   */
+  executing(): number {
+    return internals(this.scheduler).runtime.runSync(
+      Effect.flatMap(PermitSemaphore, (permits) => Effect.map(permits.available, (free) => permits.capacity - free))
+    )
   }
 }

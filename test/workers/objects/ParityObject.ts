@@ -8,13 +8,18 @@
  */
 import { DurableObject } from "cloudflare:workers"
 import { NonRetryableError as WorkflowsNonRetryableError } from "cloudflare:workflows"
+import { Effect } from "effect"
 import {
   type AlarmInvocationInfo,
   Durability,
   DurabilityAlarms,
   type DurableCall,
+  DurabilityScheduler,
   type DurableOperationResult
 } from "../../../src/index.js"
+import { internals } from "../../../src/facade/DurabilityScheduler.js"
+import { PermitSemaphore } from "../../../src/PermitSemaphore.js"
+import { Deliveries, type Idleness } from "./idle.js"
 
 const CREATE = `
   CREATE TABLE IF NOT EXISTS parity_runs (
@@ -26,12 +31,15 @@ const CREATE = `
 `
 
 export class ParityObject extends DurableObject {
+  static readonly MIN_DELAY_MS = 1_000
+
   /** Resolves the held version-1 `send` (it ignores its abort signal). */
   private releaseHeld: (() => void) | undefined
+  private readonly deliveries = new Deliveries()
 
   readonly billing = new Durability({
     context: this.ctx,
-    alarmMinDelayMs: 1_000,
+    alarmMinDelayMs: ParityObject.MIN_DELAY_MS,
     retries: { delay: () => 50 },
     handlers: {
       send: async (call: DurableCall<{ readonly version: number }>) => {
@@ -51,7 +59,7 @@ export class ParityObject extends DurableObject {
 
   readonly renewals = new DurabilityAlarms({
     context: this.ctx,
-    alarmMinDelayMs: 1_000,
+    alarmMinDelayMs: ParityObject.MIN_DELAY_MS,
     handlers: { renew: (info) => void this.record(`renew#${info.attempt}`) }
   })
 
@@ -69,8 +77,8 @@ export class ParityObject extends DurableObject {
     return row!.seq
   }
 
-  override async alarm(info?: AlarmInvocationInfo): Promise<void> {
-    await this.renewals.alarm(info)
+  override alarm(info?: AlarmInvocationInfo): Promise<void> {
+    return this.deliveries.around(() => this.renewals.alarm(info))
   }
 
   send(id: string, version: number): Promise<void> {
@@ -87,8 +95,10 @@ export class ParityObject extends DurableObject {
     return this.billing[operation].getResult(id)
   }
 
-  ping(id: string): Promise<void> {
-    return this.billing.ping({ id, payload: null })
+  /** Registers a `ping` due now; resolves with the platform alarm as its write left it (read in the same call). */
+  async ping(id: string): Promise<number | null> {
+    await this.billing.ping({ id, payload: null })
+    return this.ctx.storage.getAlarm()
   }
 
   failWithWorkflowsError(id: string): Promise<void> {
@@ -99,8 +109,11 @@ export class ParityObject extends DurableObject {
     return this.billing.purgeBefore(before)
   }
 
-  renew(at: number): Promise<void> {
-    return this.renewals.renew(at)
+  /** Schedules `renew` `delayMs` after this object's clock (read in the same call); resolves with its time. */
+  async renewIn(delayMs: number): Promise<number> {
+    const at = Date.now() + delayMs
+    await this.renewals.renew(at)
+    return at
   }
 
   runs(): ReadonlyArray<{ readonly what: string; readonly at: number; readonly aborted: number }> {
@@ -113,6 +126,23 @@ export class ParityObject extends DurableObject {
 
   alarmAt(): Promise<number | null> {
     return this.ctx.storage.getAlarm()
+  }
+
+  /** The alarm and the deliveries in flight, for a scenario that ends once the object is idle. */
+  idle(): Promise<Idleness> {
+    return this.deliveries.idleness(this.ctx.storage)
+  }
+
+  /**
+   * Handler executions in flight in this instance: the permits taken. An execution keeps its permit until
+   * its handler has really ended and its outcome was settled, so 0 means every late settle has been made.
+   */
+  executing(): number {
+    // Both helpers were built from { context }: the same options give back the object's one scheduler.
+    const scheduler = new DurabilityScheduler({ context: this.ctx, alarmMinDelayMs: ParityObject.MIN_DELAY_MS })
+    return internals(scheduler).runtime.runSync(
+      Effect.flatMap(PermitSemaphore, (permits) => Effect.map(permits.available, (free) => permits.capacity - free))
+    )
   }
 }
 
@@ -128,6 +158,8 @@ export class HandoffObject extends DurableObject {
   static readonly HANDOFF_MS = 1_200
   static readonly MIN_DELAY_MS = 1_000
   static readonly HANDLER_MS = 2_000
+
+  private readonly inFlight = new Deliveries()
 
   readonly alarms = new DurabilityAlarms({
     context: this.ctx,
@@ -149,16 +181,18 @@ export class HandoffObject extends DurableObject {
     `)
   }
 
-  override async alarm(info?: AlarmInvocationInfo): Promise<void> {
-    const startedAt = Date.now()
-    await this.alarms.alarm(info)
-    const alarmLeft = await this.ctx.storage.getAlarm()
-    this.ctx.storage.sql.exec(
-      "INSERT INTO handoff_deliveries (started_at, returned_at, alarm_left) VALUES (?, ?, ?)",
-      startedAt,
-      Date.now(),
-      alarmLeft
-    )
+  override alarm(info?: AlarmInvocationInfo): Promise<void> {
+    return this.inFlight.around(async () => {
+      const startedAt = Date.now()
+      await this.alarms.alarm(info)
+      const alarmLeft = await this.ctx.storage.getAlarm()
+      this.ctx.storage.sql.exec(
+        "INSERT INTO handoff_deliveries (started_at, returned_at, alarm_left) VALUES (?, ?, ?)",
+        startedAt,
+        Date.now(),
+        alarmLeft
+      )
+    })
   }
 
   /** Schedules `slow` just beyond the early timer's window, so the platform alarm runs it. */
@@ -178,5 +212,10 @@ export class HandoffObject extends DurableObject {
 
   pending(): number {
     return Number(this.ctx.storage.sql.exec("SELECT COUNT(*) AS n FROM durability_alarms").one().n)
+  }
+
+  /** The alarm and the deliveries in flight, for a scenario that ends once the object is idle. */
+  idle(): Promise<Idleness> {
+    return this.inFlight.idleness(this.ctx.storage)
   }
 }

@@ -14,8 +14,13 @@ import {
   type DurableCall,
   type DurableJob
 } from "../../../src/index.js"
+import { Deliveries, type Idleness } from "./idle.js"
 
-export const STEPS = { alarmMinDelayMs: 1_000, attemptTimeoutMs: 10_000 } as const
+/**
+ * `attemptTimeoutMs` is far beyond any test: attempt 1 holds until the object is reset, and a timeout first
+ * would turn "reset mid-handler" into a race with the clock. No attempt here is meant to time out.
+ */
+export const STEPS = { alarmMinDelayMs: 1_000, attemptTimeoutMs: 600_000 } as const
 
 /** What the handlers of both kinds get as payload. */
 export interface StepsWork {
@@ -87,6 +92,7 @@ const untilAborted = (signal: AbortSignal): Promise<never> =>
 export class StepsObject extends DurableObject {
   readonly instance = crypto.randomUUID()
   readonly records = this.ctx.storage.sql.exec(CREATE)
+  private readonly deliveries = new Deliveries()
 
   readonly scheduler = new DurabilityScheduler({
     context: this.ctx,
@@ -145,8 +151,8 @@ export class StepsObject extends DurableObject {
     return { a, b }
   }
 
-  override async alarm(info?: AlarmInvocationInfo): Promise<void> {
-    await this.scheduler.alarm(info)
+  override alarm(info?: AlarmInvocationInfo): Promise<void> {
+    return this.deliveries.around(() => this.scheduler.alarm(info))
   }
 
   // RPC surface used by the scenarios (none of them rejects: a rejected RPC breaks isolated storage).
@@ -183,6 +189,11 @@ export class StepsObject extends DurableObject {
 
   alarmAt(): Promise<number | null> {
     return this.ctx.storage.getAlarm()
+  }
+
+  /** The alarm and the deliveries in flight, for a scenario that ends once the object is idle. */
+  idle(): Promise<Idleness> {
+    return this.deliveries.idleness(this.ctx.storage)
   }
 
   whoami(): string {
