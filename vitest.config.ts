@@ -31,7 +31,12 @@ export default defineConfig({
         test: {
           name: "node",
           environment: "node",
-          include: ["test/node/**/*.test.ts"]
+          include: ["test/node/**/*.test.ts"],
+          // A deadline, not a premise: these tests wait for nothing real (TestClock), so a test's length is its
+          // CPU, and only a hang should fail it. Beside workerd and two CPU hogs (npm run test:stress) the
+          // heaviest (10 000 jobs through retention, the cron scans) took 6–8× their quiet 4–5 s, past vitest's
+          // 5 s default and a 30 s one; the models set their own, longer.
+          testTimeout: 120_000
         }
       },
       defineWorkersProject({

@@ -83,6 +83,7 @@ it("a handoff later than alarmMinDelayMs leaves the alarm at now + alarmMinDelay
   expect(first!.alarmLeft).toBeGreaterThanOrEqual(first!.startedAt + HANDOFF_MS + MIN_DELAY_MS)
   expect(first!.alarmLeft).toBeLessThanOrEqual(first!.returnedAt + MIN_DELAY_MS)
   // The handed-off handler finishes in the background, once.
+  await stub.finish()
   await waitFor(() => stub.pending(), (pending) => pending === 0)
   expect(await stub.calls()).toEqual([{ attempt: 1 }])
   // End idle, so the pool can pop this test's storage: the continuation alarm is deleted or has run.

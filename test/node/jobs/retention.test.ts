@@ -40,7 +40,7 @@ describe("removeOnComplete / removeOnFail", () => {
       expect((yield* rows(object, "SELECT MIN(seq) AS first FROM durability_jobs"))[0]?.first).toBe(9_901)
       expect(yield* count(object, "SELECT COUNT(*) FROM durability_job_logs")).toBe(10)
       expect(yield* count(object, "SELECT COUNT(*) FROM durability_job_logs WHERE key NOT IN (SELECT key FROM durability_jobs)")).toBe(0)
-    }), 30_000)
+    }))
 
   it.effect("ageMs: a finishing job removes completed jobs older than ageMs", () =>
     Effect.gen(function*() {

@@ -157,9 +157,17 @@ export interface HandoffDelivery {
 export class HandoffObject extends DurableObject {
   static readonly HANDOFF_MS = 1_200
   static readonly MIN_DELAY_MS = 1_000
-  static readonly HANDLER_MS = 2_000
 
   private readonly inFlight = new Deliveries()
+  /**
+   * The handler holds until the test releases it: so the handoff comes first however slow the machine, and
+   * the handler's settle (which deletes the alarm) comes as soon as the test has seen the handoff, nearly
+   * MIN_DELAY_MS before the continuation alarm. A held handler of fixed length ended 200 ms before that
+   * alarm's time, so a busy machine could delete the alarm as workerd delivered it, after the test saw
+   * the object idle (the pool's storage isolation then met the delivery).
+   */
+  private release!: () => void
+  private readonly released = new Promise<void>((resolve) => (this.release = resolve))
 
   readonly alarms = new DurabilityAlarms({
     context: this.ctx,
@@ -168,7 +176,7 @@ export class HandoffObject extends DurableObject {
     handlers: {
       slow: async (info) => {
         this.ctx.storage.sql.exec("INSERT INTO handoff_calls (attempt, at) VALUES (?, ?)", info.attempt, Date.now())
-        await new Promise((resolve) => setTimeout(resolve, HandoffObject.HANDLER_MS))
+        await this.released
       }
     }
   })
@@ -198,6 +206,11 @@ export class HandoffObject extends DurableObject {
   /** Schedules `slow` just beyond the early timer's window, so the platform alarm runs it. */
   start(): Promise<void> {
     return this.alarms.slow(Date.now() + HandoffObject.MIN_DELAY_MS + 100)
+  }
+
+  /** Lets the held handler finish. */
+  finish(): void {
+    this.release()
   }
 
   deliveries(): ReadonlyArray<HandoffDelivery> {

@@ -68,13 +68,6 @@ export const waitFor = async <A>(
   return last
 }
 
-/**
- * Whether no platform alarm has been delivered to the lab yet (it records each `alarm()` in its own table).
- * A check that the alarm stayed as it was holds only while it has not come due, and on a busy machine the
- * calls of a scenario can take longer than the alarm's minimum delay: such checks are made when this holds.
- */
-export const noAlarmDelivered = async (lab: Lab): Promise<boolean> => (await lab.stub.deliveries()).length === 0
-
 export const rowOf = async (lab: Lab, id: string): Promise<OperationRow | undefined> =>
   (await lab.stub.operationRows()).find((row) => row.id === id)
 
