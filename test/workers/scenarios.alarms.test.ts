@@ -134,8 +134,10 @@ describe("eviction", () => {
     expect(attempt2).toMatchObject({ attempt: 2, outcome: "completed" })
     expect(attempt2!.instance).not.toBe(before)
     expect(attempt2!.started_at).toBeGreaterThanOrEqual(failed!.next_attempt_at)
-    // The named alarm was run by the platform alarm on the new instance, not before its time.
-    expect(named).toMatchObject({ attempt: 1, from_alarm: 1, outcome: "completed" })
+    // The named alarm ran on the new instance, not before its time: started by the stored alarm, or by the new
+    // instance's own timer (the test's calls start that instance, and `later`'s recovery ran there first; which
+    // of the two comes first is a race with the clock, and either is the engine's to choose).
+    expect(named).toMatchObject({ attempt: 1, outcome: "completed" })
     expect(named!.instance).not.toBe(before)
     expect(named!.started_at).toBeGreaterThanOrEqual(due)
     expect((await lab.ledger.effects()).map((effect) => effect.source).sort()).toEqual(["beta", "later"])

@@ -36,7 +36,10 @@ const crashDuringAttempt1 = async (
   const row = await rowOf(lab, id)
   const after = await lab.stub.idle()
   const looked = await lab.stub.now()
-  if (after.delivering === 0) {
+  // A delivery the reset cut short (the alarm came due while attempt 1 ran, on a busy machine) leaves no alarm
+  // to read: workerd delivers it again later, a retry getAlarm does not show. The bound applies otherwise.
+  const cut = (await lab.stub.deliveries()).some((delivery) => delivery.instance === first)
+  if (after.delivering === 0 && !cut) {
     expect(after.alarm).not.toBeNull()
     expect(after.alarm!).toBeLessThanOrEqual(looked + LAB.alarmMinDelayMs)
   }
