@@ -15,6 +15,7 @@
  * - `report`: a flow's parent; returns its children's values.
  */
 import { DurableObject } from "cloudflare:workers"
+import { Gates } from "./gates.js"
 import { Deliveries, type Idleness } from "./idle.js"
 import {
   type AlarmInvocationInfo,
@@ -204,24 +205,12 @@ export class JobsObject extends DurableObject {
   readonly records = this.ctx.storage.sql.exec(CREATE)
   /** Handlers running in this instance, per queue. */
   private readonly active = new Map<string, number>()
-  private readonly gates = new Map<string, { readonly opened: Promise<void>; readonly open: () => void }>()
-
-  /** The named gate's promise (made on first use; lost on a reset, so tests that reset do not use gates). */
-  private gate(name: string): Promise<void> {
-    let gate = this.gates.get(name)
-    if (gate === undefined) {
-      let open!: () => void
-      const opened = new Promise<void>((resolve) => (open = resolve))
-      gate = { opened, open }
-      this.gates.set(name, gate)
-    }
-    return gate.opened
-  }
+  /** Lost on a reset, so tests that reset do not use them. */
+  private readonly gates = new Gates()
 
   /** Opens the named gate: handlers held on it return. */
   async release(name: string): Promise<void> {
-    void this.gate(name)
-    this.gates.get(name)!.open()
+    this.gates.open(name)
   }
 
   readonly scheduler = new DurabilityScheduler({
@@ -254,7 +243,7 @@ export class JobsObject extends DurableObject {
         handler: (job: DurableJob<Work>) =>
           this.call(job, async () => {
             if (job.payload.holdMs !== undefined) await sleep(job.payload.holdMs)
-            if (job.payload.holdUntil !== undefined) await this.gate(job.payload.holdUntil)
+            if (job.payload.holdUntil !== undefined) await this.gates.opened(job.payload.holdUntil)
             return { tag: job.payload.tag ?? null }
           })
       },

@@ -22,6 +22,7 @@ import {
   NonRetryableError
 } from "../../../src/index.js"
 import type { ApplyResult, EffectLedger } from "./EffectLedger.js"
+import { Gates } from "./gates.js"
 import { Deliveries, type Idleness } from "./idle.js"
 
 /** The lab's settings; the scenarios compute their expectations from them. */
@@ -195,8 +196,7 @@ export class LabObject extends DurableObject<LabEnv> {
   /** Handlers of this instance running right now (in memory: gone with a reset). */
   private active = 0
   private readonly delivering = new Deliveries()
-  /** Gates by name, opened by `open` (in memory: a reset closes them all). */
-  private readonly gates = new Map<string, { readonly opened: Promise<void>; readonly open: () => void }>()
+  private readonly gates = new Gates()
 
   // The helpers are fields, as the library asks: every new instance rebuilds them before serving.
   /** What the library logged in this instance. */
@@ -350,7 +350,7 @@ export class LabObject extends DurableObject<LabEnv> {
       case "ok":
         return done(await apply(call.dedupKey))
       case "downstream":
-        if (!misbehaves && behaviour.gate !== undefined) await this.gate(behaviour.gate).opened
+        if (!misbehaves && behaviour.gate !== undefined) await this.gates.opened(behaviour.gate)
         return done(await apply(call.dedupKey))
       case "transient-before-effect":
         if (misbehaves) throw fail("failed before the effect")
@@ -389,24 +389,13 @@ export class LabObject extends DurableObject<LabEnv> {
         return done(applied)
       }
       case "burst":
-        await (behaviour.gate === undefined ? sleep(behaviour.holdMs ?? 0) : this.gate(behaviour.gate).opened)
+        await (behaviour.gate === undefined ? sleep(behaviour.holdMs ?? 0) : this.gates.opened(behaviour.gate))
         if (misbehaves) throw fail("failed in the burst")
         return done(await apply(null))
       case "gated":
-        await this.gate(behaviour.gate ?? call.source).opened
+        await this.gates.opened(behaviour.gate ?? call.source)
         return done(await apply(call.dedupKey))
     }
-  }
-
-  private gate(name: string) {
-    let gate = this.gates.get(name)
-    if (gate === undefined) {
-      let open!: () => void
-      const opened = new Promise<void>((resolve) => (open = resolve))
-      gate = { opened, open }
-      this.gates.set(name, gate)
-    }
-    return gate
   }
 
   // RPC surface used by the scenarios.
@@ -436,7 +425,7 @@ export class LabObject extends DurableObject<LabEnv> {
 
   /** Opens `gate`: the handlers waiting for it go on, and later ones do not wait. */
   open(gate: string): void {
-    this.gate(gate).open()
+    this.gates.open(gate)
   }
 
   calls(): ReadonlyArray<LabCall> {

@@ -160,11 +160,10 @@ export class HandoffObject extends DurableObject {
 
   private readonly inFlight = new Deliveries()
   /**
-   * The handler holds until the test releases it: so the handoff comes first however slow the machine, and
-   * the handler's settle (which deletes the alarm) comes as soon as the test has seen the handoff, nearly
-   * MIN_DELAY_MS before the continuation alarm. A held handler of fixed length ended 200 ms before that
-   * alarm's time, so a busy machine could delete the alarm as workerd delivered it, after the test saw
-   * the object idle (the pool's storage isolation then met the delivery).
+   * The handler holds until the test releases it (`finish`): so the handoff comes first however slow the
+   * machine, and the test chooses when the handler settles (see the handoff test). A held handler of fixed
+   * length ended 200 ms before the continuation alarm's time, so a busy machine could delete that alarm as
+   * workerd delivered it, after the test saw the object idle (the pool's storage isolation then met the delivery).
    */
   private release!: () => void
   private readonly released = new Promise<void>((resolve) => (this.release = resolve))

@@ -19,6 +19,7 @@ import {
   type DurableScheduleTiming,
   type DurableScheduleUpsertResult
 } from "../../../src/index.js"
+import { Gates } from "./gates.js"
 
 /** The settings the scenarios compute their expectations from. */
 export const SCHEDULES = {
@@ -143,18 +144,7 @@ export class SchedulesObject extends DurableObject {
   /** `alarm()` calls of this instance in progress. */
   private alarmsRunning = 0
   /** In memory: a reset loses them, but the holds they open are stored. */
-  private readonly gates = new Map<string, { readonly opened: Promise<void>; readonly open: () => void }>()
-
-  private gate(name: string): { readonly opened: Promise<void>; readonly open: () => void } {
-    let gate = this.gates.get(name)
-    if (gate === undefined) {
-      let open!: () => void
-      const opened = new Promise<void>((resolve) => (open = resolve))
-      gate = { opened, open }
-      this.gates.set(name, gate)
-    }
-    return gate
-  }
+  private readonly gates = new Gates()
 
   readonly scheduler = new DurabilityScheduler({
     context: this.ctx,
@@ -222,7 +212,7 @@ export class SchedulesObject extends DurableObject {
     const end = (outcome: "completed" | "failed") =>
       sql.exec("UPDATE schedule_calls SET ended_at = ?, outcome = ? WHERE seq = ?", Date.now(), outcome, seq)
     try {
-      if (held) await Promise.race([this.gate(holdName(run.key, run.runNumber, run.attempt)).opened, untilAborted(run.signal)])
+      if (held) await Promise.race([this.gates.opened(holdName(run.key, run.runNumber, run.attempt)), untilAborted(run.signal)])
       end("completed")
     } catch (error) {
       end("failed")
@@ -278,7 +268,7 @@ export class SchedulesObject extends DurableObject {
       runNumber,
       attempt
     )
-    this.gate(holdName(key, runNumber, attempt)).open()
+    this.gates.open(holdName(key, runNumber, attempt))
   }
 
   /** The stored schedule rows, by key. */
