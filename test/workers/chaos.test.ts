@@ -56,7 +56,7 @@ import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test"
 import { describe, expect, it } from "vitest"
 import * as Verdict from "../shared/Verdict.js"
 import { alarmCoverage, DRIVER_CALL, patiently } from "./support/chaos.js"
-import { sleep } from "./support/lab.js"
+import { sleep, WAIT_MS } from "./support/lab.js"
 import type { EffectLedger, LedgerDelivery, LedgerEffect } from "./objects/EffectLedger.js"
 import {
   behaviourOfAlarm,
@@ -786,7 +786,7 @@ it("eviction chaos: hundreds of operations and named alarms survive random reset
 })
 
 describe("fencing in workerd", () => {
-  const waitFor = async <A>(probe: () => Promise<A>, done: (value: A) => boolean, timeoutMs = 5_000): Promise<A> => {
+  const waitFor = async <A>(probe: () => Promise<A>, done: (value: A) => boolean, timeoutMs = WAIT_MS): Promise<A> => {
     const deadline = Date.now() + timeoutMs
     for (let value = await probe();; value = await probe()) {
       if (done(value)) return value

@@ -412,15 +412,19 @@ export class LabObject extends DurableObject<LabEnv> {
     return this.durability[method].job(id).wait({ timeoutMs })
   }
 
-  /** Stores the behaviour of `name`'s handler, then schedules (or replaces) the name at `at`. */
-  schedule(name: LabAlarmName, at: number, behaviour: LabBehaviour): Promise<void> {
+  /**
+   * Stores the behaviour of `name`'s handler, then schedules (or replaces) the name at `at`; answers its row as
+   * the schedule left it (read in the same turn: no run of it can come in between, however slow the machine).
+   */
+  async schedule(name: LabAlarmName, at: number, behaviour: LabBehaviour): Promise<AlarmRow | undefined> {
     this.ctx.storage.sql.exec(
       `INSERT INTO lab_alarm_behaviours (name, behaviour) VALUES (?, ?)
        ON CONFLICT (name) DO UPDATE SET behaviour = excluded.behaviour`,
       name,
       JSON.stringify(behaviour)
     )
-    return this.alarms[name](at)
+    await this.alarms[name](at)
+    return this.alarmRows().find((row) => row.name === name)
   }
 
   /** Opens `gate`: the handlers waiting for it go on, and later ones do not wait. */
