@@ -13,7 +13,9 @@
  * --runs      how many runs (default 2)
  * --hogs      CPU-bound processes beside the suite (default: the number of cores)
  * --shuffle   vitest's --sequence.shuffle, with a fresh seed per run (printed, so a failure can be replayed
- *             with `npx vitest run --sequence.shuffle --sequence.seed=<seed>`)
+ *             with `npx vitest run --sequence.shuffle --sequence.seed=<seed>`); for order dependence, best with
+ *             --hogs 0: beside the hogs a shuffled order can starve vitest 3's own runner, whose worker RPC
+ *             gives up after a fixed 60 s ("Timeout calling onTaskUpdate") with every test passed
  * --only-vitest  skip the type-check, the consumer and the browser steps (for a quick look at some test files)
  * Arguments after `--` go to vitest (e.g. a file filter).
  */
