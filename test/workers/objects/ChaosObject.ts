@@ -24,6 +24,7 @@ import {
   type DurableCall,
   NonRetryableError
 } from "../../../src/index.js"
+import { deliveriesAround, recordDelivery } from "./deliveryLog.js"
 import type { ApplyResult, EffectLedger } from "./EffectLedger.js"
 import type { OperationRow } from "./LabObject.js"
 
@@ -314,17 +315,7 @@ export class ChaosObject extends DurableObject<ChaosEnv> {
   }
 
   override async alarm(info?: AlarmInvocationInfo): Promise<void> {
-    const { seq } = this.ctx.storage.sql.exec<{ seq: number }>(
-      "INSERT INTO chaos_deliveries (at, instance, info) VALUES (?, ?, ?) RETURNING seq",
-      Date.now(),
-      this.instance,
-      JSON.stringify(info ?? null)
-    ).one()
-    try {
-      await this.scheduler.alarm(info)
-    } finally {
-      this.ctx.storage.sql.exec("UPDATE chaos_deliveries SET ended_at = ? WHERE seq = ?", Date.now(), seq)
-    }
+    await recordDelivery(this.ctx.storage.sql, "chaos_deliveries", this.instance, info, () => this.scheduler.alarm(info))
   }
 
   private ledger(): DurableObjectStub<EffectLedger> {
@@ -461,11 +452,7 @@ export class ChaosObject extends DurableObject<ChaosEnv> {
 
   /** The deliveries still running (or cut by a reset), or begun or ended at or after `at`. */
   deliveriesAround(at: number): ReadonlyArray<ChaosDelivery> {
-    return this.ctx.storage.sql.exec(
-      "SELECT * FROM chaos_deliveries WHERE ended_at IS NULL OR ended_at >= ? OR at >= ? ORDER BY seq",
-      at,
-      at
-    ).toArray() as unknown as ReadonlyArray<ChaosDelivery>
+    return deliveriesAround<ChaosDelivery>(this.ctx.storage.sql, "chaos_deliveries", at)
   }
 
   /** Handler calls a reset cut short: begun in an instance that is gone, never ended. */

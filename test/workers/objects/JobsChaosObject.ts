@@ -26,6 +26,7 @@ import {
   type DurableJobFlowNode,
   NonRetryableError
 } from "../../../src/index.js"
+import { deliveriesAround, recordDelivery } from "./deliveryLog.js"
 import type { ApplyResult, EffectLedger } from "./EffectLedger.js"
 
 /**
@@ -298,17 +299,7 @@ export class JobsChaosObject extends DurableObject<JobsChaosEnv> {
   }
 
   override async alarm(info?: AlarmInvocationInfo): Promise<void> {
-    const { seq } = this.ctx.storage.sql.exec<{ seq: number }>(
-      "INSERT INTO jobs_chaos_deliveries (at, instance, info) VALUES (?, ?, ?) RETURNING seq",
-      Date.now(),
-      this.instance,
-      JSON.stringify(info ?? null)
-    ).one()
-    try {
-      await this.jobs.alarm(info)
-    } finally {
-      this.ctx.storage.sql.exec("UPDATE jobs_chaos_deliveries SET ended_at = ? WHERE seq = ?", Date.now(), seq)
-    }
+    await recordDelivery(this.ctx.storage.sql, "jobs_chaos_deliveries", this.instance, info, () => this.jobs.alarm(info))
   }
 
   private ledger(): DurableObjectStub<EffectLedger> {
@@ -518,11 +509,7 @@ export class JobsChaosObject extends DurableObject<JobsChaosEnv> {
 
   /** The deliveries still running (or cut by a reset), or begun or ended at or after `at`. */
   deliveriesAround(at: number): ReadonlyArray<JobsChaosDelivery> {
-    return this.ctx.storage.sql.exec(
-      "SELECT * FROM jobs_chaos_deliveries WHERE ended_at IS NULL OR ended_at >= ? OR at >= ? ORDER BY seq",
-      at,
-      at
-    ).toArray() as unknown as ReadonlyArray<JobsChaosDelivery>
+    return deliveriesAround<JobsChaosDelivery>(this.ctx.storage.sql, "jobs_chaos_deliveries", at)
   }
 
   /** Handler calls a reset cut short: begun in an instance that is gone, never ended. */

@@ -19,6 +19,7 @@
  */
 import { DurableObject } from "cloudflare:workers"
 import { type AlarmInvocationInfo, DurabilityJobs, DurabilityScheduler } from "../../../src/index.js"
+import { deliveriesAround, recordDelivery } from "./deliveryLog.js"
 
 export type LeasesChaosQueue = "loose" | "tight"
 
@@ -225,17 +226,7 @@ export class LeasesChaosObject extends DurableObject {
 
   /** Recorded, start and end: the audit reads a null alarm as a loss only when no delivery is in flight. */
   override async alarm(info?: AlarmInvocationInfo): Promise<void> {
-    const { seq } = this.ctx.storage.sql.exec<{ seq: number }>(
-      "INSERT INTO leases_chaos_deliveries (at, instance, info) VALUES (?, ?, ?) RETURNING seq",
-      Date.now(),
-      this.instance,
-      JSON.stringify(info ?? null)
-    ).one()
-    try {
-      await this.jobs.alarm(info)
-    } finally {
-      this.ctx.storage.sql.exec("UPDATE leases_chaos_deliveries SET ended_at = ? WHERE seq = ?", Date.now(), seq)
-    }
+    await recordDelivery(this.ctx.storage.sql, "leases_chaos_deliveries", this.instance, info, () => this.jobs.alarm(info))
   }
 
   // RPC surface used by the chaos test. Every call resolves.
@@ -408,11 +399,7 @@ export class LeasesChaosObject extends DurableObject {
 
   /** The `alarm(info)` deliveries still running (or cut by a reset), or begun or ended at or after `at`. */
   deliveriesAround(at: number): ReadonlyArray<LeasesChaosDelivery> {
-    return this.ctx.storage.sql.exec(
-      "SELECT * FROM leases_chaos_deliveries WHERE ended_at IS NULL OR ended_at >= ? OR at >= ? ORDER BY seq",
-      at,
-      at
-    ).toArray() as unknown as ReadonlyArray<LeasesChaosDelivery>
+    return deliveriesAround<LeasesChaosDelivery>(this.ctx.storage.sql, "leases_chaos_deliveries", at)
   }
 
   /** As the platform keeps a failed alarm for its retry (`runDurableObjectAlarm` deletes it first and never retries). */

@@ -5,6 +5,7 @@
  */
 import { env, runInDurableObject } from "cloudflare:test"
 import { expect } from "vitest"
+import * as Verdict from "../../shared/Verdict.js"
 import type { RunCall, ScheduleAlarmRecord, SchedulesObject } from "../objects/SchedulesObject.js"
 import { waitFor } from "./lab.js"
 
@@ -117,5 +118,5 @@ export const withSlack = async <A>(
       await finish(schedules, keys)
     }
   }
-  throw new Error(`harness: premise not reached with any slack on this machine (${missed.join("; ")})`)
+  throw new Verdict.HarnessFailure(`harness: premise not reached with any slack on this machine (${missed.join("; ")})`)
 }
