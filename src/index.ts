@@ -7,7 +7,7 @@ export type {
   Answer as DurabilityInspectAnswer,
   Failure as DurabilityInspectFailure,
   RequestEncoded as DurabilityInspectRequest
-} from "./internal/inspect/protocol.js"
+} from "./inspector/protocol.js"
 export type {
   AlarmInvocationInfo,
   AlarmRetryInfo,
@@ -104,7 +104,7 @@ export type {
   JobPage as DurableJobPage,
   JobState as DurableJobState,
   RateLimit as DurableJobRateLimit
-} from "./Jobs.js"
+} from "./jobs/Jobs.js"
 export { DurabilitySchedules } from "./facade/DurabilitySchedules.js"
 export type {
   DurabilitySchedulesBase,
@@ -138,10 +138,10 @@ export {
   NonRetryableError,
   StaleLeaseError
 } from "./facade/errors.js"
-export { migrations as durabilityOperationMigrations } from "./Operations.js"
-export { migrations as durabilityNamedAlarmMigrations } from "./NamedAlarms.js"
-export { migrations as durabilityJobMigrations } from "./Jobs.js"
-export { migrations as durabilityScheduleMigrations } from "./Schedules.js"
-export type { LifecycleEvent as DurabilityLifecycleEvent, LifecycleHook } from "./Lifecycle.js"
-export { logLifecycle } from "./Logging.js"
-export type { SerializedError } from "./Errors.js"
+export { migrations as durabilityOperationMigrations } from "./operations/Operations.js"
+export { migrations as durabilityNamedAlarmMigrations } from "./alarms/NamedAlarms.js"
+export { migrations as durabilityJobMigrations } from "./jobs/Jobs.js"
+export { migrations as durabilityScheduleMigrations } from "./schedules/Schedules.js"
+export type { LifecycleEvent as DurabilityLifecycleEvent, LifecycleHook } from "./engine/Lifecycle.js"
+export { logLifecycle } from "./engine/Logging.js"
+export type { SerializedError } from "./shared/Errors.js"

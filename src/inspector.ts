@@ -13,7 +13,7 @@ export type {
   DurabilityInspectorOptions,
   DurabilityInspectorSource
 } from "./facade/DurabilityInspector.js"
-export * as InspectorApi from "./InspectorApi.js"
+export * as InspectorApi from "./inspector/InspectorApi.js"
 export type {
   ActionResult,
   AlarmItem,
@@ -35,4 +35,4 @@ export type {
   RequestEncoded as InspectorRequestEncoded,
   ScheduleItem,
   SchedulerSummary
-} from "./internal/inspect/protocol.js"
+} from "./inspector/protocol.js"

@@ -6,12 +6,12 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import type { LifecycleHook } from "../Lifecycle.js"
-import * as Operations from "../Operations.js"
-import * as Steps from "../Steps.js"
-import type { IsJson } from "../internal/jsonType.js"
-import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
-import type * as Scheduler from "../Scheduler.js"
+import type { LifecycleHook } from "../engine/Lifecycle.js"
+import * as Operations from "../operations/Operations.js"
+import * as Steps from "../steps/Steps.js"
+import type { IsJson } from "../shared/jsonType.js"
+import type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
+import type * as Scheduler from "../engine/Scheduler.js"
 import { fromPromise, migrateWith, type MigrationResult, type SchedulerAttachment } from "./attachment.js"
 import {
   build,

@@ -10,9 +10,9 @@
  * scheduler: `inspect(request: unknown) { return this.scheduler.inspect(request) }`.
  */
 import type { DurableJobsRouter, DurableJobsShardNamespace } from "./DurabilityJobs.js"
-import type { AccessConfig } from "../internal/inspect/auth.js"
-import { makeHandler } from "../internal/inspect/http.js"
-import * as Logging from "../Logging.js"
+import type { AccessConfig } from "../inspector/auth.js"
+import { makeHandler } from "../inspector/http.js"
+import * as Logging from "../engine/Logging.js"
 
 /** The part of a Durable Object namespace the inspector uses, as the jobs router does (any `DurableObjectNamespace` fits). */
 export type DurabilityInspectorNamespace = DurableJobsShardNamespace

@@ -7,15 +7,15 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Runtime from "effect/Runtime"
-import * as Jobs from "../Jobs.js"
-import * as Steps from "../Steps.js"
-import type { AnyQueueDefinition } from "../internal/jobs/definition.js"
-import * as Router from "../internal/jobs/router.js"
-import type { GroupRateLimit, Retention, Transport } from "../internal/jobs/options.js"
-import type { Lease as JobLease, LeaseOptions as JobLeaseOptions } from "../internal/jobs/lease.js"
-import type * as Types from "../internal/jobs/types.js"
-import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
-import type * as Scheduler from "../Scheduler.js"
+import * as Jobs from "../jobs/Jobs.js"
+import * as Steps from "../steps/Steps.js"
+import type { AnyQueueDefinition } from "../jobs/definition.js"
+import * as Router from "../jobs/router.js"
+import type { GroupRateLimit, Retention, Transport } from "../jobs/options.js"
+import type { Lease as JobLease, LeaseOptions as JobLeaseOptions } from "../jobs/lease.js"
+import type * as Types from "../jobs/types.js"
+import type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
+import type * as Scheduler from "../engine/Scheduler.js"
 import { attach, fromPromise, migrateWith, type MigrationResult, type SchedulerAttachment } from "./attachment.js"
 import type { BivariantHandler } from "./Durability.js"
 import { fromCause } from "./errors.js"
@@ -134,7 +134,7 @@ export type DurabilityJobsInstance<Q extends QueueMap> =
   & DurabilityJobsBase
   & { readonly [K in keyof Q]: DurableQueue<PayloadOf<Q[K]>, ResultOf<Q[K]>> }
 
-export type { RouteKeyInput as DurableJobsRouteKeyInput, RoutedCounts as DurableRoutedCounts, ShardNamespace as DurableJobsShardNamespace } from "../internal/jobs/router.js"
+export type { RouteKeyInput as DurableJobsRouteKeyInput, RoutedCounts as DurableRoutedCounts, ShardNamespace as DurableJobsShardNamespace } from "../jobs/router.js"
 
 /** `DurabilityJobs.router`'s options (see the README's "Sharding job queues"). */
 export type DurableJobsRouterOptions = Router.RouterOptions

@@ -5,16 +5,16 @@
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import type { Answer } from "../internal/inspect/protocol.js"
-import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
-import * as Inspector from "../InspectorService.js"
-import * as Scheduler from "../Scheduler.js"
-import * as SchedulerConfig from "../SchedulerConfig.js"
+import type { Answer } from "../inspector/protocol.js"
+import type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
+import * as Inspector from "../inspector/InspectorService.js"
+import * as Scheduler from "../engine/Scheduler.js"
+import * as SchedulerConfig from "../engine/SchedulerConfig.js"
 import { ObjectRuntime } from "./objectRuntime.js"
 import { toError } from "./errors.js"
 
-export type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
-export type { AlarmRetryInfo } from "../SchedulerConfig.js"
+export type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
+export type { AlarmRetryInfo } from "../engine/SchedulerConfig.js"
 
 export type DurabilitySchedulerOptions = Omit<SchedulerConfig.SchedulerOptions, "objectId">
 

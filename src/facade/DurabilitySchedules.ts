@@ -5,12 +5,12 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import type { LifecycleHook } from "../Lifecycle.js"
-import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
-import type * as Scheduler from "../Scheduler.js"
-import * as Schedules from "../Schedules.js"
-import * as Steps from "../Steps.js"
-import type * as Types from "../internal/jobs/types.js"
+import type { LifecycleHook } from "../engine/Lifecycle.js"
+import type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
+import type * as Scheduler from "../engine/Scheduler.js"
+import * as Schedules from "../schedules/Schedules.js"
+import * as Steps from "../steps/Steps.js"
+import type * as Types from "../jobs/types.js"
 import { fromPromise, migrateWith, type MigrationResult, type SchedulerAttachment } from "./attachment.js"
 import type { BivariantHandler } from "./Durability.js"
 import {

@@ -4,11 +4,11 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import { handlerMapProblem } from "../internal/capability.js"
+import { handlerMapProblem } from "../engine/capability.js"
 import type { ObjectRuntime } from "./objectRuntime.js"
-import type { AlarmInvocationInfo, DurabilityContext } from "../internal/platform.js"
-import * as StorageService from "../StorageService.js"
-import type * as Migrations from "../Migrations.js"
+import type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
+import * as StorageService from "../engine/StorageService.js"
+import type * as Migrations from "../engine/Migrations.js"
 import {
   checkContext,
   DurabilityScheduler,

@@ -4,7 +4,7 @@
  * `message` across the wire.
  */
 import type * as Cause from "effect/Cause"
-import { errorOf } from "../internal/cause.js"
+import { errorOf } from "../shared/cause.js"
 
 const named = <N extends string>(name: N) =>
   class extends Error {

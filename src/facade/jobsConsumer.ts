@@ -11,8 +11,8 @@
  *
  * Structural types only (no workers-types globals): the same module runs under Node in the tests.
  */
-import { consoleSink, type Sink } from "../Logging.js"
-import { shown } from "../internal/validate.js"
+import { consoleSink, type Sink } from "../engine/Logging.js"
+import { shown } from "../shared/validate.js"
 import { StaleLeaseError } from "./errors.js"
 
 // ---------------------------------------------------------------------------------------------

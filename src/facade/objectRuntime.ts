@@ -14,9 +14,9 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
-import type { DurabilityContext } from "../internal/platform.js"
-import * as Scheduler from "../Scheduler.js"
-import type * as SchedulerConfig from "../SchedulerConfig.js"
+import type { DurabilityContext } from "../shared/platform.js"
+import * as Scheduler from "../engine/Scheduler.js"
+import type * as SchedulerConfig from "../engine/SchedulerConfig.js"
 import { fromCause } from "./errors.js"
 
 type Services = Scheduler.Services

@@ -28,7 +28,7 @@
  */
 import * as Effect from "effect/Effect"
 import type { Database, SqlJsStatic, Statement } from "sql.js"
-import type { DurableObjectStorageLike, SqlCursorLike, SqlValue } from "../internal/platform.js"
+import type { DurableObjectStorageLike, SqlCursorLike, SqlValue } from "../shared/platform.js"
 
 /** The raw SQLite entry points sql.js exposes on its module but leaves out of its types. */
 interface SqliteExports {

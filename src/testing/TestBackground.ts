@@ -4,7 +4,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Background from "../Background.js"
+import * as Background from "../engine/Background.js"
 
 export interface TestBackground {
   readonly layer: Layer.Layer<Background.Background>

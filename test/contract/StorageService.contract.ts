@@ -8,9 +8,9 @@
  */
 import { Cause, Effect, Either, Exit, Option, Schema } from "effect"
 import { describe, expect } from "vitest"
-import { StorageError } from "../../src/Errors.js"
-import type { DurableObjectStorageLike } from "../../src/internal/platform.js"
-import type { StorageService } from "../../src/StorageService.js"
+import { StorageError } from "../../src/shared/Errors.js"
+import type { DurableObjectStorageLike } from "../../src/shared/platform.js"
+import type { StorageService } from "../../src/engine/StorageService.js"
 
 export interface StorageFixture {
   /** The platform object (`ctx.storage` or a `MemoryStorage`), to read the alarm behind the service's back. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import * as Background from "../../src/Background.js"
-import * as Logging from "../../src/Logging.js"
+import * as Background from "../../src/engine/Background.js"
+import * as Logging from "../../src/engine/Logging.js"
 
 /** The Durable Object background over `ctx`, with Effect's logger collecting entries as objects. */
 const collecting = (ctx: { waitUntil?(promise: Promise<unknown>): void }) => {

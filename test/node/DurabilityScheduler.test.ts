@@ -6,7 +6,7 @@ import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { DurabilityScheduler } from "../../src/index.js"
 import { internals } from "../../src/facade/DurabilityScheduler.js"
-import type { DurabilityContext } from "../../src/internal/platform.js"
+import type { DurabilityContext } from "../../src/shared/platform.js"
 import * as MemoryStorage from "../../src/testing/MemoryStorage.js"
 
 const memoryContext = async (): Promise<DurabilityContext & { readonly memory: MemoryStorage.MemoryStorage }> => {

@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
-import * as Operations from "../../src/Operations.js"
+import * as Operations from "../../src/operations/Operations.js"
 import * as MemoryStorage from "../../src/testing/MemoryStorage.js"
 import * as TestDurability from "../../src/testing/TestDurability.js"
 import { withFaults } from "./support/faults.js"

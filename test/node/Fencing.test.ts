@@ -20,10 +20,10 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, TestClock } from "effect"
-import { NonRetryableError } from "../../src/Errors.js"
-import type * as Lifecycle from "../../src/Lifecycle.js"
-import * as NamedAlarms from "../../src/NamedAlarms.js"
-import * as Operations from "../../src/Operations.js"
+import { NonRetryableError } from "../../src/shared/Errors.js"
+import type * as Lifecycle from "../../src/engine/Lifecycle.js"
+import * as NamedAlarms from "../../src/alarms/NamedAlarms.js"
+import * as Operations from "../../src/operations/Operations.js"
 import * as MemoryStorage from "../../src/testing/MemoryStorage.js"
 import * as TestDurability from "../../src/testing/TestDurability.js"
 

@@ -1,11 +1,11 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { MigrationError, StorageError } from "../../src/Errors.js"
-import * as Migrations from "../../src/Migrations.js"
-import * as NamedAlarms from "../../src/NamedAlarms.js"
-import * as Operations from "../../src/Operations.js"
-import type { Migration } from "../../src/Migrations.js"
-import * as StorageService from "../../src/StorageService.js"
+import { MigrationError, StorageError } from "../../src/shared/Errors.js"
+import * as Migrations from "../../src/engine/Migrations.js"
+import * as NamedAlarms from "../../src/alarms/NamedAlarms.js"
+import * as Operations from "../../src/operations/Operations.js"
+import type { Migration } from "../../src/engine/Migrations.js"
+import * as StorageService from "../../src/engine/StorageService.js"
 import * as MemoryStorage from "../../src/testing/MemoryStorage.js"
 
 const widgets: ReadonlyArray<Migration> = [

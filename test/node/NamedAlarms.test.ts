@@ -1,9 +1,9 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Clock, Effect, Fiber, Layer, Option, Random, TestClock } from "effect"
-import { DurableAlarmTimeoutError, NonRetryableError } from "../../src/Errors.js"
-import type * as Lifecycle from "../../src/Lifecycle.js"
-import * as NamedAlarms from "../../src/NamedAlarms.js"
-import * as Scheduler from "../../src/Scheduler.js"
+import { DurableAlarmTimeoutError, NonRetryableError } from "../../src/shared/Errors.js"
+import type * as Lifecycle from "../../src/engine/Lifecycle.js"
+import * as NamedAlarms from "../../src/alarms/NamedAlarms.js"
+import * as Scheduler from "../../src/engine/Scheduler.js"
 import * as TestDurability from "../../src/testing/TestDurability.js"
 
 type TestObject = TestDurability.TestObject

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Option } from "effect"
-import * as PermitSemaphore from "../../src/PermitSemaphore.js"
+import * as PermitSemaphore from "../../src/engine/PermitSemaphore.js"
 
 // Forked fibers start on the next scheduler turn; yield until the queue holds
 // `n` waiters so the enqueue order is the fork order.

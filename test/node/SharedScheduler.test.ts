@@ -4,8 +4,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Clock, Effect, Fiber, TestClock } from "effect"
-import * as NamedAlarms from "../../src/NamedAlarms.js"
-import * as Operations from "../../src/Operations.js"
+import * as NamedAlarms from "../../src/alarms/NamedAlarms.js"
+import * as Operations from "../../src/operations/Operations.js"
 import * as TestDurability from "../../src/testing/TestDurability.js"
 
 type TestObject = TestDurability.TestObject

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Fiber, Option } from "effect"
-import * as Slot from "../../src/internal/slot.js"
+import * as Slot from "../../src/engine/slot.js"
 
 const settle = Effect.gen(function*() {
   for (let turn = 0; turn < 20; turn++) yield* Effect.yieldNow()

@@ -4,7 +4,7 @@
  */
 import { expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import * as StorageService from "../../src/StorageService.js"
+import * as StorageService from "../../src/engine/StorageService.js"
 import * as MemoryStorage from "../../src/testing/MemoryStorage.js"
 import { storageServiceContract } from "../contract/StorageService.contract.js"
 

@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Clock, Effect, TestClock } from "effect"
-import * as NamedAlarms from "../../src/NamedAlarms.js"
-import * as Operations from "../../src/Operations.js"
+import * as NamedAlarms from "../../src/alarms/NamedAlarms.js"
+import * as Operations from "../../src/operations/Operations.js"
 import * as MemoryStorage from "../../src/testing/MemoryStorage.js"
 import * as TestDurability from "../../src/testing/TestDurability.js"
 import { type Faults, withFaults } from "./support/faults.js"

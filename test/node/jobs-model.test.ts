@@ -37,9 +37,9 @@
  */
 import { describe, it } from "@effect/vitest"
 import { Clock, Effect, Exit, ManagedRuntime, TestContext } from "effect"
-import { NonRetryableError } from "../../src/Errors.js"
-import * as Jobs from "../../src/Jobs.js"
-import type { Row } from "../../src/StorageService.js"
+import { NonRetryableError } from "../../src/shared/Errors.js"
+import * as Jobs from "../../src/jobs/Jobs.js"
+import type { Row } from "../../src/engine/StorageService.js"
 import * as FaultyStorage from "../../src/testing/FaultyStorage.js"
 import * as MemoryStorage from "../../src/testing/MemoryStorage.js"
 import * as TestDurability from "../../src/testing/TestDurability.js"

@@ -4,11 +4,11 @@
  * lifecycle without depending on the operations or named-alarm capabilities.
  */
 import { Clock, Effect } from "effect"
-import { DurableAttemptTimeoutError } from "../../src/Errors.js"
-import type * as Lifecycle from "../../src/Lifecycle.js"
-import * as RetryPolicy from "../../src/RetryPolicy.js"
-import * as Scheduler from "../../src/Scheduler.js"
-import { StorageService } from "../../src/StorageService.js"
+import { DurableAttemptTimeoutError } from "../../src/shared/Errors.js"
+import type * as Lifecycle from "../../src/engine/Lifecycle.js"
+import * as RetryPolicy from "../../src/engine/RetryPolicy.js"
+import * as Scheduler from "../../src/engine/Scheduler.js"
+import { StorageService } from "../../src/engine/StorageService.js"
 
 export const CREATE_TABLE = `
   CREATE TABLE IF NOT EXISTS test_tasks (

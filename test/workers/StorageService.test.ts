@@ -7,7 +7,7 @@
 import { env, runInDurableObject } from "cloudflare:test"
 import { Effect } from "effect"
 import { it } from "vitest"
-import * as StorageService from "../../src/StorageService.js"
+import * as StorageService from "../../src/engine/StorageService.js"
 import { storageServiceContract } from "../contract/StorageService.contract.js"
 
 storageServiceContract("Durable Object SQLite (workerd)", {

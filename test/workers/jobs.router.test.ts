@@ -8,7 +8,7 @@
 import { env, runInDurableObject } from "cloudflare:test"
 import { describe, expect, it } from "vitest"
 import { DurabilityJobs, type DurableJobInfo } from "../../src/index.js"
-import { fnv1a32 } from "../../src/internal/jobs/router.js"
+import { fnv1a32 } from "../../src/jobs/router.js"
 import type { ShardedJobsObject, ShardTask } from "./objects/ShardedJobsObject.js"
 import { waitFor } from "./support/jobs.js"
 

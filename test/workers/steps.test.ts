@@ -6,7 +6,7 @@
  */
 import { env, runInDurableObject } from "cloudflare:test"
 import { describe, expect, it } from "vitest"
-import * as Json from "../../src/internal/json.js"
+import * as Json from "../../src/shared/json.js"
 import type { StepA, StepsObject } from "./objects/StepsObject.js"
 import { IDLE, isIdle } from "./objects/idle.js"
 import { waitFor } from "./support/lab.js"

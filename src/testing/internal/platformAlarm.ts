@@ -12,7 +12,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberId from "effect/FiberId"
-import type { AlarmInvocationInfo } from "../../internal/platform.js"
+import type { AlarmInvocationInfo } from "../../shared/platform.js"
 import type { MemoryStorage } from "../MemoryStorage.js"
 
 /** One `alarm()` the emulated platform made. */

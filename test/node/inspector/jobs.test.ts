@@ -6,9 +6,9 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
-import * as Inspector from "../../../src/InspectorService.js"
-import { COUNT_CAP, DETAIL_JSON_CHARS, LIST_JSON_CHARS, MAX_PAGE, MESSAGE_CHARS } from "../../../src/internal/inspect/protocol.js"
-import * as Jobs from "../../../src/Jobs.js"
+import * as Inspector from "../../../src/inspector/InspectorService.js"
+import { COUNT_CAP, DETAIL_JSON_CHARS, LIST_JSON_CHARS, MAX_PAGE, MESSAGE_CHARS } from "../../../src/inspector/protocol.js"
+import * as Jobs from "../../../src/jobs/Jobs.js"
 import * as FaultyStorage from "../../../src/testing/FaultyStorage.js"
 import * as MemoryStorage from "../../../src/testing/MemoryStorage.js"
 import * as TestDurability from "../../../src/testing/TestDurability.js"

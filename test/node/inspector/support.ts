@@ -3,7 +3,7 @@
  * encoded request in, an `Answer` out) or typed (`inspect`), and walking every page of a list.
  */
 import { Effect } from "effect"
-import * as Inspector from "../../../src/InspectorService.js"
+import * as Inspector from "../../../src/inspector/InspectorService.js"
 import type * as TestDurability from "../../../src/testing/TestDurability.js"
 
 type TestObject = TestDurability.TestObject

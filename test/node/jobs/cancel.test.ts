@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
-import { JobCanceledError } from "../../../src/Errors.js"
-import * as Jobs from "../../../src/Jobs.js"
+import { JobCanceledError } from "../../../src/shared/Errors.js"
+import * as Jobs from "../../../src/jobs/Jobs.js"
 import * as TestDurability from "../../../src/testing/TestDurability.js"
 import { gates, jobRow, recorder, rows, type TestObject } from "./support.js"
 

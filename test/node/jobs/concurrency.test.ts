@@ -4,8 +4,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
-import * as Jobs from "../../../src/Jobs.js"
-import * as PermitSemaphore from "../../../src/PermitSemaphore.js"
+import * as Jobs from "../../../src/jobs/Jobs.js"
+import * as PermitSemaphore from "../../../src/engine/PermitSemaphore.js"
 import * as TestDurability from "../../../src/testing/TestDurability.js"
 import { gates, type TestObject } from "./support.js"
 

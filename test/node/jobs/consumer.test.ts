@@ -8,7 +8,7 @@ import { afterEach, beforeEach, describe, expect, it } from "@effect/vitest"
 import { Context, Effect } from "effect"
 import { vi } from "vitest"
 import { type DurableQueuedJob, jobsConsumer, jobsDeadLetterConsumer, NonRetryableError } from "../../../src/index.js"
-import * as JobsConsumer from "../../../src/JobsConsumer.js"
+import * as JobsConsumer from "../../../src/jobs/JobsConsumer.js"
 
 type Call = Readonly<Record<string, unknown>> & { readonly op: string }
 type Answer = (call: Call) => unknown

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Clock, Effect, TestClock } from "effect"
-import * as Jobs from "../../../src/Jobs.js"
+import * as Jobs from "../../../src/jobs/Jobs.js"
 import * as TestDurability from "../../../src/testing/TestDurability.js"
 import { count, gates, jobRow, recorder, rows, stored, type TestObject } from "./support.js"
 

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
-import * as Jobs from "../../../src/Jobs.js"
+import * as Jobs from "../../../src/jobs/Jobs.js"
 import * as TestDurability from "../../../src/testing/TestDurability.js"
 import { gates, recorder } from "./support.js"
 

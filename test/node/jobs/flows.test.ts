@@ -6,8 +6,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
-import { NonRetryableError } from "../../../src/Errors.js"
-import * as Jobs from "../../../src/Jobs.js"
+import { NonRetryableError } from "../../../src/shared/Errors.js"
+import * as Jobs from "../../../src/jobs/Jobs.js"
 import * as TestDurability from "../../../src/testing/TestDurability.js"
 import { dump, gates, jobRow, recorder, rows, type TestObject } from "./support.js"
 

@@ -5,8 +5,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
 import { expectTypeOf } from "vitest"
-import { NonRetryableError } from "../../../src/Errors.js"
-import * as Jobs from "../../../src/Jobs.js"
+import { NonRetryableError } from "../../../src/shared/Errors.js"
+import * as Jobs from "../../../src/jobs/Jobs.js"
 import * as TestDurability from "../../../src/testing/TestDurability.js"
 import { count, dump, gates, jobRow, recorder, stored } from "./support.js"
 

@@ -7,8 +7,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
-import { StaleLeaseError } from "../../../src/Errors.js"
-import * as Jobs from "../../../src/Jobs.js"
+import { StaleLeaseError } from "../../../src/shared/Errors.js"
+import * as Jobs from "../../../src/jobs/Jobs.js"
 import * as TestDurability from "../../../src/testing/TestDurability.js"
 import { jobRow, recorder, rows } from "./support.js"
 

@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Schema, TestClock } from "effect"
-import type { InvalidInputError } from "../../../src/Errors.js"
-import * as Jobs from "../../../src/Jobs.js"
+import type { InvalidInputError } from "../../../src/shared/Errors.js"
+import * as Jobs from "../../../src/jobs/Jobs.js"
 import * as TestDurability from "../../../src/testing/TestDurability.js"
 import { dump, rows, type TestObject } from "./support.js"
 

@@ -7,8 +7,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Clock, Effect, TestClock } from "effect"
-import * as AlarmService from "../../../src/AlarmService.js"
-import * as Jobs from "../../../src/Jobs.js"
+import * as AlarmService from "../../../src/engine/AlarmService.js"
+import * as Jobs from "../../../src/jobs/Jobs.js"
 import * as TestDurability from "../../../src/testing/TestDurability.js"
 import { rows, type TestObject } from "./support.js"
 

@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
-import { NonRetryableError } from "../../../src/Errors.js"
-import * as Jobs from "../../../src/Jobs.js"
+import { NonRetryableError } from "../../../src/shared/Errors.js"
+import * as Jobs from "../../../src/jobs/Jobs.js"
 import * as TestDurability from "../../../src/testing/TestDurability.js"
 import { count, gates, jobRow, recorder, rows, type TestObject } from "./support.js"
 
@@ -68,7 +68,7 @@ describe("removeOnComplete / removeOnFail", () => {
       expect(events.of("removed")).toMatchObject([{ id: "old", reason: "retention" }])
     }))
 
-  // The retention upkeep (src/internal/jobs/upkeep.ts) wakes the object when the oldest kept job passes its age.
+  // The retention upkeep (src/jobs/upkeep.ts) wakes the object when the oldest kept job passes its age.
   it.effect("ageMs is also enforced by upkeep, without another job finishing", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()

@@ -4,8 +4,8 @@
  * repeat, even while jobs are added), the wire call's checks, and the router over fake stubs.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { type AddOptions, JOB_STATES } from "../../../src/internal/jobs/types.js"
-import * as Router from "../../../src/internal/jobs/router.js"
+import { type AddOptions, JOB_STATES } from "../../../src/jobs/types.js"
+import * as Router from "../../../src/jobs/router.js"
 
 describe("router: the routing hash", () => {
   it("FNV-1a 32-bit of the UTF-8 bytes, as fixed vectors", () => {

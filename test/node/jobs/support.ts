@@ -3,8 +3,8 @@
  * prove a rejected call changed nothing), recording lifecycle events, and handlers held open by hand.
  */
 import { Deferred, Effect, FiberId } from "effect"
-import type * as Jobs from "../../../src/Jobs.js"
-import type { SqlValue } from "../../../src/StorageService.js"
+import type * as Jobs from "../../../src/jobs/Jobs.js"
+import type { SqlValue } from "../../../src/engine/StorageService.js"
 import type * as TestDurability from "../../../src/testing/TestDurability.js"
 
 export type TestObject = TestDurability.TestObject

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
-import * as Schedules from "../../../src/Schedules.js"
+import * as Schedules from "../../../src/schedules/Schedules.js"
 import * as TestDurability from "../../../src/testing/TestDurability.js"
 import { at, iso, recording, type TestObject } from "./support.js"
 

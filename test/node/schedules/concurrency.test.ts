@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
-import * as Operations from "../../../src/Operations.js"
-import * as Schedules from "../../../src/Schedules.js"
+import * as Operations from "../../../src/operations/Operations.js"
+import * as Schedules from "../../../src/schedules/Schedules.js"
 import * as TestDurability from "../../../src/testing/TestDurability.js"
 import { gates, recording } from "./support.js"
 

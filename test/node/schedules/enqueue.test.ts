@@ -4,8 +4,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
-import * as Jobs from "../../../src/Jobs.js"
-import * as Schedules from "../../../src/Schedules.js"
+import * as Jobs from "../../../src/jobs/Jobs.js"
+import * as Schedules from "../../../src/schedules/Schedules.js"
 import * as TestDurability from "../../../src/testing/TestDurability.js"
 import { rows } from "./support.js"
 

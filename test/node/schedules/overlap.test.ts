@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Clock, Effect, TestClock } from "effect"
-import * as Schedules from "../../../src/Schedules.js"
+import * as Schedules from "../../../src/schedules/Schedules.js"
 import * as TestDurability from "../../../src/testing/TestDurability.js"
 import { gates, recording } from "./support.js"
 

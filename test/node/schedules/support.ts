@@ -3,8 +3,8 @@
  * test clock), rows read straight from storage, and handlers held open by hand.
  */
 import { Clock, Effect } from "effect"
-import * as Schedules from "../../../src/Schedules.js"
-import type { SqlValue } from "../../../src/StorageService.js"
+import * as Schedules from "../../../src/schedules/Schedules.js"
+import type { SqlValue } from "../../../src/engine/StorageService.js"
 import type * as TestDurability from "../../../src/testing/TestDurability.js"
 
 export type TestObject = TestDurability.TestObject

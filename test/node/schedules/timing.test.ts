@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Cron from "effect/Cron"
 import * as Either from "effect/Either"
-import * as Timing from "../../../src/internal/schedules/timing.js"
+import * as Timing from "../../../src/schedules/timing.js"
 
 const MINUTE = 60_000
 const HOUR = 60 * MINUTE

@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Schema, TestClock } from "effect"
-import { InvalidInputError } from "../../../src/Errors.js"
-import * as Schedules from "../../../src/Schedules.js"
+import { InvalidInputError } from "../../../src/shared/Errors.js"
+import * as Schedules from "../../../src/schedules/Schedules.js"
 import * as TestDurability from "../../../src/testing/TestDurability.js"
 import { at, dump, recording, type TestObject } from "./support.js"
 

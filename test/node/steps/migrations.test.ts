@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
-import * as Jobs from "../../../src/Jobs.js"
-import * as Operations from "../../../src/Operations.js"
+import * as Jobs from "../../../src/jobs/Jobs.js"
+import * as Operations from "../../../src/operations/Operations.js"
 import * as TestDurability from "../../../src/testing/TestDurability.js"
 import { memos, sideEffects, type TestObject } from "./support.js"
 

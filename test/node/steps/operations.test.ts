@@ -7,10 +7,10 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Schema, TestClock } from "effect"
-import { DurableStepError, NonRetryableError } from "../../../src/Errors.js"
-import * as Operations from "../../../src/Operations.js"
-import type * as Scheduler from "../../../src/Scheduler.js"
-import type { StorageService } from "../../../src/StorageService.js"
+import { DurableStepError, NonRetryableError } from "../../../src/shared/Errors.js"
+import * as Operations from "../../../src/operations/Operations.js"
+import type * as Scheduler from "../../../src/engine/Scheduler.js"
+import type { StorageService } from "../../../src/engine/StorageService.js"
 import * as TestDurability from "../../../src/testing/TestDurability.js"
 import { memoNames, memos, sideEffects, type TestObject } from "./support.js"
 

@@ -4,7 +4,7 @@
  * the same storage.
  */
 import { Context, Effect, Exit, Layer, Scope } from "effect"
-import type * as Scheduler from "../../../src/Scheduler.js"
+import type * as Scheduler from "../../../src/engine/Scheduler.js"
 import * as MemoryStorage from "../../../src/testing/MemoryStorage.js"
 import * as TestBackground from "../../../src/testing/TestBackground.js"
 import * as TestScheduler from "../../../src/testing/TestScheduler.js"

@@ -3,7 +3,7 @@
  * tables back) and the error a constructor throws.
  */
 import { Effect } from "effect"
-import type { DurabilityContext } from "../../../src/internal/platform.js"
+import type { DurabilityContext } from "../../../src/shared/platform.js"
 import * as MemoryStorage from "../../../src/testing/MemoryStorage.js"
 
 export const memoryContext = async (): Promise<DurabilityContext & { readonly memory: MemoryStorage.MemoryStorage }> => {

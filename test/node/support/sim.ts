@@ -9,9 +9,9 @@
  * `TestClock.adjust` does minus the real-timer polling.
  */
 import { Cause, Chunk, Deferred, Effect, type Exit, Fiber, Ref, Scheduler as EffectScheduler, TestClock } from "effect"
-import * as AlarmService from "../../../src/AlarmService.js"
-import * as Scheduler from "../../../src/Scheduler.js"
-import type { Row } from "../../../src/StorageService.js"
+import * as AlarmService from "../../../src/engine/AlarmService.js"
+import * as Scheduler from "../../../src/engine/Scheduler.js"
+import type { Row } from "../../../src/engine/StorageService.js"
 import type { MemoryStorage } from "../../../src/testing/MemoryStorage.js"
 import type * as TestDurability from "../../../src/testing/TestDurability.js"
 import { HarnessFailure, type Verdict } from "../../shared/Verdict.js"

@@ -18,7 +18,7 @@ import {
   type DurableOperationResult
 } from "../../../src/index.js"
 import { internals } from "../../../src/facade/DurabilityScheduler.js"
-import { PermitSemaphore } from "../../../src/PermitSemaphore.js"
+import { PermitSemaphore } from "../../../src/engine/PermitSemaphore.js"
 import { Deliveries, type Idleness } from "./idle.js"
 
 const CREATE = `

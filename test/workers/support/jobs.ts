@@ -4,7 +4,7 @@
  */
 import { env, runInDurableObject } from "cloudflare:test"
 import { expect } from "vitest"
-import * as Json from "../../../src/internal/json.js"
+import * as Json from "../../../src/shared/json.js"
 import { IDLE, isIdle } from "../objects/idle.js"
 import type { JobCall, JobRow, JobsObject, QueueName } from "../objects/JobsObject.js"
 import { waitFor } from "./lab.js"

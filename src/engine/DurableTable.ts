@@ -1,0 +1,233 @@
+/**
+ * The engine's extension point: a capability (operations, named alarms, your own table) takes part
+ * in the object's scheduler by attaching a `DurableTable`: its table, with the standard attempt
+ * columns, and how to run and settle one record. `Scheduler.attach` returns a `TableHandle`, the
+ * capability's only way to write pending work (so the physical alarm is reconciled in the same
+ * transaction) and to start it.
+ *
+ * The standard columns: `<key> TEXT PRIMARY KEY, generation_id TEXT, status TEXT ('pending' | …),
+ * attempt INTEGER, next_attempt_at INTEGER, last_error TEXT, last_error_name TEXT`, indexed on
+ * `(status, next_attempt_at)`.
+ */
+import type * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
+import type { StorageError } from "../shared/Errors.js"
+import type { AlarmInvocationInfo } from "../shared/platform.js"
+import type * as Lifecycle from "./Lifecycle.js"
+import type * as PermitSemaphore from "./PermitSemaphore.js"
+import type * as RetryPolicy from "./RetryPolicy.js"
+import type { Row } from "./StorageService.js"
+
+/** One attempt of one record, as its handler sees it. */
+export interface Execution {
+  readonly key: string
+  readonly generation: string
+  /** 1-based; already durably counted when the handler runs. */
+  readonly attempt: number
+  /** The record as stored when the attempt was claimed. */
+  readonly row: Row
+  /** Aborted on timeout, purge, cancel or shutdown. Cooperative: the handler decides to stop. */
+  readonly signal: AbortSignal
+  /** The platform's alarm info when a physical alarm started this attempt. */
+  readonly platform: AlarmInvocationInfo | undefined
+}
+
+export interface AttemptPolicy extends RetryPolicy.RetryPolicy {
+  readonly attemptTimeoutMs: number
+  /** What the signal is aborted with, and the failure recorded, when an attempt times out. */
+  readonly timeoutError: (timeoutMs: number) => unknown
+  /**
+   * Failures that end the record whatever its remaining attempts (besides `NonRetryableError` and
+   * exhausted attempts): e.g. a named alarm's timeout, or a result that cannot be stored.
+   */
+  readonly isTerminal?: ((error: unknown) => boolean) | undefined
+}
+
+/** Each record's `maxAttempts` by one of its columns (see `DurableTable.attemptLimits`). */
+export interface AttemptLimits {
+  /** The column the policy depends on (e.g. the operation name). */
+  readonly column: string
+  readonly byValue: ReadonlyMap<string, number>
+  /** For values not in `byValue`. */
+  readonly otherwise: number
+}
+
+/**
+ * A capability's participation: its table and how to run a record. `A` is what `run` succeeds with
+ * and `complete` stores.
+ */
+export interface DurableTable<A = unknown> {
+  /** Unique per scheduler, e.g. "operations". */
+  readonly kind: string
+  readonly table: string
+  readonly keyColumn: string
+  /** Rows started per alarm pass; the rest follow from the re-armed timer or alarm. Default 100. */
+  readonly dueBatchSize?: number | undefined
+  readonly policy: (row: Row) => AttemptPolicy
+  /**
+   * Every record's `maxAttempts` as a function of one column (what `policy` decides by), so the
+   * engine can claim a record in one statement instead of reading it first. Optional.
+   */
+  readonly attemptLimits?: AttemptLimits | undefined
+  /** The handler. Its failures are decided by the policy; its success goes to `complete`. */
+  readonly run: (execution: Execution) => Effect.Effect<A, unknown>
+  /**
+   * Persists a success, conditionally on (key, generation, pending, attempt). Runs synchronously
+   * inside the settle transaction; returns whether the row matched. `settledAt` is the clock as the
+   * attempt ended. A failure other than `StorageError` is decided by the policy like a handler's
+   * failure (typically terminal).
+   */
+  readonly complete: (execution: Execution, value: A, settledAt: number) => Effect.Effect<boolean, unknown>
+  /**
+   * `complete` writes with exactly one statement, atomic on its own: the engine then runs it without
+   * a transaction around it (a transaction runs its body in a fiber of its own; see bench/RESULTS.md).
+   */
+  readonly completesInOneStatement?: boolean | undefined
+  /** How messages name the record, e.g. `operation "resize" (id "a")`. */
+  readonly describe: (row: Row) => string
+  /** The entity fields of lifecycle events about `row`. */
+  readonly entity: (row: Row) => Lifecycle.LifecycleEntity
+  readonly onEvent?: Lifecycle.LifecycleHook | undefined
+  /** How records are dispatched when time order alone is not enough (job queues). */
+  readonly dispatch?: Dispatch | undefined
+  /**
+   * Work that must commit with a record's end (a parent released, a retention bound kept): decided
+   * from the row as claimed, before the settle runs. Returns `undefined` when there is none (the
+   * settle then keeps its one-statement path); otherwise the effect runs inside the settle
+   * transaction, after the settle matched, and returns the records it made pending.
+   */
+  readonly settled?: ((row: Row, settlement: Settlement) => SettledWork | undefined) | undefined
+}
+
+/**
+ * Work run in a settle transaction: the records it made pending get the alarm, the timer and an
+ * eager start; `after` runs once the settle committed (e.g. lifecycle events of the records it changed).
+ */
+export type SettledWork = Effect.Effect<
+  { readonly pending: ReadonlyArray<PendingRecord>; readonly after?: Effect.Effect<void> | undefined },
+  StorageError
+>
+
+/** How a record ended for good. */
+export type Settlement =
+  | { readonly outcome: "completed"; readonly at: number }
+  | { readonly outcome: "failed"; readonly at: number; readonly error: { readonly name: string; readonly message: string } }
+
+/** A group's limit inside the shared permits; its waiters are served by rank (smaller first), then arrival. */
+export interface Slot {
+  readonly capacity: number
+  readonly tryAcquire: Effect.Effect<Option.Option<PermitSemaphore.Permit>>
+  /** Waits for a permit as `key`, ranked by `rank` among the waiters. */
+  readonly acquire: (rank: ReadonlyArray<number>, key: string) => Effect.Effect<PermitSemaphore.Permit>
+  readonly available: Effect.Effect<number>
+}
+
+export interface Dispatch {
+  /** The ORDER BY of due scans (default `next_attempt_at`), e.g. `priority DESC, seq`. */
+  readonly order?: string | undefined
+  /**
+   * A further SQL condition (no bindings) a pending record must meet to be due, to wake the object
+   * and to be claimed, e.g. "its queue is not paused". Pending records that fail it wait, durably.
+   */
+  readonly pendingWhere?: string | undefined
+  /**
+   * A record that must not start now whatever the permits (e.g. its queue is paused, so its claim
+   * would be refused): it gets no eager start and no timer; what makes it startable again re-arms them.
+   */
+  readonly held?: ((key: string) => boolean) | undefined
+  /** A column every claim sets to the claim's time (e.g. `started_at`). */
+  readonly startedColumn?: string | undefined
+  /**
+   * The record's own limit inside the shared permits (e.g. its queue's concurrency), by key: taken
+   * before a shared permit, so a full group never holds a permit another group could use.
+   */
+  readonly slotOf?: ((key: string) => Slot | undefined) | undefined
+  /**
+   * The start order as numbers (smaller first), read by due scans (`columns`, a select list) so
+   * records waiting for a full slot start in that order, whenever each came due.
+   */
+  readonly rank?: { readonly columns: string; readonly of: (row: Row) => ReadonlyArray<number> } | undefined
+  /**
+   * A gate decided from the row before its claim (e.g. a token bucket). `undefined`: no gate. The
+   * effect runs in the claim's transaction and says whether the record may start now; when it may
+   * not, the effect moved the record (or its group) to when it may, so the wake-up follows.
+   */
+  readonly admit?: ((row: Row) => ((now: number) => Effect.Effect<boolean, StorageError>) | undefined) | undefined
+  /**
+   * Whether the record under `key` may have a gate (`admit`): when not, it is claimed in one
+   * statement without being read first. Default: every record may.
+   */
+  readonly gated?: ((key: string) => boolean) | undefined
+}
+
+/** A record a write made pending. */
+export interface PendingRecord {
+  readonly key: string
+  readonly at: number
+  /** Start it now (eagerly) if a permit is free. */
+  readonly start?: boolean | undefined
+}
+
+/** What an attached capability can do with the engine. */
+export interface TableHandle {
+  /** Runs `body` and the alarm reconciliation atomically; re-arms the early timer after commit. */
+  readonly write: <B, E>(body: Effect.Effect<B, E>) => Effect.Effect<B, E | StorageError>
+  /**
+   * For a write whose only effect on pending work is making records pending (an insert, or a
+   * reschedule), as `pending` reads them from the body's result: the alarm and the early timer are
+   * made to cover them from memory when they can (no reconciliation read), and those with `start`
+   * start at once while permits are free.
+   */
+  readonly writePending: <B, E>(
+    body: Effect.Effect<B, E>,
+    pending: (result: B) => PendingRecord | ReadonlyArray<PendingRecord> | undefined,
+    options?: {
+      /**
+       * The body writes with one statement, making at most one record pending at this time: when the
+       * known alarm already covers it, the statement runs without a transaction (one costs a fiber).
+       */
+      readonly oneStatementAt?: number | undefined
+      /**
+       * The body may also have removed pending work (a cancel, a delete): the alarm is reconciled
+       * from storage in the transaction, not only moved earlier.
+       */
+      readonly reconcile?: boolean | undefined
+    }
+  ) => Effect.Effect<B, E | StorageError>
+  /**
+   * Starts the record now if a permit is free right now; never waits. Returns whether it started.
+   * With `dueBy`, a record whose next attempt was moved past that time meanwhile is left to its schedule.
+   */
+  readonly tryStart: (key: string, options?: { readonly dueBy?: number | undefined }) => Effect.Effect<boolean>
+  /**
+   * Aborts running executions whose key matches, best effort (purge, cancel). With `release`, their
+   * keys stop counting as executing here at once: a new record under the same key can start while
+   * the aborted handler winds down (its settle is fenced by generation). Without it, a new record
+   * waits for the old handler to end (one handler per key at a time).
+   */
+  readonly abort: (
+    matches: (key: string) => boolean,
+    reason: unknown,
+    options?: { readonly release?: boolean | undefined }
+  ) => Effect.Effect<number>
+  /** Emits a lifecycle event to this table's hook, stamped `at` (a clock reading the caller has) or now. */
+  readonly emit: (build: (timestamp: number) => Lifecycle.LifecycleEvent, at?: number) => Effect.Effect<void>
+  /**
+   * Settles an attempt that ran outside this isolate's executions (a job leased to an external worker),
+   * as the engine settles its own: the policy decides a failure, the settled work and the events
+   * follow. All of it is one transaction that first runs `guard` (the lease's fencing check): when the
+   * guard fails, nothing is written and its error is returned. `row` is the record as claimed, `value`
+   * what `complete` stores.
+   */
+  readonly settle: <E>(
+    row: Row,
+    outcome:
+      | { readonly _tag: "Success"; readonly value: unknown }
+      | { readonly _tag: "Failure"; readonly error: unknown; readonly terminal?: boolean | undefined },
+    guard: Effect.Effect<void, E>
+  ) => Effect.Effect<void, E | StorageError>
+  /** Whether the record under `key` is executing in this isolate now (what "active" means after an eviction: nothing). */
+  readonly executing: (key: string) => boolean
+  /** The keys executing in this isolate now. */
+  readonly executingKeys: () => Iterable<string>
+}

@@ -1,0 +1,102 @@
+/**
+ * Lifecycle events: what happened to a record, told to the user's hook after the
+ * change committed. Events are a best-effort tap, not a log: they may be lost or
+ * repeated across evictions, and a hook can never change state: a hook that
+ * throws or rejects is reported as `durability.lifecycle_hook.failed`.
+ */
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Background from "./Background.js"
+import type { SerializedError } from "../shared/Errors.js"
+
+/** Who an event is about; each capability adds its own fields (e.g. `operation`). */
+export interface LifecycleEntity {
+  readonly entityKind: string
+  readonly id: string
+  readonly generation: string
+  readonly [field: string]: unknown
+}
+
+export type LifecycleEvent =
+  | (LifecycleEntity & { readonly type: "registered"; readonly timestamp: number; readonly attempt: 0 })
+  | (LifecycleEntity & {
+    readonly type: "scheduled"
+    readonly timestamp: number
+    readonly attempt: 0
+    readonly scheduledTime: number
+  })
+  | (LifecycleEntity & { readonly type: "attempt_started"; readonly timestamp: number; readonly attempt: number })
+  | (LifecycleEntity & {
+    readonly type: "attempt_settled"
+    readonly outcome: "completed"
+    readonly timestamp: number
+    readonly attempt: number
+    readonly durationMs: number
+  })
+  | (LifecycleEntity & {
+    readonly type: "attempt_settled"
+    readonly outcome: "retry_scheduled"
+    readonly timestamp: number
+    readonly attempt: number
+    readonly durationMs: number
+    readonly error: SerializedError
+    readonly nextAttemptAt: number
+  })
+  | (LifecycleEntity & {
+    readonly type: "attempt_settled"
+    readonly outcome: "failed"
+    readonly timestamp: number
+    readonly attempt: number
+    readonly durationMs: number
+    readonly error: SerializedError
+  })
+  | (LifecycleEntity & {
+    readonly type: "terminal"
+    readonly timestamp: number
+    readonly attempt: number
+    /** `attempts_exhausted`: claimed at its limit; `canceled`: by `cancel`, running or not. */
+    readonly reason: "attempts_exhausted" | "canceled"
+    readonly error: SerializedError
+  })
+  | {
+    readonly type: "purged"
+    readonly entityKind: string
+    readonly timestamp: number
+    readonly before: number
+    readonly count: number
+  }
+
+export type LifecycleHook = (event: LifecycleEvent) => void | PromiseLike<void>
+
+/**
+ * Calls `hook` with the event built from `at`, or from the current time. Never fails; a returned
+ * promise is handed to `waitUntil` and its rejection reported. The background is given, not looked
+ * up, and a caller that already read the clock passes its reading: this is on the engine's hot path.
+ */
+export const emitTo = <Event extends { readonly type: string; readonly entityKind: string } = LifecycleEvent>(
+  background: Background.Background,
+  hook: ((event: Event) => void | PromiseLike<void>) | undefined,
+  build: (timestamp: number) => Event,
+  at?: number
+): Effect.Effect<void> => {
+  if (hook === undefined) return Effect.void
+  const deliver = (timestamp: number): Effect.Effect<void> => {
+    const event = build(timestamp)
+    const failed = (error: unknown) =>
+      background.report("durability.lifecycle_hook.failed", {
+        entityKind: event.entityKind,
+        lifecycleType: event.type,
+        entityId: "id" in event ? String(event.id) : "durability",
+        error: Background.serializeError(error)
+      })
+    let returned: void | PromiseLike<void>
+    try {
+      returned = hook(event)
+    } catch (error) {
+      return failed(error)
+    }
+    if (returned === undefined || typeof returned.then !== "function") return Effect.void
+    return Background.waitUntilOr(background, returned, failed)
+  }
+  return at === undefined ? Effect.flatMap(Clock.currentTimeMillis, deliver) : Effect.suspend(() => deliver(at))
+}

@@ -1,0 +1,185 @@
+/**
+ * The engine that owns a Durable Object's one alarm.
+ *
+ * Capabilities attach a `DurableTable` (their table plus how to run and settle a record; see
+ * `DurableTable`). The engine is the only code that decides the object's wake-up: every write that
+ * changes pending work reconciles the physical alarm in the same transaction, and every execution
+ * follows one attempt lifecycle (durable claim, handler under a timeout with an AbortSignal,
+ * conditional settle, retry time persisted from a `Schedule`).
+ *
+ * Map of the engine: `upkeep.ts` (reconciliation), `attempt.ts` (one execution),
+ * `pass.ts` (alarm and timer passes), `handle.ts` (what a capability gets).
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as FiberHandle from "effect/FiberHandle"
+import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
+import * as AlarmService from "./AlarmService.js"
+import * as Background from "./Background.js"
+import type { DurableTable, TableHandle } from "./DurableTable.js"
+import { InvalidOptionError, ParticipantConflictError, type StorageError } from "../shared/Errors.js"
+import * as Deadlines from "./deadlines.js"
+import type { Engine } from "./engine.js"
+import * as Fork from "../shared/fork.js"
+import * as Handle from "./handle.js"
+import type { Inspection } from "../inspector/source.js"
+import * as InspectSummary from "../inspector/summary.js"
+import * as Participant from "./participant.js"
+import * as Pass from "./pass.js"
+import type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
+import * as TableSql from "./tableSql.js"
+import * as Upkeep from "./upkeep.js"
+import * as Logging from "./Logging.js"
+import * as PermitSemaphore from "./PermitSemaphore.js"
+import * as SchedulerConfig from "./SchedulerConfig.js"
+import * as StorageService from "./StorageService.js"
+
+export type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
+export type {
+  AttemptLimits,
+  AttemptPolicy,
+  DurableTable,
+  Execution,
+  PendingRecord,
+  TableHandle
+} from "./DurableTable.js"
+export type { AlarmRetryInfo, SchedulerConfig, SchedulerOptions } from "./SchedulerConfig.js"
+
+/** How long the engine must stay idle before owed upkeep (reconciling after settles) runs. */
+export const UPKEEP_DELAY = Upkeep.UPKEEP_DELAY
+
+export interface Scheduler {
+  readonly config: SchedulerConfig.SchedulerConfig
+  readonly attach: <A>(table: DurableTable<A>) => Effect.Effect<TableHandle, ParticipantConflictError | InvalidOptionError>
+  /**
+   * One alarm pass. Fails only when the pass failed AND its fallback alarm could not be armed, so
+   * the platform's own retries are the last resort.
+   */
+  readonly alarm: (info?: AlarmInvocationInfo) => Effect.Effect<void, unknown>
+  /** Reads the physical alarm from the platform (run once per instance, before serving). */
+  readonly warm: Effect.Effect<void, StorageError>
+  /** What the `Inspector` reads: the capabilities' inspection sources and the engine's summary. */
+  readonly inspection: Inspection
+}
+
+export const Scheduler: Context.Tag<Scheduler, Scheduler> = Context.GenericTag<Scheduler>("durability/Scheduler")
+
+/** The services the engine runs on. */
+export type Requirements =
+  | StorageService.StorageService
+  | AlarmService.AlarmService
+  | PermitSemaphore.PermitSemaphore
+  | Background.Background
+  | SchedulerConfig.SchedulerConfig
+
+export const make: Effect.Effect<Scheduler, never, Requirements | Scope.Scope> = Effect.gen(function*() {
+  const config = yield* SchedulerConfig.SchedulerConfig
+  const storage = yield* StorageService.StorageService
+  const alarms = yield* AlarmService.AlarmService
+  const background = yield* Background.Background
+  const scope = yield* Effect.scope
+  const participants: Array<Participant.Participant> = []
+  const engine: Engine = {
+    config,
+    storage,
+    alarms,
+    permits: yield* PermitSemaphore.PermitSemaphore,
+    background,
+    scope,
+    deadlines: Deadlines.make(scope),
+    upkeep: Upkeep.make({ storage, alarms, background, participants, owed: yield* FiberHandle.make<void, never>() }),
+    participants
+  }
+
+  // Each fire of the early timer is a pass of its own (a long pass must not delay the next fire).
+  yield* Fork.detached(
+    Effect.forever(
+      Effect.zipRight(
+        alarms.wakeup,
+        Effect.flatMap(Fork.detached(Pass.timerPass(engine), scope), (fiber) =>
+          background.waitUntil(Fork.settled(fiber)))
+      )
+    ),
+    scope
+  )
+
+  const attach = Effect.fn("Scheduler.attach")(function*<A>(table: DurableTable<A>) {
+    if (!TableSql.isIdentifier(table.table) || !TableSql.isIdentifier(table.keyColumn)) {
+      return yield* new InvalidOptionError({
+        field: "table",
+        kind: "type",
+        message: `Invalid table or key column name: ${table.table}.${table.keyColumn}`
+      })
+    }
+    if (participants.some((participant) => participant.table.kind === table.kind)) {
+      return yield* new ParticipantConflictError({
+        kind: table.kind,
+        message: `A "${table.kind}" helper is already attached to this scheduler: an object takes one helper ` +
+          `of each kind, so put all of its handlers in that one helper`
+      })
+    }
+    const participant = Participant.make(table, config.dueBatchSize)
+    participants.push(participant as Participant.Participant)
+    return Handle.make({ engine, participant })
+  })
+
+  return Scheduler.of({
+    config,
+    attach,
+    alarm: (info) => Effect.withSpan(Pass.alarmPass(engine, info), "Scheduler.alarm"),
+    warm: alarms.warm,
+    inspection: InspectSummary.make(engine)
+  })
+})
+
+/** The engine over the other services. */
+export const layer: Layer.Layer<Scheduler, never, Requirements> = Layer.scoped(Scheduler, make)
+
+/** Every service the engine runs on, as one context. */
+export type Services = Scheduler | Requirements
+
+/** The engine with its config, alarm and permit services, over the given storage and background layers. */
+export const layerWith = (
+  storage: Layer.Layer<StorageService.StorageService>,
+  background: Layer.Layer<Background.Background>,
+  options: SchedulerConfig.SchedulerOptions | Layer.Layer<SchedulerConfig.SchedulerConfig, InvalidOptionError> = {}
+): Layer.Layer<Services, InvalidOptionError> => {
+  const config: Layer.Layer<SchedulerConfig.SchedulerConfig, InvalidOptionError> = Layer.isLayer(options)
+    ? (options as Layer.Layer<SchedulerConfig.SchedulerConfig, InvalidOptionError>)
+    : SchedulerConfig.layer(options as SchedulerConfig.SchedulerOptions)
+  const base = Layer.mergeAll(storage, background, Layer.provideMerge(PermitSemaphore.layer, config))
+  return Layer.provideMerge(layer, Layer.provideMerge(AlarmService.layer, base))
+}
+
+const overDurableObject = (
+  ctx: DurabilityContext,
+  config: Layer.Layer<SchedulerConfig.SchedulerConfig, InvalidOptionError>,
+  log: Logging.Sink | undefined
+): Layer.Layer<Services, InvalidOptionError> => {
+  const sink = typeof log === "function" ? log : Logging.consoleSink
+  return Layer.provideMerge(
+    layerWith(StorageService.layerDurableObject(ctx), Background.layerDurableObject(ctx), config),
+    Logging.layer(sink)
+  )
+}
+
+/**
+ * The whole engine over a Durable Object's own storage, alarm and `waitUntil`, with Effect's logger
+ * writing structured objects to the Workers console (or to `options.log`): provide it once per
+ * object instance (e.g. to a `ManagedRuntime` built in the constructor). It builds synchronously
+ * and does no I/O; run `warm` before serving (inside `blockConcurrencyWhile`).
+ */
+export const layerDurableObject = (
+  ctx: DurabilityContext,
+  options: SchedulerConfig.SchedulerOptions = {}
+): Layer.Layer<Services, InvalidOptionError> =>
+  // A bad `log` is reported by the config layer, which fails to build.
+  overDurableObject(ctx, SchedulerConfig.layer(options), typeof options === "object" && options !== null ? options.log : undefined)
+
+/** `layerDurableObject` with settings already resolved (by a facade's constructor): checked once, not twice. */
+export const layerDurableObjectResolved = (
+  ctx: DurabilityContext,
+  config: SchedulerConfig.SchedulerConfig
+): Layer.Layer<Services> =>
+  Layer.orDie(overDurableObject(ctx, SchedulerConfig.layerResolved(config), config.log))

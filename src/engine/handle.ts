@@ -1,0 +1,64 @@
+/**
+ * What `Scheduler.attach` gives a capability: its writes of pending work, eager starts, aborts and
+ * lifecycle events, all bound to its table.
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import type { PendingRecord, TableHandle } from "./DurableTable.js"
+import * as Lifecycle from "./Lifecycle.js"
+import * as Attempt from "./attempt.js"
+import type { Run } from "./engine.js"
+
+const asList = (made: PendingRecord | ReadonlyArray<PendingRecord> | undefined): ReadonlyArray<PendingRecord> =>
+  made === undefined ? [] : Array.isArray(made) ? made : [made as PendingRecord]
+
+export const make = (run: Run): TableHandle => {
+  const { engine, participant } = run
+  const { upkeep } = engine
+
+  const tryStart: TableHandle["tryStart"] = (key, options) => Attempt.tryStart(run, key, options?.dueBy)
+
+  const writePending: TableHandle["writePending"] = (body, pending, options) =>
+    Effect.gen(function*() {
+      let records: ReadonlyArray<PendingRecord> = []
+      const written = Effect.tap(body, (value) => {
+        records = asList(pending(value))
+      })
+      const at = options?.oneStatementAt
+      const result = at !== undefined && (yield* engine.alarms.covers(at))
+        ? yield* written
+        : yield* engine.storage.transaction(Effect.tap(written, () =>
+          options?.reconcile === true
+            ? upkeep.reconcile
+            : records.length === 0
+            ? Effect.void
+            // The earliest new time is the only one that can move the alarm earlier.
+            : upkeep.cover(records.reduce((at, record) => Math.min(at, record.at), Number.MAX_SAFE_INTEGER))))
+      yield* Attempt.startPending(run, records)
+      return result
+    })
+
+  return {
+    write: upkeep.write,
+    writePending,
+    tryStart,
+    abort: (matches, reason, options) =>
+      Effect.suspend(() => {
+        let aborted = 0
+        for (const [key, entry] of participant.active) {
+          if (!matches(key)) continue
+          entry.abort(reason)
+          if (options?.release === true) participant.active.delete(key)
+          aborted++
+        }
+        // A released key may have a new record the early timer skipped while the key was busy.
+        return options?.release === true && aborted > 0
+          ? Effect.as(upkeep.afterRelease("refresh"), aborted)
+          : Effect.succeed(aborted)
+      }),
+    settle: (row, outcome, guard) => Attempt.settleExternal(run, row, outcome, guard),
+    emit: (build, at) => Lifecycle.emitTo(engine.background, participant.table.onEvent, build, at),
+    executing: (key) => participant.active.has(key),
+    executingKeys: () => participant.active.keys()
+  }
+}

@@ -1,0 +1,82 @@
+/**
+ * The engine's state for one attached table: its SQL, which keys are executing in this isolate
+ * (the per-key lock) and which a running pass took and has not started yet.
+ * @internal
+ */
+import * as Deferred from "effect/Deferred"
+import * as FiberId from "effect/FiberId"
+import type { StorageError } from "../shared/Errors.js"
+import type { DurableTable } from "./DurableTable.js"
+import type { SqlValue } from "./StorageService.js"
+import * as TableSql from "./tableSql.js"
+
+/**
+ * What the early timer owes a key once its execution releases it (the timer skips executing
+ * keys): a retry's time, a full recomputation (the key was written while it ran), or nothing.
+ */
+export type Revisit = number | "refresh" | undefined
+
+export interface ActiveExecution {
+  /** Done once the outcome is durable (or the execution failed); passes attach here instead of re-running. */
+  readonly persisted: Deferred.Deferred<void, StorageError>
+  abort: (reason: unknown) => void
+  revisit: Revisit
+}
+
+export interface Participant<A = unknown> {
+  readonly table: DurableTable<A>
+  readonly sql: TableSql.TableSql
+  readonly dueBatchSize: number
+  /** One entry per executing key: the per-key lock of this isolate. */
+  readonly active: Map<string, ActiveExecution>
+  /** Keys a running pass took from its due scan and has not started yet: other passes and the timer leave them. */
+  readonly queued: Set<string>
+  /** Claims a due record in one statement (bindings: key, due-by time, then `bindings`), when the limits fit in SQL. */
+  readonly claimDue: { readonly sql: string; readonly bindings: ReadonlyArray<SqlValue> } | undefined
+}
+
+/** Bound parameters a claim may spend on per-value limits (SQLite caps a statement's bindings). */
+const MAX_LIMIT_BINDINGS = 64
+
+export const make = <A>(table: DurableTable<A>, defaultBatchSize: number): Participant<A> => {
+  const sql = TableSql.make(table.table, table.keyColumn, table.dispatch)
+  let claimDue: Participant["claimDue"]
+  const limits = table.attemptLimits
+  if (limits !== undefined && TableSql.isIdentifier(limits.column)) {
+    const groups = new Map<number, Array<string>>()
+    for (const [value, max] of limits.byValue) {
+      if (max !== limits.otherwise) groups.set(max, [...(groups.get(max) ?? []), value])
+    }
+    const bindings: Array<SqlValue> = []
+    let limit = "?"
+    if (groups.size > 0) {
+      limit = "CASE"
+      for (const [max, values] of groups) {
+        limit += ` WHEN ${limits.column} IN (${values.map(() => "?").join(", ")}) THEN ?`
+        bindings.push(...values, max)
+      }
+      limit += " ELSE ? END"
+    }
+    bindings.push(limits.otherwise)
+    if (bindings.length <= MAX_LIMIT_BINDINGS) claimDue = { sql: sql.claimDue(limit), bindings }
+  }
+  return {
+    table,
+    sql,
+    dueBatchSize: table.dueBatchSize ?? defaultBatchSize,
+    active: new Map(),
+    queued: new Set(),
+    claimDue
+  }
+}
+
+/** Registers the key's execution synchronously, before any storage read, so two starters cannot both miss it. */
+export const begin = (participant: Participant<any>, key: string): ActiveExecution => {
+  const entry: ActiveExecution = {
+    persisted: Deferred.unsafeMake(FiberId.none),
+    abort: () => undefined,
+    revisit: undefined
+  }
+  participant.active.set(key, entry)
+  return entry
+}

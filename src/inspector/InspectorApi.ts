@@ -1,0 +1,474 @@
+/**
+ * `InspectorApi`: the inspector's admin HTTP API as an `@effect/platform` `HttpApi`. One definition
+ * gives the routes, the request and answer Schemas, the errors with their statuses, the security
+ * schemes and the OpenAPI document. `DurabilityInspector.handler` serves it in a Worker; an Effect
+ * program can serve `layer` itself, given a `Backend` (how to reach the objects) and an
+ * `Authorization` implementation.
+ *
+ * Every endpoint is one protocol request (`protocol.ts`) sent to one object's
+ * `inspect` method; the answer's failure becomes the status (NotFound 404, BadRequest 400,
+ * Unavailable 503). Reads are GET, actions POST.
+ */
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import { HttpApiDecodeError } from "@effect/platform/HttpApiError"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as OpenApi from "@effect/platform/OpenApi"
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as P from "./protocol.js"
+
+// ---------------------------------------------------------------------------------------------
+// Errors: every failure's body is `{ _tag, message }`, nothing else (no stack, no internals).
+
+const errorFields = { message: Schema.String }
+
+export class BadRequest extends Schema.TaggedError<BadRequest>("durability/inspector/BadRequest")(
+  "BadRequest",
+  errorFields,
+  HttpApiSchema.annotations({ status: 400, description: "The request is malformed; the message names the field." })
+) {}
+
+export class Unauthorized extends Schema.TaggedError<Unauthorized>("durability/inspector/Unauthorized")(
+  "Unauthorized",
+  errorFields,
+  HttpApiSchema.annotations({ status: 401, description: "Missing or invalid credentials." })
+) {}
+
+export class Forbidden extends Schema.TaggedError<Forbidden>("durability/inspector/Forbidden")(
+  "Forbidden",
+  errorFields,
+  HttpApiSchema.annotations({ status: 403, description: "The inspector is off, or read-only and this is an action." })
+) {}
+
+export class NotFound extends Schema.TaggedError<NotFound>("durability/inspector/NotFound")(
+  "NotFound",
+  errorFields,
+  HttpApiSchema.annotations({ status: 404, description: "No such endpoint, object, capability, queue, job or schedule." })
+) {}
+
+export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>("durability/inspector/PayloadTooLarge")(
+  "PayloadTooLarge",
+  errorFields,
+  HttpApiSchema.annotations({ status: 413, description: "The request body is over 16 KiB." })
+) {}
+
+export class UnsupportedMediaType extends Schema.TaggedError<UnsupportedMediaType>("durability/inspector/UnsupportedMediaType")(
+  "UnsupportedMediaType",
+  errorFields,
+  HttpApiSchema.annotations({ status: 415, description: "An action's body must be `application/json`." })
+) {}
+
+export class InternalError extends Schema.TaggedError<InternalError>("durability/inspector/InternalError")(
+  "InternalError",
+  errorFields,
+  HttpApiSchema.annotations({ status: 500, description: "An unexpected error (logged on the server, never described here)." })
+) {}
+
+export class Unavailable extends Schema.TaggedError<Unavailable>("durability/inspector/Unavailable")(
+  "Unavailable",
+  errorFields,
+  HttpApiSchema.annotations({ status: 503, description: "The object did not answer." })
+) {}
+
+/** The errors the API answers with (each is its own status). */
+export type InspectorApiError =
+  | BadRequest
+  | Unauthorized
+  | Forbidden
+  | NotFound
+  | PayloadTooLarge
+  | UnsupportedMediaType
+  | InternalError
+  | Unavailable
+
+// ---------------------------------------------------------------------------------------------
+// Security
+
+/**
+ * Who may call the API: `Authorization: Bearer <token>`, or a Cloudflare Access JWT in
+ * `Cf-Access-Jwt-Assertion`. Either one suffices; the implementation decides both (see `authorization`).
+ */
+export class Authorization extends HttpApiMiddleware.Tag<Authorization>()("durability/inspector/Authorization", {
+  failure: Schema.Union(Unauthorized, Forbidden),
+  security: {
+    bearer: HttpApiSecurity.bearer.pipe(
+      HttpApiSecurity.annotate(OpenApi.Description, "The inspector token (`DurabilityInspector.handler({ token })`).")
+    ),
+    access: HttpApiSecurity.apiKey({ key: "Cf-Access-Jwt-Assertion", in: "header" }).pipe(
+      HttpApiSecurity.annotate(OpenApi.Description, "A Cloudflare Access JWT (`DurabilityInspector.handler({ access })`).")
+    )
+  }
+}) {}
+
+/**
+ * Refuses, once the caller is let in, a body that breaks the rules: JSON only, at most 16 KiB. The web
+ * handler reads the body (bounded) and hands its verdict in the request's context (`BodyVerdict`), so a
+ * caller without credentials learns nothing but 401.
+ */
+export class RequestGuard extends HttpApiMiddleware.Tag<RequestGuard>()("durability/inspector/RequestGuard", {
+  failure: Schema.Union(BadRequest, PayloadTooLarge, UnsupportedMediaType)
+}) {}
+
+/** What the web handler found wrong with a request's body (absent: nothing). */
+export class BodyVerdict extends Context.Tag("durability/inspector/BodyVerdict")<
+  BodyVerdict,
+  BadRequest | PayloadTooLarge | UnsupportedMediaType | undefined
+>() {}
+
+// ---------------------------------------------------------------------------------------------
+// Request pieces, with messages a person can act on (the path names the field).
+
+const message = (text: string) => ({ message: () => ({ message: text, override: true }) })
+
+const ObjectName = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256)).annotations(
+  message("must be an object name of 1 to 256 characters")
+)
+const QueueName = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256)).annotations(
+  message("must be a queue name of 1 to 256 characters")
+)
+const Id = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(512)).annotations(
+  message("must be 1 to 512 characters")
+)
+const Limit = Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, P.MAX_PAGE)).annotations(
+  message(`must be an integer from 1 to ${P.MAX_PAGE}`)
+)
+const Cursor = Schema.String.pipe(Schema.maxLength(4_096)).annotations(message("must be a cursor from a previous page"))
+const JobStateParam = P.JobState.annotations(message(`must be one of ${P.JobState.literals.join(", ")}`))
+const StatusParam = P.OperationStatus.annotations(message(`must be one of ${P.OperationStatus.literals.join(", ")}`))
+
+const Reason = Schema.String.pipe(Schema.maxLength(1_000)).annotations(message("must be a string of at most 1000 characters"))
+const Priority = Schema.Int.annotations(message("must be an integer"))
+const Ids = Schema.Array(Id).pipe(Schema.maxItems(P.MAX_REDRIVE_IDS)).annotations(
+  message(`must be an array of at most ${P.MAX_REDRIVE_IDS} job ids`)
+)
+const CapabilityField = P.Capability.annotations(message(`must be one of ${P.Capability.literals.join(", ")}`))
+const Before = Schema.Int.pipe(Schema.nonNegative()).annotations(message("must be a time in epoch milliseconds (an integer ≥ 0)"))
+
+const page = { cursor: Schema.optional(Cursor), limit: Schema.optional(Limit) }
+const PageParams = Schema.Struct(page)
+
+/** Action bodies: JSON objects, unknown fields refused (a typo must not pass as "nothing to change"). */
+const Body = <F extends Schema.Struct.Fields>(fields: F) =>
+  Schema.Struct(fields).annotations({
+    parseOptions: { onExcessProperty: "error" },
+    message: () => "must be a JSON object"
+  })
+/** No fields: an empty Struct accepts any object, so the refusal of a field is spelled out. */
+const Empty = Schema.Struct({}).annotations({ message: () => "must be a JSON object" }).pipe(
+  Schema.filter((body) => {
+    if (Array.isArray(body)) return "must be a JSON object"
+    const [field] = Object.keys(body)
+    return field === undefined || `${field}: is unexpected (this action takes no fields)`
+  })
+)
+
+const ObjectPath = Schema.Struct({ object: ObjectName })
+const QueuePath = Schema.Struct({ object: ObjectName, queue: QueueName })
+const JobPath = Schema.Struct({ object: ObjectName, queue: QueueName, id: Id })
+
+export const ObjectList = Schema.Struct({ objects: Schema.Array(Schema.Struct({ name: Schema.String })) })
+export type ObjectList = typeof ObjectList.Type
+
+// ---------------------------------------------------------------------------------------------
+// The API
+
+const objects = HttpApiGroup.make("objects")
+  .add(HttpApiEndpoint.get("list", "/api/objects").addSuccess(ObjectList))
+  .add(HttpApiEndpoint.get("overview", "/api/objects/:object").setPath(ObjectPath).addSuccess(P.Overview))
+
+const operations = HttpApiGroup.make("operations")
+  .add(
+    HttpApiEndpoint.get("list", "/api/objects/:object/operations")
+      .setPath(ObjectPath)
+      .setUrlParams(Schema.Struct({ status: Schema.optional(StatusParam), ...page }))
+      .addSuccess(P.OperationPage)
+  )
+  .add(
+    HttpApiEndpoint.post("cancel", "/api/objects/:object/operations/:operation/:id/cancel")
+      .setPath(Schema.Struct({ object: ObjectName, operation: Id, id: Id }))
+      .setPayload(Empty)
+      .addSuccess(P.ActionResult)
+  )
+
+const alarms = HttpApiGroup.make("alarms")
+  .add(HttpApiEndpoint.get("list", "/api/objects/:object/alarms").setPath(ObjectPath).setUrlParams(PageParams).addSuccess(P.AlarmPage))
+  .add(
+    HttpApiEndpoint.post("cancel", "/api/objects/:object/alarms/:name/cancel")
+      .setPath(Schema.Struct({ object: ObjectName, name: Id }))
+      .setPayload(Empty)
+      .addSuccess(P.ActionResult)
+  )
+
+const SchedulePath = Schema.Struct({ object: ObjectName, key: Id })
+const scheduleAction = <const N extends string>(name: N) =>
+  HttpApiEndpoint.post(name, `/api/objects/:object/schedules/:key/${name}`).setPath(SchedulePath).setPayload(Empty).addSuccess(P.ActionResult)
+
+const schedules = HttpApiGroup.make("schedules")
+  .add(
+    HttpApiEndpoint.get("list", "/api/objects/:object/schedules").setPath(ObjectPath).setUrlParams(PageParams).addSuccess(P.SchedulePage)
+  )
+  .add(scheduleAction("trigger"))
+  .add(scheduleAction("pause"))
+  .add(scheduleAction("resume"))
+
+const jobAction = <const N extends string>(name: N) =>
+  HttpApiEndpoint.post(name, `/api/objects/:object/queues/:queue/jobs/:id/${name}`)
+    .setPath(JobPath)
+    .setPayload(Empty)
+    .addSuccess(P.ActionResult)
+const jobActionWith = <const N extends string, F extends Schema.Struct.Fields>(name: N, fields: F) =>
+  HttpApiEndpoint.post(name, `/api/objects/:object/queues/:queue/jobs/:id/${name}`)
+    .setPath(JobPath)
+    .setPayload(Body(fields))
+    .addSuccess(P.ActionResult)
+const queueAction = <const N extends string>(name: N) =>
+  HttpApiEndpoint.post(name, `/api/objects/:object/queues/:queue/${name}`).setPath(QueuePath).setPayload(Empty).addSuccess(P.ActionResult)
+
+const jobs = HttpApiGroup.make("jobs")
+  .add(
+    HttpApiEndpoint.get("list", "/api/objects/:object/queues/:queue/jobs")
+      .setPath(QueuePath)
+      .setUrlParams(Schema.Struct({ state: Schema.optional(JobStateParam), ...page }))
+      .addSuccess(P.JobPage)
+  )
+  .add(HttpApiEndpoint.get("get", "/api/objects/:object/queues/:queue/jobs/:id").setPath(JobPath).addSuccess(P.JobDetail))
+  .add(
+    HttpApiEndpoint.get("logs", "/api/objects/:object/queues/:queue/jobs/:id/logs")
+      .setPath(JobPath)
+      .setUrlParams(PageParams)
+      .addSuccess(P.LogPage)
+  )
+  .add(
+    HttpApiEndpoint.get("deadLetters", "/api/objects/:object/queues/:queue/dead-letters")
+      .setPath(QueuePath)
+      .setUrlParams(PageParams)
+      .addSuccess(P.DeadLetterPage)
+  )
+  .add(jobAction("retry"))
+  .add(jobAction("remove"))
+  .add(jobActionWith("cancel", { reason: Schema.optional(Reason) }))
+  .add(jobAction("promote"))
+  .add(jobActionWith("priority", { priority: Priority }))
+  .add(queueAction("pause"))
+  .add(queueAction("resume"))
+  .add(
+    HttpApiEndpoint.post("redrive", "/api/objects/:object/queues/:queue/dead-letters/redrive")
+      .setPath(QueuePath)
+      .setPayload(Body({ ids: Schema.optional(Ids) }))
+      .addSuccess(P.ActionResult)
+  )
+
+const maintenance = HttpApiGroup.make("maintenance").add(
+  HttpApiEndpoint.post("purge", "/api/objects/:object/purge")
+    .setPath(ObjectPath)
+    .setPayload(Body({ capability: CapabilityField, before: Before }))
+    .addSuccess(P.ActionResult)
+)
+
+const meta = HttpApiGroup.make("meta").add(HttpApiEndpoint.get("openapi", "/api/openapi.json").addSuccess(Schema.Unknown))
+
+/** The inspector's HTTP API (paths relative to where it is mounted, e.g. `/_durability`). */
+export class InspectorApi extends HttpApi.make("durability-inspector")
+  .add(objects)
+  .add(operations)
+  .add(alarms)
+  .add(schedules)
+  .add(jobs)
+  .add(maintenance)
+  .add(meta)
+  .addError(BadRequest)
+  .addError(NotFound)
+  .addError(PayloadTooLarge)
+  .addError(UnsupportedMediaType)
+  .addError(InternalError)
+  .addError(Unavailable)
+  // The last middleware added runs first: who is asking, then what the request carries.
+  .middleware(RequestGuard)
+  .middleware(Authorization)
+  .annotateContext(OpenApi.annotations({
+    title: "durability inspector",
+    version: "1",
+    description: "See and steer a Durable Object's background work: scheduler, operations, named alarms, schedules, job queues."
+  }))
+{}
+
+// ---------------------------------------------------------------------------------------------
+// What the handlers reach
+
+/** How the handlers reach the objects, and where the API is mounted (the OpenAPI document's server). */
+export class Backend extends Context.Tag("durability/inspector/Backend")<Backend, {
+  /** Where the API is mounted (`/_durability`); the OpenAPI document's server URL. */
+  readonly prefix: string
+  /** The names of the objects the inspector may reach, in display order. */
+  readonly names: ReadonlyArray<string>
+  /** Sends one request to one object's `inspect`; `NotFound` for a name not in `names`. */
+  readonly inspect: (object: string, request: P.RequestEncoded) => Effect.Effect<P.Answer, NotFound | Unavailable>
+}>() {}
+
+type Tag = P.Request["_tag"]
+type RequestOf<T extends Tag> = Extract<P.RequestEncoded, { readonly _tag: T }>
+
+const failureOf = (failure: P.Failure): BadRequest | NotFound | Unavailable => {
+  switch (failure._tag) {
+    case "BadRequest":
+      return new BadRequest({ message: failure.message })
+    case "NotFound":
+      return new NotFound({ message: failure.message })
+    case "Unavailable":
+      return new Unavailable({ message: failure.message })
+  }
+}
+
+/**
+ * One request to one object. The answer is decoded with its Schema here: an object whose answer
+ * does not match is a bug on the server (500), not a bad request.
+ */
+const ask = <T extends Tag>(object: string, request: RequestOf<T>): Effect.Effect<P.AnswerOf<T>, BadRequest | NotFound | Unavailable, Backend> =>
+  Effect.gen(function*() {
+    const backend = yield* Backend
+    const answer = yield* backend.inspect(object, request)
+    if (!answer.ok) return yield* failureOf(answer.failure)
+    const schema = P.answers[request._tag as T] as unknown as Schema.Schema<P.AnswerOf<T>, unknown>
+    return yield* Effect.orDie(Schema.decodeUnknown(schema)(answer.value))
+  })
+
+const objectsLive = HttpApiBuilder.group(InspectorApi, "objects", (handlers) =>
+  handlers
+    .handle("list", () => Effect.map(Backend, (backend) => ({ objects: backend.names.map((name) => ({ name })) })))
+    .handle("overview", ({ path }) => ask(path.object, { _tag: "Overview" })))
+
+const operationsLive = HttpApiBuilder.group(InspectorApi, "operations", (handlers) =>
+  handlers
+    .handle("list", ({ path, urlParams }) => ask(path.object, { _tag: "Operations", ...urlParams }))
+    .handle("cancel", ({ path }) => ask(path.object, { _tag: "CancelOperation", operation: path.operation, id: path.id })))
+
+const alarmsLive = HttpApiBuilder.group(InspectorApi, "alarms", (handlers) =>
+  handlers
+    .handle("list", ({ path, urlParams }) => ask(path.object, { _tag: "Alarms", ...urlParams }))
+    .handle("cancel", ({ path }) => ask(path.object, { _tag: "CancelAlarm", name: path.name })))
+
+const schedulesLive = HttpApiBuilder.group(InspectorApi, "schedules", (handlers) =>
+  handlers
+    .handle("list", ({ path, urlParams }) => ask(path.object, { _tag: "Schedules", ...urlParams }))
+    .handle("trigger", ({ path }) => ask(path.object, { _tag: "TriggerSchedule", key: path.key }))
+    .handle("pause", ({ path }) => ask(path.object, { _tag: "PauseSchedule", key: path.key }))
+    .handle("resume", ({ path }) => ask(path.object, { _tag: "ResumeSchedule", key: path.key })))
+
+const jobsLive = HttpApiBuilder.group(InspectorApi, "jobs", (handlers) =>
+  handlers
+    .handle("list", ({ path, urlParams }) => ask(path.object, { _tag: "Jobs", queue: path.queue, ...urlParams }))
+    .handle("get", ({ path }) => ask(path.object, { _tag: "Job", queue: path.queue, id: path.id }))
+    .handle("logs", ({ path, urlParams }) => ask(path.object, { _tag: "JobLogs", queue: path.queue, id: path.id, ...urlParams }))
+    .handle("deadLetters", ({ path, urlParams }) => ask(path.object, { _tag: "DeadLetters", queue: path.queue, ...urlParams }))
+    .handle("retry", ({ path }) => ask(path.object, { _tag: "RetryJob", queue: path.queue, id: path.id }))
+    .handle("remove", ({ path }) => ask(path.object, { _tag: "RemoveJob", queue: path.queue, id: path.id }))
+    .handle("cancel", ({ path, payload }) => ask(path.object, { _tag: "CancelJob", queue: path.queue, id: path.id, ...payload }))
+    .handle("promote", ({ path }) => ask(path.object, { _tag: "PromoteJob", queue: path.queue, id: path.id }))
+    .handle("priority", ({ path, payload }) =>
+      ask(path.object, { _tag: "ChangePriority", queue: path.queue, id: path.id, priority: payload.priority }))
+    .handle("pause", ({ path }) => ask(path.object, { _tag: "PauseQueue", queue: path.queue }))
+    .handle("resume", ({ path }) => ask(path.object, { _tag: "ResumeQueue", queue: path.queue }))
+    .handle("redrive", ({ path, payload }) => ask(path.object, { _tag: "RedriveDeadLetters", queue: path.queue, ...payload })))
+
+const maintenanceLive = HttpApiBuilder.group(InspectorApi, "maintenance", (handlers) =>
+  handlers.handle("purge", ({ path, payload }) =>
+    ask(path.object, { _tag: "PurgeBefore", capability: payload.capability, before: payload.before })))
+
+let document: OpenApi.OpenAPISpec | undefined
+
+/** The OpenAPI 3 document of `InspectorApi` (paths relative to the mount prefix, given as the server). */
+export const openApi = (prefix: string): OpenApi.OpenAPISpec => {
+  document ??= OpenApi.fromApi(InspectorApi)
+  return { ...document, servers: [{ url: prefix }] }
+}
+
+const metaLive = HttpApiBuilder.group(InspectorApi, "meta", (handlers) =>
+  handlers.handle("openapi", () => Effect.map(Backend, (backend) => openApi(backend.prefix))))
+
+// ---------------------------------------------------------------------------------------------
+// Errors as the API promises them
+
+/** One line per field (its first issue: an optional field's "or undefined" branch adds nothing), at most 3. */
+const describeIssues = (error: HttpApiDecodeError): string => {
+  const byField = new Map<string, string>()
+  for (const issue of error.issues) {
+    const field = issue.path.map(String).join(".")
+    if (!byField.has(field)) byField.set(field, field === "" ? issue.message : `${field}: ${issue.message}`)
+  }
+  const lines = [...byField.values()]
+  return lines.slice(0, 3).join("; ") + (lines.length > 3 ? ` (and ${lines.length - 3} more)` : "")
+}
+
+const isApiError = (error: unknown): error is InspectorApiError =>
+  error instanceof BadRequest || error instanceof Unauthorized || error instanceof Forbidden ||
+  error instanceof NotFound || error instanceof PayloadTooLarge || error instanceof UnsupportedMediaType ||
+  error instanceof InternalError || error instanceof Unavailable
+
+/**
+ * Every failure leaves as one of the API's errors: a request that does not decode becomes
+ * `BadRequest` naming the field, an unknown route `NotFound`, and anything unexpected `InternalError`
+ * with a fixed message (the cause is logged, never sent).
+ */
+const errorsLive = HttpApiBuilder.middleware(InspectorApi, (app) =>
+  Effect.catchAllCause(app, (cause) => {
+    const failure = Cause.failureOption(cause)
+    if (Option.isSome(failure)) {
+      const error: unknown = failure.value
+      if (isApiError(error)) return Effect.fail(error)
+      if (error instanceof HttpApiDecodeError) return Effect.fail(new BadRequest({ message: describeIssues(error) }))
+      if (typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "RouteNotFound") {
+        return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+          Effect.fail(new NotFound({ message: `no endpoint ${request.method} ${new URL(request.url, "http://x").pathname}` })))
+      }
+    }
+    if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
+    return Effect.zipRight(
+      Effect.logError("durability inspector: internal error", cause),
+      Effect.fail(new InternalError({ message: "internal error" }))
+    )
+  }), { withContext: true })
+
+const guardLive = Layer.succeed(
+  RequestGuard,
+  Effect.flatMap(Effect.serviceOption(BodyVerdict), (verdict) =>
+    Option.isSome(verdict) && verdict.value !== undefined ? Effect.fail(verdict.value) : Effect.void)
+)
+
+/**
+ * The `Authorization` middleware from one decision over the whole request (both headers, the
+ * method): each security scheme asks it, and a request's decision is made once.
+ */
+export const authorization = (
+  authorize: (request: HttpServerRequest.HttpServerRequest) => Effect.Effect<void, Unauthorized | Forbidden>
+): Layer.Layer<Authorization> => {
+  const decided = new WeakMap<object, Effect.Effect<void, Unauthorized | Forbidden>>()
+  const decide = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+    let decision = decided.get(request)
+    if (decision === undefined) {
+      decision = Effect.runSync(Effect.cached(authorize(request)))
+      decided.set(request, decision)
+    }
+    return decision
+  })
+  return Layer.succeed(Authorization, Authorization.of({ bearer: () => decide, access: () => decide }))
+}
+
+/**
+ * Every endpoint's handler, the request guard and the error mapping. Needs `Backend` and
+ * `Authorization` (see `authorization`); serve it with `HttpApiBuilder.toWebHandler` or any server.
+ */
+export const layer: Layer.Layer<HttpApi.Api, never, Backend | Authorization> = HttpApiBuilder.api(InspectorApi).pipe(
+  Layer.provide([objectsLive, operationsLive, alarmsLive, schedulesLive, jobsLive, maintenanceLive, metaLive]),
+  Layer.provide(guardLive),
+  Layer.provide(errorsLive)
+)

@@ -1,0 +1,150 @@
+/**
+ * The inspector's read model: what an object holds and does, and the few actions an operator takes
+ * on it, over the wire protocol of `durability/inspector` (`protocol.ts`).
+ *
+ * Each capability registers its inspection source on the engine when it is made, so the inspector
+ * sees exactly the capabilities this object attached; a request about another is `NotFound`. Reads
+ * are bounded SQL (pages of at most `MAX_PAGE`, user data as its stored JSON text cut to a bound);
+ * actions are the capabilities' own calls, so events, flows and the alarm follow as for any caller.
+ *
+ * `inspect` is the typed face; `answer` takes a request as it crossed RPC or HTTP and never fails:
+ * it answers `{ ok: false, failure }` instead, which survives RPC where a rejection's fields do not.
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import { InvalidInputError, StorageError } from "../shared/Errors.js"
+import * as Codec from "../shared/codec.js"
+import { BadRequest, type InspectorError, NotFound, Unavailable } from "./errors.js"
+import * as Protocol from "./protocol.js"
+import type { Source, SourceError } from "./source.js"
+import * as Scheduler from "../engine/Scheduler.js"
+
+export { BadRequest, type InspectorError, NotFound, Unavailable } from "./errors.js"
+/** The wire protocol: request classes (`new Inspector.JobsQuery({ queue })`), answer schemas, bounds. */
+export * from "./protocol.js"
+
+export interface Inspector {
+  /** Answers a decoded request, typed by its tag. */
+  readonly inspect: <R extends Protocol.Request>(request: R) => Effect.Effect<Protocol.AnswerOf<R["_tag"]>, InspectorError>
+  /** Decodes `encoded` as a request and answers it encoded (plain JSON); a failure is an answer too. */
+  readonly answer: (encoded: unknown) => Effect.Effect<Protocol.Answer>
+}
+
+export const Inspector: Context.Tag<Inspector, Inspector> = Context.GenericTag<Inspector>("durability/Inspector")
+
+type Tag = Protocol.Request["_tag"]
+
+/** Which capability answers each request (`Overview` asks them all; `PurgeBefore` names its own). */
+const owners: Record<Exclude<Tag, "Overview" | "PurgeBefore">, Protocol.Capability> = {
+  Operations: "operations",
+  CancelOperation: "operations",
+  Alarms: "alarms",
+  CancelAlarm: "alarms",
+  Schedules: "schedules",
+  TriggerSchedule: "schedules",
+  PauseSchedule: "schedules",
+  ResumeSchedule: "schedules",
+  Jobs: "jobs",
+  Job: "jobs",
+  JobLogs: "jobs",
+  DeadLetters: "jobs",
+  RetryJob: "jobs",
+  RemoveJob: "jobs",
+  CancelJob: "jobs",
+  PromoteJob: "jobs",
+  ChangePriority: "jobs",
+  PauseQueue: "jobs",
+  ResumeQueue: "jobs",
+  RedriveDeadLetters: "jobs"
+}
+
+/** Each request's own schema, by tag: a bad field is reported against it, not against the whole union. */
+const requests: ReadonlyMap<string, Schema.Schema.AnyNoContext> = new Map(
+  [...Protocol.Query.members, ...Protocol.Action.members].map((schema) => [schema._tag, schema])
+)
+
+const isTag = (value: unknown): value is Tag => typeof value === "string" && requests.has(value)
+
+const cut = (message: string) => message.slice(0, Protocol.MESSAGE_CHARS)
+
+/** A capability's refusal is the caller's bad input; a storage failure says no more than that. */
+const mapped = (error: SourceError): InspectorError =>
+  error instanceof InvalidInputError
+    ? new BadRequest({ message: cut(error.message) })
+    : error instanceof StorageError
+    ? new Unavailable({ message: "The object's storage failed; try again" })
+    : error
+
+/** Decodes a request as it crossed RPC or HTTP; the message names the field. */
+export const decode = (encoded: unknown): Effect.Effect<Protocol.Request, BadRequest> => {
+  const tag = typeof encoded === "object" && encoded !== null ? (encoded as { readonly _tag?: unknown })._tag : undefined
+  if (!isTag(tag)) {
+    const shown = typeof tag === "string" ? JSON.stringify(tag.slice(0, 60)) : "missing"
+    return Effect.fail(new BadRequest({ message: `Unknown request _tag ${shown} (known: ${[...requests.keys()].join(", ")})` }))
+  }
+  return Effect.mapError(
+    Schema.decodeUnknown(requests.get(tag)!)(encoded, { onExcessProperty: "error" }) as Effect.Effect<Protocol.Request, ParseResult.ParseError>,
+    (error) => new BadRequest({ message: cut(Codec.describeParseError("request", error)) })
+  )
+}
+
+export const make: Effect.Effect<Inspector, never, Scheduler.Scheduler> = Effect.gen(function*() {
+  const { inspection } = yield* Scheduler.Scheduler
+
+  const sourceOf = (capability: Protocol.Capability): Effect.Effect<Source, NotFound> =>
+    Effect.flatMap(inspection.sources, (sources) => {
+      const found = sources.find((source) => source.capability === capability)
+      return found !== undefined
+        ? Effect.succeed(found)
+        : Effect.fail(
+          new NotFound({
+            message: `This object has no ${capability} (attached: ${sources.map((source) => source.capability).join(", ") || "none"})`
+          })
+        )
+    })
+
+  const overview = Effect.gen(function*() {
+    const scheduler = yield* inspection.summary
+    let value: Protocol.Overview = { scheduler }
+    for (const source of yield* inspection.sources) value = { ...value, ...(yield* source.overview) }
+    return value
+  })
+
+  const inspect = <R extends Protocol.Request>(request: R): Effect.Effect<Protocol.AnswerOf<R["_tag"]>, InspectorError> => {
+    const answered: Effect.Effect<unknown, SourceError> = request._tag === "Overview"
+      ? overview
+      : Effect.flatMap(
+        sourceOf(request._tag === "PurgeBefore" ? request.capability : owners[request._tag]),
+        (source) => source.answer(request)
+      )
+    return Effect.mapError(answered, mapped).pipe(
+      Effect.withSpan("Inspector.inspect", { attributes: { request: request._tag } })
+    ) as Effect.Effect<Protocol.AnswerOf<R["_tag"]>, InspectorError>
+  }
+
+  const answer = (encoded: unknown): Effect.Effect<Protocol.Answer> =>
+    Effect.gen(function*() {
+      const request = yield* decode(encoded)
+      const value = yield* inspect(request)
+      const schema = Protocol.answers[request._tag] as Schema.Schema<unknown, unknown>
+      return yield* Effect.orDie(Schema.encode(schema)(value))
+    }).pipe(
+      Effect.map((value): Protocol.Answer => ({ ok: true, value })),
+      Effect.catchAll((error) => Effect.succeed<Protocol.Answer>({ ok: false, failure: { _tag: error._tag, message: error.message } })),
+      // A defect is the library's bug, not the caller's: logged, answered without its internals.
+      Effect.catchAllDefect((defect) =>
+        Effect.as(
+          Effect.logError("The inspector failed", defect),
+          { ok: false, failure: { _tag: "Unavailable", message: "The inspector failed inside the object; see its logs" } } as const
+        )
+      )
+    )
+
+  return Inspector.of({ inspect, answer })
+})
+
+/** The inspector over the object's engine. */
+export const layer: Layer.Layer<Inspector, never, Scheduler.Scheduler> = Layer.effect(Inspector, make)

@@ -1,0 +1,91 @@
+/**
+ * The operations' inspection source: counts by status, pages of calls across operations (in the
+ * order they were registered, keyset `<createdAt>:<id>` as `Operations.list`), cancel and purge
+ * through the capability's own calls.
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import type { DuplicateDurableCallError, InvalidInputError, StorageError } from "../shared/Errors.js"
+import type { StorageService } from "../engine/StorageService.js"
+import * as ListQuery from "../engine/listQuery.js"
+import { BadRequest, NotFound } from "./errors.js"
+import * as P from "./protocol.js"
+import type { Source, SourceError } from "./source.js"
+import * as Text from "./text.js"
+
+const TABLE = "durability_calls"
+const STATUSES: ReadonlyArray<P.OperationStatus> = ["pending", "completed", "failed"]
+
+export interface Calls {
+  readonly cancel: (operation: string, id: string) => Effect.Effect<boolean, InvalidInputError | DuplicateDurableCallError | StorageError>
+  readonly purgeBefore: (before: number) => Effect.Effect<number, InvalidInputError | StorageError>
+}
+
+export const source = (storage: StorageService, calls: Calls): Source => {
+  // Capped counts (`COUNT_CAP`) from the status index: bounded whatever the table holds.
+  const overview = Effect.gen(function*() {
+    const counts = { pending: 0, completed: 0, failed: 0 }
+    for (const status of STATUSES) {
+      const [row] = yield* storage.exec(Text.cappedCount(TABLE, "status = ?"), [status])
+      counts[status] = Number(row?.n ?? 0)
+    }
+    return { operations: { counts } }
+  })
+
+  const page = (request: P.OperationsQuery) =>
+    Effect.gen(function*() {
+      const { after, limit } = yield* ListQuery.parse({ cursor: request.cursor, limit: request.limit }, P.DEFAULT_PAGE, P.MAX_PAGE, [])
+      const rows = yield* storage.exec(
+        `SELECT id, operation, status, attempt, next_attempt_at, created_at, last_error_name, ${Text.messageOf("last_error")},
+           ${Text.headOf("payload", P.LIST_JSON_CHARS)}, ${Text.headOf("result", P.LIST_JSON_CHARS)}
+         FROM ${TABLE} WHERE 1 = 1${request.status === undefined ? "" : " AND status = ?"}
+           ${after === undefined ? "" : " AND (created_at > ? OR (created_at = ? AND id > ?))"}
+         ORDER BY created_at, id LIMIT ?`,
+        [
+          ...(request.status === undefined ? [] : [request.status]),
+          ...(after === undefined ? [] : [after.at, after.at, after.key]),
+          limit + 1
+        ]
+      )
+      return ListQuery.page(rows, limit, (row): P.OperationItem => {
+        const status = row.status as P.OperationStatus
+        const error = Text.errorOf(row.last_error_name, row.last_error)
+        return {
+          id: String(row.id),
+          operation: String(row.operation),
+          status,
+          attempt: Number(row.attempt),
+          nextAttemptAt: status === "pending" ? Number(row.next_attempt_at) : null,
+          createdAt: Number(row.created_at),
+          payload: Text.jsonOf(row, "payload", P.LIST_JSON_CHARS),
+          ...(status === "completed" ? { result: Text.jsonOf(row, "result", P.LIST_JSON_CHARS) } : {}),
+          ...(error === undefined ? {} : { error })
+        }
+      }, (last) => ListQuery.cursor(Number(last.created_at), String(last.id)))
+    })
+
+  const cancel = (request: P.CancelOperation) =>
+    Effect.gen(function*() {
+      const [row] = yield* storage.exec(`SELECT operation FROM ${TABLE} WHERE id = ?`, [request.id])
+      if (row === undefined || row.operation !== request.operation) {
+        return yield* new NotFound({ message: `No call ${JSON.stringify(request.id)} of operation ${JSON.stringify(request.operation)}` })
+      }
+      return { changed: (yield* calls.cancel(request.operation, request.id)) ? 1 : 0 }
+    })
+
+  const answer = (request: P.Request): Effect.Effect<unknown, SourceError> => {
+    switch (request._tag) {
+      case "Operations":
+        return page(request)
+      case "CancelOperation":
+        // Both ids exist (checked above): a duplicate cannot arise, it is a refusal like any other.
+        return Effect.catchTag(cancel(request), "DuplicateDurableCallError", (error) => Effect.fail(new BadRequest({ message: error.message })))
+      case "PurgeBefore":
+        return Effect.map(calls.purgeBefore(request.before), (changed) => ({ changed }))
+      default:
+        return Effect.fail(new BadRequest({ message: `The operations capability does not answer ${request._tag}` }))
+    }
+  }
+
+  return { capability: "operations", overview, answer }
+}

@@ -1,0 +1,558 @@
+/**
+ * The job queues' state shared by their calls (queue settings, what this isolate knows), and their
+ * part in the engine: how a job runs, completes, is gated by its rate limits and what its end
+ * changes around it.
+ * @internal
+ */
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import type * as Background from "../engine/Background.js"
+import type { DurableTable, Execution, SettledWork, TableHandle } from "../engine/DurableTable.js"
+import type { RankedSlot } from "../engine/slot.js"
+import {
+  DurableResultSerializationError,
+  InvalidInputError,
+  JobCanceledError,
+  JobStalledError,
+  NonRetryableError,
+  type StorageError
+} from "../shared/Errors.js"
+import * as Lifecycle from "../engine/Lifecycle.js"
+import type { Row, SqlValue, StorageService } from "../engine/StorageService.js"
+import { provideCaptured } from "../engine/capability.js"
+import * as Json from "../shared/json.js"
+import * as StepMemo from "../steps/memo.js"
+import * as Validate from "../shared/validate.js"
+import * as Steps from "../steps/Steps.js"
+import type * as Watchers from "../engine/watchers.js"
+import * as Bucket from "./bucket.js"
+import type { AnyQueueDefinition, CurrentJobTag } from "./definition.js"
+import * as Flow from "./flow.js"
+import * as Options from "./options.js"
+import * as Rows from "./rows.js"
+import * as Transport from "./transport.js"
+import * as Upkeep from "./upkeep.js"
+import { BUCKETS, claimable, JOBS, LOGS, START_ORDER } from "./schema.js"
+import type { ChildValue, JobContext, JobEvent, JobEventDraft, JobEventHook, RateLimit } from "./types.js"
+
+export const IDEMPOTENCY_PREFIX = "durability-job:v1:"
+
+export interface QueueRuntime {
+  readonly name: string
+  readonly definition: AnyQueueDefinition
+  readonly options: Options.Resolved
+  readonly maxAttempts: number
+  readonly slot: RankedSlot | undefined
+  /** `setRateLimit`'s stored override: a limit, `null` for none, `undefined` for the definition's. */
+  override: RateLimit | null | undefined
+  /**
+   * The stored pause flag as last written or read here (the table stays the truth every claim checks):
+   * a paused queue's jobs are not started eagerly, so they never show as `active` for a moment.
+   */
+  paused: boolean
+}
+
+export interface Core {
+  readonly storage: StorageService
+  readonly background: Background.Background
+  readonly watchers: Watchers.Watchers
+  readonly queues: ReadonlyMap<string, QueueRuntime>
+  readonly hook: JobEventHook | undefined
+  /** Keys whose cancel was asked while they executed here: their end is `canceled`. */
+  readonly canceling: Map<string, string>
+  /** Finished jobs per `<queue>/<status>` as last counted by retention (undefined: count again). */
+  readonly retained: Map<string, number | undefined>
+  /** The next insertion order. */
+  readonly seq: { next: number }
+  readonly flow: Flow.Context
+  /** The object's id, for the envelopes of a Queues transport (`SchedulerConfig.objectId`). */
+  readonly objectId: string | undefined
+  handle: TableHandle
+}
+
+/** Tells the events (after the commit) and wakes the waiters of finished keys. */
+export const tell = (core: Core, events: ReadonlyArray<JobEventDraft>, finished: ReadonlyArray<string> = []): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    for (const key of finished) core.watchers.notify(key)
+    if (core.hook === undefined || events.length === 0) return Effect.void
+    return Effect.forEach(events, (event) =>
+      Lifecycle.emitTo<JobEvent>(core.background, core.hook, (timestamp) =>
+        ({ ...event, entityKind: "job", timestamp }) as JobEvent), { discard: true })
+  })
+
+export const queueOfKey = (key: string): string => key.slice(0, key.indexOf("/"))
+
+/** A job's place among those waiting for its queue's slot: higher priority first, then first added. */
+export const rankOf = (row: Row): ReadonlyArray<number> => [-Number(row.priority), Number(row.seq)]
+
+/** The stored job under `key`, if any. */
+export const readJob = (core: Core, key: string): Effect.Effect<Row | undefined, StorageError> =>
+  Effect.map(core.storage.exec(`SELECT * FROM ${JOBS} WHERE key = ?`, [key]), ([row]) => row)
+
+/** A bad argument of a call, naming the field. */
+export const invalidInput = (field: string, kind: "range" | "type", message: string): InvalidInputError =>
+  new InvalidInputError({ field, kind, message })
+
+/** The keys of `queue`'s jobs executing in this isolate now. */
+export const executingIn = (core: Core, queue: string): Array<string> => {
+  const prefix = `${queue}/`
+  return [...core.handle.executingKeys()].filter((key) => key.startsWith(prefix))
+}
+
+/** The rate limit in force for `queue`. */
+export const rateLimitOf = (queue: QueueRuntime): RateLimit | undefined =>
+  queue.override === null ? undefined : queue.override ?? queue.options.rateLimit
+
+const tooLarge = (field: string, bytes: number) =>
+  new InvalidInputError({
+    field,
+    kind: "range",
+    message: `${field} is ${bytes} bytes; at most ${Options.MAX_ENTRY_BYTES} bytes are stored`
+  })
+
+export const utf8Bytes = (text: string): number => new TextEncoder().encode(text).byteLength
+
+/** A progress value as stored: JSON of at most `MAX_ENTRY_BYTES` bytes. */
+export const progressText = (value: unknown): Effect.Effect<string, InvalidInputError> =>
+  Effect.flatMap(Validate.json("progress", value), (text) => {
+    const bytes = text.length * 3 > Options.MAX_ENTRY_BYTES ? utf8Bytes(text) : 0
+    return bytes > Options.MAX_ENTRY_BYTES ? Effect.fail(tooLarge("progress", bytes)) : Effect.succeed(text)
+  })
+
+/** A log line as stored: a string of at most `MAX_ENTRY_BYTES` bytes. */
+export const logLine = (message: unknown): Effect.Effect<string, InvalidInputError> => {
+  if (typeof message !== "string") {
+    return Effect.fail(invalidInput("message", "type", `message must be a string, got ${Validate.shown(message)}`))
+  }
+  const bytes = message.length * 3 > Options.MAX_ENTRY_BYTES ? utf8Bytes(message) : 0
+  return bytes > Options.MAX_ENTRY_BYTES ? Effect.fail(tooLarge("message", bytes)) : Effect.succeed(message)
+}
+
+/**
+ * Appends a line to the log of the job under `key` while it meets `holds` (a condition on its row, with its
+ * bindings), keeping the newest `keep` lines. Returns whether the line was appended.
+ */
+export const appendLog = (
+  core: Core,
+  key: string,
+  message: string,
+  at: number,
+  keep: number,
+  holds: { readonly sql: string; readonly bindings: ReadonlyArray<SqlValue> }
+): Effect.Effect<boolean, StorageError> =>
+  Effect.gen(function*() {
+    const [added] = yield* core.storage.exec(
+      `INSERT INTO ${LOGS} (key, seq, at, message)
+       SELECT ?, next, ?, ? FROM (SELECT COALESCE(MAX(seq), 0) + 1 AS next FROM ${LOGS} WHERE key = ?)
+       WHERE EXISTS (SELECT 1 FROM ${JOBS} WHERE key = ? AND ${holds.sql}) RETURNING seq`,
+      [key, at, message, key, key, ...holds.bindings]
+    )
+    if (added === undefined) return false
+    const seq = Number(added.seq)
+    if (seq > keep) yield* core.storage.exec(`DELETE FROM ${LOGS} WHERE key = ? AND seq <= ?`, [key, seq - keep])
+    return true
+  })
+
+/** The handler's view of its job: progress, log lines and its children's values go straight to storage. */
+const jobContext = (core: Core, execution: Execution, queue: QueueRuntime, payload: unknown): JobContext<unknown> => {
+  const { storage } = core
+  const row = execution.row
+  const id = String(row.id)
+  const key = execution.key
+  return {
+    id,
+    queue: queue.name,
+    payload,
+    attempt: execution.attempt,
+    maxAttempts: queue.maxAttempts,
+    signal: execution.signal,
+    idempotencyKey: `${IDEMPOTENCY_PREFIX}${execution.generation}`,
+    progress: (value) =>
+      Effect.gen(function*() {
+        const text = yield* progressText(value)
+        const [updated] = yield* storage.exec(
+          `UPDATE ${JOBS} SET progress = ? WHERE key = ? AND generation_id = ? AND status = 'pending' RETURNING key`,
+          [text, key, execution.generation]
+        )
+        if (updated !== undefined) yield* tell(core, [{ type: "progress", queue: queue.name, id, progress: value }])
+      }),
+    log: (message) =>
+      Effect.gen(function*() {
+        const line = yield* logLine(message)
+        const keep = queue.options.keepLogs
+        if (keep === 0) return
+        const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+        // Only while this job (this generation) is unfinished, as for progress: a handler still running
+        // after its job ended, or was removed and added again under the same id, writes nothing.
+        yield* appendLog(core, key, line, now, keep, {
+          sql: "generation_id = ? AND status = 'pending'",
+          bindings: [execution.generation]
+        })
+      }),
+    childrenValues: Effect.map(
+      storage.exec(
+        `SELECT queue, id, status, next_attempt_at, result, last_error, last_error_name FROM ${JOBS} WHERE parent_key = ?`,
+        [key]
+      ),
+      (rows) => {
+        const values: Record<string, ChildValue> = {}
+        for (const child of rows) {
+          const state = Rows.stateOf(child, Number.MAX_SAFE_INTEGER, false)
+          values[String(child.id)] = {
+            queue: String(child.queue),
+            state,
+            ...(child.result === null || child.result === undefined ? {} : { result: Json.decode(String(child.result)) }),
+            ...(Rows.errorOf(child) === undefined ? {} : { error: Rows.errorOf(child)! })
+          }
+        }
+        return values
+      }
+    )
+  }
+}
+
+const unstorable = (queue: string, reason: string, cause?: unknown) =>
+  new DurableResultSerializationError({
+    message: `The result of a job of queue "${queue}" ${reason}`,
+    ...(cause === undefined ? {} : { cause })
+  })
+
+/** Keys a statement may list (a Durable Object statement takes at most 100 bindings). */
+const MAX_EXCLUDED = 64
+
+/** The token buckets a job needs before it starts (or is leased): its queue's, and its group's. */
+export const bucketsOf = (queue: QueueRuntime, row: Row): Array<{ readonly key: string; readonly limit: RateLimit }> => {
+  const buckets: Array<{ readonly key: string; readonly limit: RateLimit }> = []
+  const limit = rateLimitOf(queue)
+  if (limit !== undefined) buckets.push({ key: "", limit })
+  const group = queue.options.groupRateLimit
+  if (group !== undefined && typeof row.group_key === "string") buckets.push({ key: `g:${row.group_key}`, limit: group })
+  return buckets
+}
+
+/**
+ * In the claim's transaction: takes a token from each of the job's buckets, or takes none and
+ * moves every pending job of the empty bucket (queue or group) to when its next token is there,
+ * so the wake-up goes straight to that time.
+ */
+const gate = (core: Core, queue: QueueRuntime, buckets: ReturnType<typeof bucketsOf>, self: string) => (now: number) =>
+  Effect.gen(function*() {
+    const { storage } = core
+    const stored = yield* storage.exec(
+      `SELECT group_key, tokens, updated_at FROM ${BUCKETS} WHERE queue = ? AND group_key IN (${buckets.map(() => "?").join(", ")})`,
+      [queue.name, ...buckets.map((bucket) => bucket.key)]
+    )
+    const stateOf = (key: string): Bucket.State | undefined => {
+      const found = stored.find((bucket) => bucket.group_key === key)
+      return found === undefined ? undefined : { tokens: Number(found.tokens), updatedAt: Number(found.updated_at) }
+    }
+    const decisions = buckets.map((bucket) => ({ bucket, decision: Bucket.decide(bucket.limit, stateOf(bucket.key), now) }))
+    const empty = decisions.filter((entry) => !entry.decision.take)
+    if (empty.length === 0) {
+      for (const { bucket, decision } of decisions) {
+        if (!decision.take) continue
+        yield* storage.exec(
+          `INSERT INTO ${BUCKETS} (queue, group_key, tokens, updated_at) VALUES (?, ?, ?, ?)
+           ON CONFLICT (queue, group_key) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at`,
+          [queue.name, bucket.key, decision.after.tokens, decision.after.updatedAt]
+        )
+      }
+      return true
+    }
+    // Jobs running now keep their times (their run is not waiting for a token). The gated job counts
+    // as executing from before its claim: it must move too, or it stays due and is gated again at once,
+    // in a loop that never lets the clock move.
+    const running = executingIn(core, queue.name).filter((key) => key !== self).slice(0, MAX_EXCLUDED)
+    const notRunning = running.length === 0 ? "" : ` AND key NOT IN (${running.map(() => "?").join(", ")})`
+    for (const { bucket, decision } of empty) {
+      if (decision.take) continue
+      const group = bucket.key === "" ? "" : " AND group_key = ?"
+      yield* storage.exec(
+        `UPDATE ${JOBS} SET next_attempt_at = ? WHERE queue = ? AND status = 'pending' AND next_attempt_at < ?${group}${notRunning}`,
+        [decision.readyAt, queue.name, decision.readyAt, ...(bucket.key === "" ? [] : [bucket.key.slice(2)]), ...running]
+      )
+    }
+    return false
+  })
+
+/**
+ * Leased jobs (see `lease.ts`). The claim's gate for a leased job, at `leased_until`: a lease extended
+ * meanwhile is left alone; an expired one goes back to waiting (its attempt counted), or on to its end
+ * through the claim: past its attempts (the engine's exhaustion) or past `maxStalled` (the run fails
+ * with `JobStalledError`).
+ */
+const reclaim = (core: Core, queue: QueueRuntime, row: Row) => (now: number): Effect.Effect<boolean, StorageError> =>
+  Effect.gen(function*() {
+    if (Number(row.leased_until) > now) {
+      // Extended meanwhile: due again at the lease's new end, not before.
+      yield* core.storage.exec(`UPDATE ${JOBS} SET next_attempt_at = leased_until WHERE key = ? AND generation_id = ?`, [
+        String(row.key),
+        String(row.generation_id)
+      ])
+      return false
+    }
+    const settings = queue.options.external!
+    const stalled = Number(row.stalled) + 1
+    const where = [String(row.key), String(row.generation_id)]
+    if (Number(row.attempt) >= queue.maxAttempts || stalled > settings.maxStalled) {
+      // The claim that follows counts no new attempt: the lease counted it already. `leased_until` stays
+      // (an external job is claimable only so); the job's failure clears it.
+      yield* core.storage.exec(
+        `UPDATE ${JOBS} SET worker_id = NULL, stalled = ?,
+           attempt = CASE WHEN attempt >= ? THEN attempt ELSE attempt - 1 END
+         WHERE key = ? AND generation_id = ?`,
+        [stalled, queue.maxAttempts, ...where]
+      )
+      return true
+    }
+    yield* core.storage.exec(
+      `UPDATE ${JOBS} SET leased_until = NULL, worker_id = NULL, stalled = ?, next_attempt_at = ? WHERE key = ? AND generation_id = ?`,
+      [stalled, now, ...where]
+    )
+    if (settings.transport !== undefined && queue.options.concurrency !== undefined) yield* Transport.freeSlot(core, queue, now)
+    return false
+  })
+
+/** The run of a leased job the engine claimed: only ever one whose leases stalled too often. */
+// Terminal either way: the failure's settle clears the lease with the job's end (`settled`).
+const stalledRun = (queue: QueueRuntime, row: Row) =>
+  Effect.fail(
+    Number(row.stalled) > (queue.options.external?.maxStalled ?? 0)
+      ? new JobStalledError({
+        message: `Job "${String(row.id)}" of queue "${queue.name}" stalled: its lease expired ${Number(row.stalled)} times ` +
+          `(maxStalled ${queue.options.external?.maxStalled ?? 0})`
+      })
+      : new NonRetryableError({ message: `Job "${String(row.id)}" of queue "${queue.name}" is processed externally, not here` })
+  )
+
+/** What the capability attaches: how a job runs, completes, is gated and what its end changes. */
+export const participant = <I>(
+  core: Core,
+  context: Context.Context<unknown>,
+  currentJob: CurrentJobTag<I>
+): Pick<DurableTable<string>, "run" | "complete" | "describe" | "entity" | "completesInOneStatement" | "dispatch" | "settled"> => ({
+  // Succeeds with the result's stored JSON.
+  run: (execution) => {
+    const canceled = () => {
+      const reason = core.canceling.get(execution.key)
+      return reason === undefined ? undefined : new JobCanceledError({ message: canceledMessage(execution.row, reason) })
+    }
+    const body = Effect.gen(function*() {
+      if (execution.key === Upkeep.KEY) return yield* retentionUpkeep(core)
+      const name = String(execution.row.queue)
+      const queue = core.queues.get(name)
+      if (queue === undefined) return yield* new NonRetryableError({ message: `No queue "${name}" is defined any more` })
+      if (queue.options.external !== undefined) return yield* stalledRun(queue, execution.row)
+      const payload = yield* Effect.mapError(
+        queue.definition.payload.decode(Json.decode(String(execution.row.payload))),
+        (cause) => new NonRetryableError({ message: `The stored payload of a job of queue "${name}" does not decode`, cause })
+      )
+      const job = jobContext(core, execution, queue, payload)
+      const steps = StepMemo.runner(core.storage, {
+        capability: "jobs",
+        table: JOBS,
+        keyColumn: "key",
+        key: execution.key,
+        generation: execution.generation
+      })
+      // Both in one provide: one context update per attempt, as before steps.
+      const handled = queue.definition.handler(job as JobContext<never>).pipe(
+        Effect.provide(Context.add(Context.make(currentJob, { job }), Steps.CurrentCall, steps))
+      ) as Effect.Effect<unknown, unknown, unknown>
+      const value = yield* provideCaptured(handled, context)
+      const encoded = yield* Effect.mapError(
+        queue.definition.result.encode(value as never),
+        (cause) => unstorable(name, "does not match its schema", cause)
+      )
+      const checked = Json.check(encoded)
+      if (!checked.ok) return yield* unstorable(name, `is not JSON-serializable: ${checked.reason.replace(/^value/, "result")}`)
+      const text = Json.encode(encoded)
+      const bytes = Json.oversizedBytes(text)
+      if (bytes !== undefined) return yield* unstorable(name, `is ${bytes} bytes as JSON; a stored row is limited to ${Json.MAX_ROW_BYTES} bytes`)
+      return text
+    })
+    // A cancel aborts the handler by interrupting this fiber, and an interrupted fiber's exit carries no
+    // failure of its own (the engine would record a plain interruption and retry it), nor the value of
+    // a handler that finished anyway. So the end of a canceled run, whatever it is, is caught here
+    // (uninterruptibly) and becomes `JobCanceledError`: terminal, never retried, settled as `canceled`.
+    return Effect.uninterruptibleMask((restore) =>
+      restore(body).pipe(
+        Effect.matchCauseEffect({
+          onFailure: (cause) => {
+            const error = canceled()
+            const failure = Cause.failureOption(cause)
+            return error === undefined || (Option.isSome(failure) && failure.value instanceof JobCanceledError)
+              ? Effect.failCause(cause)
+              : Effect.fail(error)
+          },
+          onSuccess: (text) => {
+            const error = canceled()
+            return error === undefined ? Effect.succeed(text) : Effect.fail(error)
+          }
+        })
+      )
+    )
+  },
+  complete: (execution, text, settledAt) =>
+    Effect.map(
+      core.storage.exec(
+        `UPDATE ${JOBS} SET status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'completed' END,
+           result = ?, finished_at = ?, last_error = NULL, last_error_name = NULL
+         WHERE key = ? AND generation_id = ? AND status = 'pending' AND attempt = ? RETURNING key`,
+        [text, settledAt, execution.key, execution.generation, execution.attempt]
+      ),
+      (rows) => rows.length > 0
+    ),
+  completesInOneStatement: true,
+  describe: (row) => `job "${String(row.id)}" of queue "${String(row.queue)}"`,
+  entity: (row) => ({
+    entityKind: "job",
+    id: String(row.key),
+    generation: String(row.generation_id),
+    queue: String(row.queue),
+    jobId: String(row.id)
+  }),
+  dispatch: {
+    order: START_ORDER,
+    rank: { columns: "priority, seq", of: rankOf },
+    // Jobs of an external queue without a transport wait for `lease`; a transport's are leased by their claim.
+    pendingWhere: claimable(
+      [...core.queues.values()].filter((queue) => queue.options.external !== undefined && queue.options.external.transport === undefined)
+        .map((queue) => queue.name)
+    ),
+    startedColumn: "started_at",
+    slotOf: (key) => core.queues.get(queueOfKey(key))?.slot,
+    // An external queue's jobs start only by `lease`.
+    held: (key) => {
+      const queue = core.queues.get(queueOfKey(key))
+      return queue?.paused === true || (queue?.options.external !== undefined && queue.options.external.transport === undefined)
+    },
+    gated: (key) => {
+      const queue = core.queues.get(queueOfKey(key))
+      return queue !== undefined &&
+        (queue.options.external !== undefined || rateLimitOf(queue) !== undefined || queue.options.groupRateLimit !== undefined)
+    },
+    admit: (row) => {
+      const queue = core.queues.get(String(row.queue))
+      if (queue === undefined) return undefined
+      const buckets = bucketsOf(queue, row)
+      // Leased: its rate limits were taken by the lease; the claim at `leased_until` reclaims it.
+      if (queue.options.external !== undefined) {
+        if (row.leased_until !== null) return reclaim(core, queue, row)
+        if (queue.options.external.transport === undefined || core.objectId === undefined) return undefined
+        const limits = buckets.length === 0 ? undefined : gate(core, queue, buckets, String(row.key))
+        return Transport.dispatch(core, queue, row, core.objectId, limits)
+      }
+      return buckets.length === 0 ? undefined : gate(core, queue, buckets, String(row.key))
+    }
+  },
+  settled: (row, settlement) => settled(core, row, settlement)
+})
+
+/**
+ * Inside a transaction whose changes failed other jobs (parents failed by a child: their own settle
+ * never runs): their queues' `removeOnFail` bound, their failed jobs counted afresh.
+ */
+export const trimChained = (core: Core, out: Flow.Changes, at: number): Effect.Effect<void, StorageError> =>
+  Effect.suspend(() => {
+    const queues = new Set(out.events.flatMap((event) => event.type === "failed" ? [event.queue] : []))
+    return Effect.forEach(queues, (name) => {
+      const retention = core.queues.get(name)?.options.removeOnFail
+      if (retention === undefined) return Effect.void
+      return Effect.map(
+        Flow.trim(core.flow, out, name, "failed", retention, at, undefined),
+        (after) => void core.retained.set(`${name}/failed`, after)
+      )
+    }, { discard: true })
+  })
+
+export const canceledMessage = (row: Row, reason: string): string =>
+  `Job "${String(row.id)}" of queue "${String(row.queue)}" was canceled${reason === "" ? "" : `: ${reason}`}`
+
+/** Every queue's age bounds (`removeOnComplete.ageMs`, `removeOnFail.ageMs`). */
+const ageBounds = (core: Core): ReadonlyArray<Upkeep.AgeBound> =>
+  [...core.queues.values()].flatMap((queue) => [
+    ...(queue.options.removeOnComplete?.ageMs === undefined
+      ? []
+      : [{ queue: queue.name, status: "completed" as const, ageMs: queue.options.removeOnComplete.ageMs }]),
+    ...(queue.options.removeOnFail?.ageMs === undefined
+      ? []
+      : [{ queue: queue.name, status: "failed" as const, ageMs: queue.options.removeOnFail.ageMs }])
+  ])
+
+/** The retention upkeep's run (see `Upkeep`): trims by age and tells the removals; its result is `null`. */
+const retentionUpkeep = (core: Core) =>
+  Effect.gen(function*() {
+    const out = Flow.changes()
+    const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+    const bounds = ageBounds(core)
+    yield* Upkeep.trim(core.flow, out, bounds, now)
+    for (const { queue, status } of bounds) core.retained.delete(`${queue}/${status}`)
+    yield* tell(core, out.events)
+    return Json.encode(null)
+  })
+
+/** What a job's end changes around it (see `Flow`); `undefined` when nothing (the settle keeps one statement). */
+const settled = (
+  core: Core,
+  row: Row,
+  settlement: Parameters<NonNullable<DurableTable["settled"]>>[1]
+): SettledWork | undefined => {
+  const key = String(row.key)
+  if (key === Upkeep.KEY) {
+    return Effect.map(Upkeep.reschedule(core.storage, ageBounds(core), settlement.at), (pending) => ({ pending }))
+  }
+  const name = String(row.queue)
+  const queue = core.queues.get(name)
+  const hasParent = row.parent_key !== null && row.parent_key !== undefined
+  const canceling = core.canceling.has(key)
+  if (settlement.outcome === "completed" && !hasParent && !canceling && queue?.options.removeOnComplete === undefined) {
+    return undefined
+  }
+  return Effect.gen(function*() {
+    const out = Flow.changes()
+    const { at } = settlement
+    // The row as the settle left it (a cancel asked meanwhile turned its end into `canceled`).
+    const [current] = settlement.outcome === "failed"
+      ? yield* core.storage.exec(
+        // A leased job that failed (its last lease expired: exhausted) holds no lease any more.
+        `UPDATE ${JOBS} SET finished_at = ?, status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE status END,
+           leased_until = NULL, worker_id = NULL
+         WHERE key = ? AND status = 'failed' RETURNING *`,
+        [at, key]
+      )
+      : hasParent || canceling
+      ? yield* core.storage.exec(`SELECT * FROM ${JOBS} WHERE key = ?`, [key])
+      : [{ ...row, status: "completed" }]
+    if (current !== undefined) {
+      if (current.status === "completed") yield* Flow.completed(core.flow, out, current, at)
+      else if (current.status === "canceled") {
+        yield* Flow.canceled(core.flow, out, current, String(current.cancel_reason ?? ""), at, false)
+      } else if (settlement.outcome === "failed") yield* Flow.failed(core.flow, out, current, settlement.error, at, 0, false)
+      const status = current.status === "completed" ? "completed" : current.status === "failed" ? "failed" : undefined
+      const retention = status === "completed"
+        ? queue?.options.removeOnComplete
+        : status === "failed"
+        ? queue?.options.removeOnFail
+        : undefined
+      if (status !== undefined && retention !== undefined) {
+        const counter = `${name}/${status}`
+        const known = core.retained.get(counter)
+        const after = yield* Flow.trim(core.flow, out, name, status, retention, at, known === undefined ? undefined : known + 1)
+        core.retained.set(counter, after)
+        // This job is kept until its age passes: the upkeep wakes the object then, even if nothing else happens.
+        if (retention.ageMs !== undefined) out.pending.push(yield* Upkeep.due(core.storage, at + retention.ageMs + 1, at))
+      }
+      yield* trimChained(core, out, at)
+    }
+    return {
+      pending: out.pending,
+      after: Effect.zipRight(
+        Effect.sync(() => core.canceling.delete(key)),
+        tell(core, out.events, out.finished)
+      )
+    }
+  })
+}

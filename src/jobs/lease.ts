@@ -1,0 +1,328 @@
+/**
+ * Jobs processed by external workers: a due job of an external queue waits until a worker leases
+ * it. A lease counts an attempt and gives a fencing token that grows with every lease of the job;
+ * every later write of the worker (`heartbeat`, `log`, `complete`, `fail`) is conditional on that
+ * token and on the lease not having expired, so a worker that lost its lease changes nothing.
+ *
+ * The engine wakes at `leased_until` (the job's `next_attempt_at` while leased): an expired lease is
+ * reclaimed there, in the claim's gate (`reclaim` in `core.ts`).
+ * @internal
+ */
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import { type InvalidInputError, StaleLeaseError } from "../shared/Errors.js"
+import type { Row } from "../engine/StorageService.js"
+import * as Json from "../shared/json.js"
+import * as Validate from "../shared/validate.js"
+import * as Bucket from "./bucket.js"
+import {
+  appendLog,
+  bucketsOf,
+  type Core,
+  IDEMPOTENCY_PREFIX,
+  invalidInput,
+  logLine,
+  progressText,
+  type QueueRuntime,
+  rateLimitOf,
+  readJob,
+  tell
+} from "./core.js"
+import * as Options from "./options.js"
+import * as Transport from "./transport.js"
+import { BUCKETS, JOBS, QUEUES, START_ORDER } from "./schema.js"
+
+/** A job handed to an external worker. */
+export interface Lease<P = unknown> {
+  readonly id: string
+  readonly payload: P
+  /** 1-based; counted by this lease. */
+  readonly attempt: number
+  /** The fencing token: pass it with every call about this job; it grows with every lease. */
+  readonly token: number
+  /** The lease ends then unless `heartbeat` extends it (epoch ms). */
+  readonly leaseUntil: number
+  /** Stable for the job across its leases (new after `retry`/`redrive`): pass it to the provider you call. */
+  readonly idempotencyKey: string
+}
+
+export interface LeaseOptions {
+  /** At most this many jobs (1 to 100; default 1). */
+  readonly limit?: number | undefined
+  /** This lease's length (default the queue's `leaseMs`). */
+  readonly leaseMs?: number | undefined
+  /** Who holds it, for `get` and logs (at most 256 characters). */
+  readonly workerId?: string | undefined
+}
+
+export const MAX_LEASE_BATCH = 100
+
+const external = (queue: QueueRuntime): Effect.Effect<Options.External, InvalidInputError> =>
+  queue.options.external === undefined
+    ? Effect.fail(invalidInput("queue", "type", `Queue "${queue.name}" is processed inline: only a queue with processing: "external" is leased`))
+    : Effect.succeed(queue.options.external)
+
+const leaseLength = (field: string, value: unknown, fallback: number) =>
+  value === undefined
+    ? Effect.succeed(fallback)
+    : typeof value === "number" && Number.isSafeInteger(value) && value >= Options.MIN_LEASE_MS && value <= Options.MAX_LEASE_MS
+    ? Effect.succeed(value)
+    : Effect.fail(invalidInput(field, "range", `${field} must be an integer from ${Options.MIN_LEASE_MS} to ${Options.MAX_LEASE_MS}, got ${Validate.shown(value)}`))
+
+const tokenOf = (token: unknown) =>
+  typeof token === "number" && Number.isSafeInteger(token) && token >= 1
+    ? Effect.succeed(token)
+    : Effect.fail(invalidInput("token", "type", `token must be the positive integer a lease returned, got ${Validate.shown(token)}`))
+
+const stale = (queue: QueueRuntime, id: string, token: number) =>
+  new StaleLeaseError({
+    queue: queue.name,
+    id,
+    token,
+    message: `The lease of job "${id}" of queue "${queue.name}" with token ${token} no longer holds the job ` +
+      "(it expired or was reclaimed, or the job was leased again, settled, canceled or removed); nothing was written"
+  })
+
+/** The condition every lease-holder's write carries: this token, its lease not expired, the job unfinished. */
+const HOLDS = "lease_token = ? AND leased_until IS NOT NULL AND leased_until >= ? AND status = 'pending'"
+
+/**
+ * Leases up to `limit` due jobs of the queue, by priority then insertion order, within its
+ * concurrency (leases out at once), its rate limits and its pause, in one transaction.
+ */
+export const lease = (core: Core, queue: QueueRuntime, options: LeaseOptions = {}) =>
+  Effect.gen(function*() {
+    const settings = yield* external(queue)
+    if (typeof options !== "object" || options === null) return yield* invalidInput("options", "type", "options must be an object")
+    const limit = options.limit ?? 1
+    if (!(typeof limit === "number" && Number.isSafeInteger(limit) && limit >= 1 && limit <= MAX_LEASE_BATCH)) {
+      return yield* invalidInput("limit", "range", `limit must be an integer from 1 to ${MAX_LEASE_BATCH}, got ${Validate.shown(limit)}`)
+    }
+    const length = yield* leaseLength("leaseMs", options.leaseMs, settings.leaseMs)
+    const workerId = options.workerId ?? null
+    if (workerId !== null && (typeof workerId !== "string" || workerId.length > 256)) {
+      return yield* invalidInput("workerId", "type", `workerId must be a string of at most 256 characters, got ${Validate.shown(workerId)}`)
+    }
+    const now = yield* Clock.currentTimeMillis
+    const until = now + length
+    const { storage } = core
+    const body = Effect.gen(function*() {
+      const [paused] = yield* storage.exec(`SELECT paused FROM ${QUEUES} WHERE queue = ?`, [queue.name])
+      if (Number(paused?.paused ?? 0) === 1) return []
+      let room = limit
+      if (queue.options.concurrency !== undefined) {
+        const [out] = yield* storage.exec(
+          `SELECT COUNT(*) AS n FROM ${JOBS} WHERE queue = ? AND status = 'pending' AND leased_until IS NOT NULL`,
+          [queue.name]
+        )
+        room = Math.min(room, queue.options.concurrency - Number(out?.n ?? 0))
+      }
+      if (room <= 0) return []
+      const limited = rateLimitOf(queue) !== undefined || queue.options.groupRateLimit !== undefined
+      // With group limits some candidates may be skipped for an empty group bucket: look a little further.
+      const candidates = yield* storage.exec(
+        `SELECT key, group_key FROM ${JOBS} WHERE queue = ? AND status = 'pending' AND leased_until IS NULL AND next_attempt_at <= ?
+         ORDER BY ${START_ORDER} LIMIT ?`,
+        [queue.name, now, limited ? Math.min(room * 4, 400) : room]
+      )
+      const chosen: Array<string> = []
+      if (!limited) chosen.push(...candidates.map((row) => String(row.key)))
+      else {
+        const states = new Map<string, Bucket.State | undefined>()
+        for (const row of yield* storage.exec(`SELECT group_key, tokens, updated_at FROM ${BUCKETS} WHERE queue = ?`, [queue.name])) {
+          states.set(String(row.group_key), { tokens: Number(row.tokens), updatedAt: Number(row.updated_at) })
+        }
+        for (const row of candidates) {
+          if (chosen.length >= room) break
+          const decisions = bucketsOf(queue, row).map((bucket) => ({ bucket, decision: Bucket.decide(bucket.limit, states.get(bucket.key), now) }))
+          const queueEmpty = decisions.some((entry) => entry.bucket.key === "" && !entry.decision.take)
+          if (queueEmpty) break
+          if (decisions.some((entry) => !entry.decision.take)) continue
+          for (const { bucket, decision } of decisions) if (decision.take) states.set(bucket.key, decision.after)
+          chosen.push(String(row.key))
+        }
+        for (const [key, state] of states) {
+          if (state === undefined) continue
+          yield* storage.exec(
+            `INSERT INTO ${BUCKETS} (queue, group_key, tokens, updated_at) VALUES (?, ?, ?, ?)
+             ON CONFLICT (queue, group_key) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at`,
+            [queue.name, key, state.tokens, state.updatedAt]
+          )
+        }
+      }
+      const leased: Array<Row> = []
+      for (const key of chosen) {
+        const [row] = yield* storage.exec(
+          `UPDATE ${JOBS} SET attempt = attempt + 1, lease_token = lease_token + 1, leased_until = ?, next_attempt_at = ?,
+             worker_id = ?, started_at = ?
+           WHERE key = ? AND status = 'pending' AND leased_until IS NULL RETURNING id, payload, attempt, lease_token, generation_id`,
+          [until, until, workerId, now, key]
+        )
+        if (row !== undefined) leased.push(row)
+      }
+      return leased
+    })
+    const rows = yield* core.handle.writePending(body, (made) => made.map((row) => ({ key: `${queue.name}/${String(row.id)}`, at: until })))
+    const leases: Array<Lease> = []
+    for (const row of rows) {
+      const payload = yield* Effect.orElseSucceed(
+        queue.definition.payload.decode(Json.decode(String(row.payload))),
+        () => Json.decode(String(row.payload))
+      )
+      leases.push({
+        id: String(row.id),
+        payload,
+        attempt: Number(row.attempt),
+        token: Number(row.lease_token),
+        leaseUntil: until,
+        idempotencyKey: `${IDEMPOTENCY_PREFIX}${String(row.generation_id)}`
+      })
+    }
+    yield* tell(core, leases.map((job) => ({ type: "started" as const, queue: queue.name, id: job.id, attempt: job.attempt })))
+    return leases
+  }).pipe(Effect.withSpan("Jobs.lease"))
+
+/** Extends the lease (never shortens it) and stores the job's progress, if given. */
+export const heartbeat = (
+  core: Core,
+  queue: QueueRuntime,
+  id: string,
+  token: number,
+  options: { readonly progress?: unknown; readonly extendMs?: number | undefined } = {}
+) =>
+  Effect.gen(function*() {
+    const settings = yield* external(queue)
+    const held = yield* tokenOf(token)
+    if (typeof options !== "object" || options === null) return yield* invalidInput("options", "type", "options must be an object")
+    const extend = yield* leaseLength("extendMs", options.extendMs, settings.leaseMs)
+    const progress = options.progress === undefined ? null : yield* progressText(options.progress)
+    const now = yield* Clock.currentTimeMillis
+    // Only later: the alarm armed for the old end fires, finds nothing due and moves on.
+    const [row] = yield* core.storage.exec(
+      `UPDATE ${JOBS} SET leased_until = MAX(leased_until, ?), next_attempt_at = MAX(leased_until, ?),
+         progress = COALESCE(?, progress)
+       WHERE key = ? AND ${HOLDS} RETURNING leased_until`,
+      [now + extend, now + extend, progress, `${queue.name}/${id}`, held, now]
+    )
+    if (row === undefined) return yield* stale(queue, id, held)
+    if (progress !== null) yield* tell(core, [{ type: "progress", queue: queue.name, id, progress: options.progress }])
+    return { leaseUntil: Number(row.leased_until) }
+  }).pipe(Effect.withSpan("Jobs.heartbeat"))
+
+/** Appends a line to the leased job's log. */
+export const log = (core: Core, queue: QueueRuntime, id: string, token: number, message: string) =>
+  Effect.gen(function*() {
+    yield* external(queue)
+    const held = yield* tokenOf(token)
+    const line = yield* logLine(message)
+    const now = yield* Clock.currentTimeMillis
+    const appended = yield* appendLog(core, `${queue.name}/${id}`, line, now, queue.options.keepLogs, { sql: HOLDS, bindings: [held, now] })
+    if (!appended) return yield* stale(queue, id, held)
+  }).pipe(Effect.withSpan("Jobs.leaseLog"))
+
+/** The leased job as stored, when `token` still holds it; the settle's guard checks it again in its transaction. */
+const held = (core: Core, queue: QueueRuntime, id: string, token: number) =>
+  Effect.gen(function*() {
+    const row = yield* readJob(core, `${queue.name}/${id}`)
+    const now = yield* Clock.currentTimeMillis
+    const holds = row !== undefined && row.status === "pending" && Number(row.lease_token) === token &&
+      row.leased_until !== null && Number(row.leased_until) >= now
+    if (!holds) return yield* stale(queue, id, token)
+    // In the settle's transaction: the lease is consumed, or nothing is written.
+    const guard = Effect.flatMap(
+      core.storage.exec(
+        `UPDATE ${JOBS} SET leased_until = NULL, worker_id = NULL
+         WHERE key = ? AND generation_id = ? AND attempt = ? AND ${HOLDS} RETURNING key`,
+        [String(row.key), String(row.generation_id), Number(row.attempt), token, now]
+      ),
+      (rows): Effect.Effect<void, StaleLeaseError> => rows.length > 0 ? Effect.void : Effect.fail(stale(queue, id, token))
+    )
+    return { row, guard }
+  })
+
+/** Completes the leased job with `result` (JSON, or the queue's result schema's input). */
+export const complete = (core: Core, queue: QueueRuntime, id: string, token: number, result: unknown) =>
+  Effect.gen(function*() {
+    yield* external(queue)
+    const fence = yield* tokenOf(token)
+    const encoded = yield* Effect.mapError(
+      queue.definition.result.encode(result as never),
+      (cause) => invalidInput("result", "type", `result does not match the queue's result schema: ${String(cause.message).slice(0, 300)}`)
+    )
+    const text = yield* Validate.json("result", encoded)
+    const bytes = Json.oversizedBytes(text)
+    if (bytes !== undefined) return yield* invalidInput("result", "range", `result is ${bytes} bytes as JSON; a stored row is limited to ${Json.MAX_ROW_BYTES} bytes`)
+    const { guard, row } = yield* held(core, queue, id, fence)
+    yield* core.handle.settle(row, { _tag: "Success", value: text }, guard)
+    yield* afterSettle(core, queue)
+  }).pipe(Effect.withSpan("Jobs.complete"))
+
+/** A transport queue at its concurrency dispatches the job it held back, now that a lease ended. */
+const afterSettle = (core: Core, queue: QueueRuntime) =>
+  queue.options.external?.transport === undefined || queue.options.concurrency === undefined
+    ? Effect.void
+    : Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Effect.asVoid(core.handle.writePending(
+        Transport.freeSlot(core, queue, now),
+        (rows) => rows.map((row) => ({ key: String(row.key), at: now, start: true }))
+      )))
+
+/**
+ * Fails the leased attempt with `error`: retried under the queue's policy (it waits for a later lease
+ * from its retry time), or failed for good when attempts are spent or `retryable` is false.
+ */
+export const fail = (
+  core: Core,
+  queue: QueueRuntime,
+  id: string,
+  token: number,
+  error: unknown,
+  options: { readonly retryable?: boolean | undefined } = {}
+) =>
+  Effect.gen(function*() {
+    yield* external(queue)
+    const fence = yield* tokenOf(token)
+    const described = typeof error === "string"
+      ? { name: "Error", message: error }
+      : typeof error === "object" && error !== null && typeof (error as { message?: unknown }).message === "string"
+      ? {
+        name: typeof (error as { name?: unknown }).name === "string" ? String((error as { name: string }).name) : "Error",
+        message: String((error as { message: string }).message)
+      }
+      : undefined
+    if (described === undefined) {
+      return yield* invalidInput("error", "type", `error must be a string or an object with a message, got ${Validate.shown(error)}`)
+    }
+    // The worker's error as it named it; `retryable: false` ends the job whatever its name.
+    const failure = Object.assign(new Error(described.message), { name: described.name })
+    const { guard, row } = yield* held(core, queue, id, fence)
+    yield* core.handle.settle(row, { _tag: "Failure", error: failure, terminal: options?.retryable === false }, guard)
+    yield* afterSettle(core, queue)
+  }).pipe(Effect.withSpan("Jobs.fail"))
+
+/** A consumer's first call about an envelope: the job and this delivery's own token, if `token` still holds it. */
+export const start = (core: Core, queue: QueueRuntime, id: string, token: number) =>
+  Effect.gen(function*() {
+    const settings = yield* external(queue)
+    const fence = yield* tokenOf(token)
+    const now = yield* Clock.currentTimeMillis
+    // Single use: the delivery that starts takes the next token, so a duplicate of its message is stale
+    // and its handler never runs twice at once.
+    const [row] = yield* core.storage.exec(
+      `UPDATE ${JOBS} SET lease_token = lease_token + 1 WHERE key = ? AND ${HOLDS} RETURNING *`,
+      [`${queue.name}/${id}`, fence, now]
+    )
+    if (row === undefined) return yield* stale(queue, id, fence)
+    const payload = yield* Effect.orElseSucceed(
+      queue.definition.payload.decode(Json.decode(String(row.payload))),
+      () => Json.decode(String(row.payload))
+    )
+    return {
+      token: Number(row.lease_token),
+      payload,
+      attempt: Number(row.attempt),
+      leaseUntil: Number(row.leased_until),
+      leaseMs: settings.leaseMs,
+      idempotencyKey: `${IDEMPOTENCY_PREFIX}${String(row.generation_id)}`
+    }
+  }).pipe(Effect.withSpan("Jobs.start"))

@@ -1,0 +1,310 @@
+/**
+ * Steering jobs and queues: cancel, remove, promote, retry, change priority, clean, pause and
+ * resume, rate limits, dead-letter redrive. Each is one transaction with the wake-up reconciled;
+ * what it changes around a job (parents, siblings) follows `Flow`.
+ * @internal
+ */
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import type { PendingRecord } from "../engine/DurableTable.js"
+import { InvalidInputError, JobCanceledError, type StorageError } from "../shared/Errors.js"
+import type { Row } from "../engine/StorageService.js"
+import * as Validate from "../shared/validate.js"
+import { canceledMessage, type Core, invalidInput, type QueueRuntime, rankOf, readJob, tell, trimChained } from "./core.js"
+import * as Flow from "./flow.js"
+import * as Options from "./options.js"
+import { DEAD_LETTERS, JOBS, QUEUES } from "./schema.js"
+import type { CleanOptions, RateLimit } from "./types.js"
+
+const invalid = invalidInput
+
+/** Retention counts are only a cache: after a delete by hand, they are counted again. */
+const forgetCounts = (core: Core, queue: string) => {
+  core.retained.delete(`${queue}/completed`)
+  core.retained.delete(`${queue}/failed`)
+}
+
+/** A write that may make jobs pending (released parents): they get the wake-up and an eager start. */
+const writeChanges = <A>(
+  core: Core,
+  body: (out: Flow.Changes) => Effect.Effect<A, StorageError>
+): Effect.Effect<A, StorageError> =>
+  Effect.gen(function*() {
+    const out = Flow.changes()
+    const now = yield* Clock.currentTimeMillis
+    // A cancel or a removal takes pending work away: the alarm is reconciled, not only moved earlier.
+    const result = yield* core.handle.writePending(
+      Effect.tap(body(out), () => trimChained(core, out, now)),
+      () => out.pending,
+      { reconcile: true }
+    )
+    yield* tell(core, out.events, out.finished)
+    return result
+  })
+
+/**
+ * A waiting job becomes `canceled` at once; an active one has its signal aborted with
+ * `JobCanceledError`, is not retried, and is `canceled` when its handler ends.
+ */
+export const cancel = (core: Core, queue: QueueRuntime, id: string, reason: string): Effect.Effect<boolean, StorageError> =>
+  Effect.gen(function*() {
+    const key = Flow.keyOf(queue.name, id)
+    const row = yield* readJob(core, key)
+    if (row === undefined || (row.status !== "pending" && row.status !== "waiting_children")) return false
+    if (core.handle.executing(key)) {
+      yield* core.storage.exec(`UPDATE ${JOBS} SET cancel_requested = 1, cancel_reason = ? WHERE key = ?`, [reason, key])
+      core.canceling.set(key, reason)
+      yield* core.handle.abort((running) => running === key, new JobCanceledError({ message: canceledMessage(row, reason) }))
+      return true
+    }
+    return yield* cancelStored(core, key, reason)
+  })
+
+/** Cancels a job that is not executing here (waiting, delayed, waiting for children, or left by an eviction). */
+const cancelStored = (core: Core, key: string, reason: string) =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) =>
+    writeChanges(core, (out) =>
+      Effect.gen(function*() {
+        const [row] = yield* core.storage.exec(
+          `UPDATE ${JOBS} SET status = 'canceled', finished_at = ?, cancel_reason = ?
+           WHERE key = ? AND status IN ('pending', 'waiting_children') RETURNING *`,
+          [now, reason, key]
+        )
+        if (row === undefined) return false
+        yield* Flow.canceled(core.flow, out, row, reason, now, true)
+        return true
+      })))
+
+/** Jobs whose cancel was asked while they ran, when an eviction ended that run: canceled now. */
+export const cancelInterrupted = (core: Core): Effect.Effect<void, StorageError> =>
+  Effect.gen(function*() {
+    const rows = yield* core.storage.exec(
+      `SELECT key, cancel_reason FROM ${JOBS} WHERE cancel_requested = 1 AND status IN ('pending', 'waiting_children')`
+    )
+    for (const row of rows) yield* cancelStored(core, String(row.key), String(row.cancel_reason ?? ""))
+  })
+
+/**
+ * Deletes a job that is not active, with its descendants, logs and dependency rows. An unfinished
+ * child's parent learns it as a failure (so it is never left waiting).
+ */
+export const remove = (core: Core, queue: QueueRuntime, id: string): Effect.Effect<boolean, StorageError> =>
+  Effect.gen(function*() {
+    const key = Flow.keyOf(queue.name, id)
+    if (core.handle.executing(key)) return false
+    const now = yield* Clock.currentTimeMillis
+    const removed = yield* writeChanges(core, (out) =>
+      Effect.gen(function*() {
+        const gone = yield* core.storage.exec(
+          `WITH RECURSIVE doomed(key) AS (
+             SELECT ? UNION SELECT j.key FROM ${JOBS} j JOIN doomed d ON j.parent_key = d.key
+           )
+           DELETE FROM ${JOBS} WHERE key IN (SELECT key FROM doomed) RETURNING *`,
+          [key]
+        )
+        const root = gone.find((row) => row.key === key)
+        if (root === undefined) return []
+        if (root.status === "pending" || root.status === "waiting_children") {
+          yield* Flow.childEndedOf(core.flow, out, root, {
+            ok: false,
+            error: { name: "JobRemovedError", message: `Job "${id}" of queue "${queue.name}" was removed` }
+          }, now)
+        }
+        for (const row of gone) {
+          out.events.push({ type: "removed", queue: String(row.queue), id: String(row.id), reason: "remove" })
+          out.finished.push(String(row.key))
+        }
+        return gone
+      }))
+    if (removed.length === 0) return false
+    const keys = new Set(removed.map((row) => String(row.key)))
+    // A descendant still running here loses its row; its settle no longer matches anything.
+    yield* core.handle.abort((running) => keys.has(running), new JobCanceledError({ message: `Job "${id}" was removed` }), {
+      release: true
+    })
+    forgetCounts(core, queue.name)
+    return true
+  })
+
+/** A delayed job (or one waiting for its retry) becomes due now. */
+export const promote = (core: Core, queue: QueueRuntime, id: string): Effect.Effect<boolean, StorageError> =>
+  Effect.gen(function*() {
+    const key = Flow.keyOf(queue.name, id)
+    const now = yield* Clock.currentTimeMillis
+    const rows = yield* core.handle.writePending(
+      core.storage.exec(
+        // A leased job is not waiting: its time is its lease's end.
+        `UPDATE ${JOBS} SET next_attempt_at = ?, run_at = ? WHERE key = ? AND status = 'pending' AND next_attempt_at > ?
+           AND leased_until IS NULL RETURNING key`,
+        [now, now, key, now]
+      ),
+      (rows): ReadonlyArray<PendingRecord> => rows.length === 0 ? [] : [{ key, at: now, start: true }]
+    )
+    return rows.length > 0
+  })
+
+const RESET = `status = 'pending', attempt = 0, generation_id = ?, next_attempt_at = ?, run_at = ?, last_error = NULL,
+  last_error_name = NULL, result = NULL, progress = NULL, started_at = NULL, finished_at = NULL, cancel_requested = 0,
+  cancel_reason = NULL, leased_until = NULL, worker_id = NULL, stalled = 0`
+
+/** A failed or canceled job runs again with fresh attempts (a new idempotency key); its dead letter goes. */
+export const retry = (core: Core, queue: QueueRuntime, id: string): Effect.Effect<boolean, StorageError> =>
+  Effect.gen(function*() {
+    const key = Flow.keyOf(queue.name, id)
+    const now = yield* Clock.currentTimeMillis
+    const rows = yield* core.handle.writePending(
+      Effect.zipLeft(
+        core.storage.exec(`UPDATE ${JOBS} SET ${RESET} WHERE key = ? AND status IN ('failed', 'canceled') RETURNING key`, [
+          crypto.randomUUID(),
+          now,
+          now,
+          key
+        ]),
+        core.storage.exec(`DELETE FROM ${DEAD_LETTERS} WHERE queue = ? AND id = ?`, [queue.name, id])
+      ),
+      (rows): ReadonlyArray<PendingRecord> => rows.length === 0 ? [] : [{ key, at: now, start: true }]
+    )
+    if (rows.length > 0) forgetCounts(core, queue.name)
+    return rows.length > 0
+  })
+
+export const changePriority = (core: Core, queue: QueueRuntime, id: string, priority: number): Effect.Effect<boolean, StorageError> =>
+  Effect.map(
+    core.storage.exec(
+      `UPDATE ${JOBS} SET priority = ? WHERE key = ? AND status IN ('pending', 'waiting_children') RETURNING key, priority, seq`,
+      [priority, Flow.keyOf(queue.name, id)]
+    ),
+    ([row]) => {
+      if (row === undefined) return false
+      // Already waiting for its queue's slot: it waits at its new place.
+      queue.slot?.rerank(String(row.key), rankOf(row))
+      return true
+    }
+  )
+
+export const DEFAULT_CLEAN_LIMIT = 1_000
+export const MAX_CLEAN_LIMIT = 10_000
+const FINISHED = ["completed", "failed", "canceled"] as const
+
+/** Deletes finished jobs of the states given, finished at least `olderThanMs` ago, oldest first; returns how many. */
+export const clean = (core: Core, queue: QueueRuntime, options: CleanOptions): Effect.Effect<number, InvalidInputError | StorageError> =>
+  Effect.gen(function*() {
+    if (typeof options !== "object" || options === null) return yield* invalid("options", "type", "options must be an object { states, olderThanMs, limit? }")
+    const { limit = DEFAULT_CLEAN_LIMIT, states } = options
+    if (!Array.isArray(states) || states.length === 0 || states.some((state) => !FINISHED.includes(state))) {
+      return yield* invalid("states", "type", `states must be a non-empty array of ${FINISHED.join(", ")}`)
+    }
+    const olderThanMs = yield* Validate.milliseconds("olderThanMs", options.olderThanMs)
+    if (!(Number.isSafeInteger(limit) && limit >= 1 && limit <= MAX_CLEAN_LIMIT)) {
+      return yield* invalid("limit", "range", `limit must be an integer from 1 to ${MAX_CLEAN_LIMIT}, got ${Validate.shown(limit)}`)
+    }
+    const now = yield* Clock.currentTimeMillis
+    const gone = yield* core.storage.exec(
+      `DELETE FROM ${JOBS} WHERE key IN (
+         SELECT key FROM ${JOBS} WHERE queue = ? AND status IN (${states.map(() => "?").join(", ")}) AND finished_at <= ?
+         ORDER BY finished_at LIMIT ?
+       ) RETURNING id`,
+      [queue.name, ...states, now - olderThanMs, limit]
+    )
+    forgetCounts(core, queue.name)
+    yield* tell(core, gone.map((row) => ({ type: "removed" as const, queue: queue.name, id: String(row.id), reason: "clean" })))
+    return gone.length
+  })
+
+/** Pausing is durable: a paused queue starts nothing, on every path, until resumed. */
+export const setPaused = (core: Core, queue: QueueRuntime, paused: boolean): Effect.Effect<void, StorageError> =>
+  Effect.map(
+    core.handle.write(core.storage.exec(
+      `INSERT INTO ${QUEUES} (queue, paused) VALUES (?, ?) ON CONFLICT (queue) DO UPDATE SET paused = excluded.paused`,
+      [queue.name, paused ? 1 : 0]
+    )),
+    () => {
+      queue.paused = paused
+    }
+  )
+
+export const isPaused = (core: Core, queue: QueueRuntime): Effect.Effect<boolean, StorageError> =>
+  Effect.map(core.storage.exec(`SELECT paused FROM ${QUEUES} WHERE queue = ?`, [queue.name]), ([row]) => Number(row?.paused ?? 0) === 1)
+
+/** Replaces the queue's rate limit durably (`null`: none), over what its definition says. */
+export const setRateLimit = (core: Core, queue: QueueRuntime, limit: RateLimit | null): Effect.Effect<void, InvalidInputError | StorageError> =>
+  Effect.gen(function*() {
+    if (limit !== null) {
+      const problem = Options.rateLimitProblem("limit", limit, (field, kind, message, value) =>
+        invalid(field, kind, `${field} ${message}, got ${Validate.shown(value)}`))
+      if (problem !== undefined) return yield* Effect.fail(problem as InvalidInputError)
+    }
+    const stored = limit === null ? null : { capacity: limit.capacity, refillPerSecond: limit.refillPerSecond }
+    yield* core.storage.exec(
+      `INSERT INTO ${QUEUES} (queue, paused, rate_limit) VALUES (?, 0, ?)
+       ON CONFLICT (queue) DO UPDATE SET rate_limit = excluded.rate_limit`,
+      [queue.name, JSON.stringify(stored)]
+    )
+    queue.override = stored
+  })
+
+/** The overrides stored by `setRateLimit` and the pause flags, read once when the queues are made. */
+export const loadOverrides = (core: Core): Effect.Effect<void, StorageError> =>
+  Effect.map(core.storage.exec(`SELECT queue, paused, rate_limit FROM ${QUEUES}`), (rows) => {
+    for (const row of rows) {
+      const queue = core.queues.get(String(row.queue))
+      if (queue === undefined) continue
+      queue.paused = Number(row.paused) === 1
+      if (row.rate_limit !== null) queue.override = JSON.parse(String(row.rate_limit)) as RateLimit | null
+    }
+  })
+
+export const MAX_REDRIVE = 1_000
+
+/**
+ * Puts dead letters back to `waiting` with fresh attempts (all of the queue's, oldest first, or
+ * those of `ids`), up to `MAX_REDRIVE` per call, and removes them from the list; returns how many.
+ * A job removed since it failed is added again from its dead letter.
+ */
+export const redrive = (core: Core, queue: QueueRuntime, ids: ReadonlyArray<string> | undefined): Effect.Effect<number, InvalidInputError | StorageError> =>
+  Effect.gen(function*() {
+    if (ids !== undefined) {
+      if (!Array.isArray(ids)) return yield* invalid("ids", "type", "ids must be an array of job ids")
+      if (ids.length > MAX_REDRIVE) return yield* invalid("ids", "range", `at most ${MAX_REDRIVE} ids per call`)
+      for (const [index, id] of ids.entries()) yield* Validate.key(`ids[${index}]`, id)
+    }
+    const now = yield* Clock.currentTimeMillis
+    const letters: Array<Row> = []
+    const made: Array<PendingRecord> = []
+    yield* core.handle.writePending(
+      Effect.gen(function*() {
+        const found = ids === undefined
+          ? yield* core.storage.exec(`SELECT * FROM ${DEAD_LETTERS} WHERE queue = ? ORDER BY failed_at, id LIMIT ?`, [queue.name, MAX_REDRIVE])
+          : yield* Effect.map(
+            Effect.forEach(ids, (id) => core.storage.exec(`SELECT * FROM ${DEAD_LETTERS} WHERE queue = ? AND id = ?`, [queue.name, id])),
+            (rows) => rows.flat()
+          )
+        for (const letter of found) {
+          const id = String(letter.id)
+          const key = Flow.keyOf(queue.name, id)
+          const [reset] = yield* core.storage.exec(`UPDATE ${JOBS} SET ${RESET} WHERE key = ? AND status IN ('failed', 'canceled') RETURNING key`, [
+            crypto.randomUUID(),
+            now,
+            now,
+            key
+          ])
+          if (reset === undefined) {
+            const [again] = yield* core.storage.exec(
+              `INSERT INTO ${JOBS} (key, queue, id, generation_id, status, attempt, next_attempt_at, run_at, priority, seq, payload, created_at)
+               VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, 0, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING key`,
+              [key, queue.name, id, crypto.randomUUID(), now, now, core.seq.next++, String(letter.payload), now]
+            )
+            // Otherwise the id belongs to a job that is unfinished again (retried meanwhile): that is the redrive.
+            if (again !== undefined) made.push({ key, at: now, start: true })
+          } else {
+            made.push({ key, at: now, start: true })
+          }
+          yield* core.storage.exec(`DELETE FROM ${DEAD_LETTERS} WHERE queue = ? AND id = ?`, [queue.name, id])
+          letters.push(letter)
+        }
+      }),
+      () => made
+    )
+    forgetCounts(core, queue.name)
+    return letters.length
+  })

@@ -1,0 +1,214 @@
+/**
+ * A queue's options beyond retries and timeouts, checked once at construction with messages that
+ * name the field (`queues.email.rateLimit.capacity`).
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import { InvalidOptionError } from "../shared/Errors.js"
+import * as Json from "../shared/json.js"
+import { isPositiveInteger, shown } from "../shared/validate.js"
+
+/** A token bucket: `capacity` tokens at most, refilled continuously at `refillPerSecond`. */
+export interface RateLimit {
+  readonly capacity: number
+  readonly refillPerSecond: number
+}
+
+export interface GroupRateLimit<P = unknown> extends RateLimit {
+  /** The group a job's payload belongs to (e.g. its tenant): one bucket per group. */
+  readonly key: (payload: P) => string
+}
+
+/** How many finished jobs a queue keeps: the newest `count`, none older than `ageMs`. */
+export interface Retention {
+  readonly count?: number | undefined
+  readonly ageMs?: number | undefined
+}
+
+export interface QueueOptions {
+  /** Jobs of this queue running at once, inside the scheduler's shared permits. Default: no own limit. */
+  readonly concurrency?: number | undefined
+  readonly rateLimit?: RateLimit | undefined
+  readonly groupRateLimit?: GroupRateLimit<never> | undefined
+  readonly removeOnComplete?: Retention | undefined
+  readonly removeOnFail?: Retention | undefined
+  /** List jobs that fail for good under `deadLetters` (default false). */
+  readonly deadLetter?: boolean | undefined
+  /** Log lines kept per job, the newest (default 100). */
+  readonly keepLogs?: number | undefined
+  /** The largest payload as stored JSON (default 131 072, a Cloudflare Queues message; at most 2 MB). */
+  readonly maxPayloadBytes?: number | undefined
+  /**
+   * `"external"`: the queue has no handler here; its due jobs wait to be leased (`lease`) by workers
+   * elsewhere, who settle them with the lease's fencing token. Default `"inline"`.
+   */
+  readonly processing?: "inline" | "external" | Transport | undefined
+  /** An external queue's default lease (ms, 1 000 to 86 400 000; default 30 000). */
+  readonly leaseMs?: number | undefined
+  /** An external queue's leases a job may let expire before it fails (`JobStalledError`); default 1. */
+  readonly maxStalled?: number | undefined
+}
+
+/**
+ * An external queue delivered through Cloudflare Queues: the object leases each due job itself and
+ * sends its envelope to `queue` (a producer binding); a `DurabilityJobs.consumer` runs it.
+ */
+export interface Transport {
+  /** The producer binding (`env.EMAIL_QUEUE`). */
+  readonly queue: QueueProducer
+  /** Put the payload in the envelope (default false: the consumer gets it from the object with `start`). */
+  readonly includePayload?: boolean | undefined
+}
+
+/** What the transport needs of a Queues producer binding. */
+export interface QueueProducer {
+  readonly sendBatch: (messages: Iterable<{ readonly body: unknown; readonly contentType?: "json" }>) => Promise<unknown>
+}
+
+/** An external queue's leases. */
+export interface External {
+  readonly leaseMs: number
+  readonly maxStalled: number
+  /** Set when the object sends its leased jobs to a Cloudflare Queue. */
+  readonly transport: { readonly producer: QueueProducer; readonly includePayload: boolean } | undefined
+}
+
+export const DEFAULT_LEASE_MS = 30_000
+export const MIN_LEASE_MS = 1_000
+export const MAX_LEASE_MS = 86_400_000
+
+export interface Resolved {
+  readonly concurrency: number | undefined
+  readonly rateLimit: RateLimit | undefined
+  readonly groupRateLimit: GroupRateLimit<unknown> | undefined
+  readonly removeOnComplete: Retention | undefined
+  readonly removeOnFail: Retention | undefined
+  readonly deadLetter: boolean
+  readonly keepLogs: number
+  readonly maxPayloadBytes: number
+  /** Set for a queue processed by external workers. */
+  readonly external: External | undefined
+}
+
+export const DEFAULT_KEEP_LOGS = 100
+export const DEFAULT_MAX_PAYLOAD_BYTES = 131_072
+/** A progress value or a log line, as stored. */
+export const MAX_ENTRY_BYTES = 65_536
+
+const invalid = (field: string, kind: "range" | "type", message: string, value: unknown) =>
+  new InvalidOptionError({ field, kind, message: `${field} ${message}, got ${shown(value)}` })
+
+export const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+/** Why `limit` is not a rate limit, or undefined (`field` names it in the message). */
+export const rateLimitProblem = (
+  field: string,
+  limit: unknown,
+  make: (field: string, kind: "range" | "type", message: string, value: unknown) => Error = invalid
+): Error | undefined => {
+  if (!isObject(limit)) return make(field, "type", "must be an object { capacity, refillPerSecond }", limit)
+  if (!isPositiveInteger(limit.capacity)) return make(`${field}.capacity`, "range", "must be a positive integer", limit.capacity)
+  const refill = limit.refillPerSecond
+  if (typeof refill !== "number" || !Number.isFinite(refill) || refill <= 0 || refill > 1_000_000) {
+    return make(`${field}.refillPerSecond`, "range", "must be a number above 0 and at most 1 000 000", refill)
+  }
+  return undefined
+}
+
+const retention = (field: string, value: unknown): Effect.Effect<Retention | undefined, InvalidOptionError> => {
+  if (value === undefined) return Effect.succeed(undefined)
+  if (!isObject(value)) return Effect.fail(invalid(field, "type", "must be an object { count?, ageMs? }", value))
+  const { ageMs, count } = value
+  if (count !== undefined && !(typeof count === "number" && Number.isSafeInteger(count) && count >= 0)) {
+    return Effect.fail(invalid(`${field}.count`, "range", "must be a non-negative integer", count))
+  }
+  if (ageMs !== undefined && !(typeof ageMs === "number" && Number.isSafeInteger(ageMs) && ageMs >= 0)) {
+    return Effect.fail(invalid(`${field}.ageMs`, "range", "must be a non-negative safe integer", ageMs))
+  }
+  return Effect.succeed({
+    ...(count === undefined ? {} : { count }),
+    ...(ageMs === undefined ? {} : { ageMs })
+  })
+}
+
+/** The queue's options, checked; `prefix` is e.g. "queues.email.". */
+export const resolve = (prefix: string, options: QueueOptions): Effect.Effect<Resolved, InvalidOptionError> =>
+  Effect.gen(function*() {
+    const { concurrency, deadLetter, groupRateLimit, keepLogs, maxPayloadBytes, rateLimit } = options
+    if (concurrency !== undefined && !isPositiveInteger(concurrency)) {
+      return yield* invalid(`${prefix}concurrency`, "range", "must be a positive integer", concurrency)
+    }
+    if (rateLimit !== undefined) {
+      const problem = rateLimitProblem(`${prefix}rateLimit`, rateLimit)
+      if (problem !== undefined) return yield* Effect.fail(problem as InvalidOptionError)
+    }
+    if (groupRateLimit !== undefined) {
+      const problem = rateLimitProblem(`${prefix}groupRateLimit`, groupRateLimit)
+      if (problem !== undefined) return yield* Effect.fail(problem as InvalidOptionError)
+      if (typeof groupRateLimit.key !== "function") {
+        return yield* invalid(`${prefix}groupRateLimit.key`, "type", "must be a function (payload) => string", groupRateLimit.key)
+      }
+    }
+    if (deadLetter !== undefined && typeof deadLetter !== "boolean") {
+      return yield* invalid(`${prefix}deadLetter`, "type", "must be a boolean", deadLetter)
+    }
+    if (keepLogs !== undefined && !(typeof keepLogs === "number" && Number.isSafeInteger(keepLogs) && keepLogs >= 0)) {
+      return yield* invalid(`${prefix}keepLogs`, "range", "must be a non-negative integer", keepLogs)
+    }
+    if (
+      maxPayloadBytes !== undefined &&
+      !(isPositiveInteger(maxPayloadBytes) && maxPayloadBytes <= Json.MAX_ROW_BYTES)
+    ) {
+      return yield* invalid(
+        `${prefix}maxPayloadBytes`,
+        "range",
+        `must be a positive integer of at most ${Json.MAX_ROW_BYTES}`,
+        maxPayloadBytes
+      )
+    }
+    const { leaseMs, maxStalled, processing } = options
+    const transport = isObject(processing) ? processing as unknown as Transport : undefined
+    if (processing !== undefined && processing !== "inline" && processing !== "external" && transport === undefined) {
+      return yield* invalid(`${prefix}processing`, "type", `must be "inline", "external" or { queue: <a Queues producer binding> }`, processing)
+    }
+    if (transport !== undefined) {
+      if (!isObject(transport.queue) || typeof (transport.queue as { sendBatch?: unknown }).sendBatch !== "function") {
+        return yield* invalid(`${prefix}processing.queue`, "type", "must be a Cloudflare Queues producer binding (with sendBatch)", transport.queue)
+      }
+      if (transport.includePayload !== undefined && typeof transport.includePayload !== "boolean") {
+        return yield* invalid(`${prefix}processing.includePayload`, "type", "must be a boolean", transport.includePayload)
+      }
+    }
+    const externallyProcessed = processing === "external" || transport !== undefined
+    const leaseMsOk = (value: unknown) =>
+      typeof value === "number" && Number.isSafeInteger(value) && value >= MIN_LEASE_MS && value <= MAX_LEASE_MS
+    if (leaseMs !== undefined && !leaseMsOk(leaseMs)) {
+      return yield* invalid(`${prefix}leaseMs`, "range", `must be an integer from ${MIN_LEASE_MS} to ${MAX_LEASE_MS}`, leaseMs)
+    }
+    if (maxStalled !== undefined && !(typeof maxStalled === "number" && Number.isSafeInteger(maxStalled) && maxStalled >= 0)) {
+      return yield* invalid(`${prefix}maxStalled`, "range", "must be a non-negative integer", maxStalled)
+    }
+    if (!externallyProcessed && (leaseMs !== undefined || maxStalled !== undefined)) {
+      return yield* invalid(`${prefix}leaseMs`, "type", `and maxStalled apply to processing: "external" only`, leaseMs ?? maxStalled)
+    }
+    return {
+      external: externallyProcessed
+        ? {
+          leaseMs: leaseMs ?? DEFAULT_LEASE_MS,
+          maxStalled: maxStalled ?? 1,
+          transport: transport === undefined
+            ? undefined
+            : { producer: transport.queue, includePayload: transport.includePayload ?? false }
+        }
+        : undefined,
+      concurrency,
+      rateLimit: rateLimit === undefined ? undefined : { capacity: rateLimit.capacity, refillPerSecond: rateLimit.refillPerSecond },
+      groupRateLimit: groupRateLimit as GroupRateLimit<unknown> | undefined,
+      removeOnComplete: yield* retention(`${prefix}removeOnComplete`, options.removeOnComplete),
+      removeOnFail: yield* retention(`${prefix}removeOnFail`, options.removeOnFail),
+      deadLetter: deadLetter ?? false,
+      keepLogs: keepLogs ?? DEFAULT_KEEP_LOGS,
+      maxPayloadBytes: maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES
+    }
+  })

@@ -1,0 +1,210 @@
+/**
+ * Reading jobs: one job, pages of a queue's jobs by state, counts, logs, dead letters, and waiting
+ * for a job to finish. Pages are keyset-paginated (a page never skips or repeats a job) and bounded.
+ * @internal
+ */
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import { InvalidInputError, type StorageError } from "../shared/Errors.js"
+import type { Row, SqlValue } from "../engine/StorageService.js"
+import * as Json from "../shared/json.js"
+import * as Validate from "../shared/validate.js"
+import { type Core, executingIn, invalidInput, type QueueRuntime, readJob } from "./core.js"
+import * as Watchers from "../engine/watchers.js"
+import * as ListQuery from "../engine/listQuery.js"
+import * as Flow from "./flow.js"
+import * as Rows from "./rows.js"
+import { DEAD_LETTERS, JOBS, LOGS } from "./schema.js"
+import {
+  type DeadLetter,
+  type DeadLetterPage,
+  JOB_STATES,
+  type JobInfo,
+  type JobListOptions,
+  type JobLogs,
+  type JobPage,
+  type JobState
+} from "./types.js"
+
+export const DEFAULT_PAGE = 100
+export const MAX_PAGE = 1_000
+
+const invalid = invalidInput
+
+const limitOf = (value: unknown, fallback: number) => ListQuery.limit(value, fallback, MAX_PAGE)
+
+/** The job's info, its payload and result decoded by the queue's schemas (as stored when they no longer decode). */
+export const info = (core: Core, queue: QueueRuntime, row: Row, now: number): Effect.Effect<JobInfo, StorageError> =>
+  Effect.gen(function*() {
+    const key = String(row.key)
+    const children = yield* core.storage.exec(`SELECT queue, id FROM ${JOBS} WHERE parent_key = ? ORDER BY seq`, [key])
+    const stored = Rows.infoOf(row, now, core.handle.executing(key), queue.maxAttempts, children)
+    const payload = yield* Effect.orElseSucceed(queue.definition.payload.decode(stored.payload), () => stored.payload)
+    if (!("result" in stored)) return { ...stored, payload }
+    const result = yield* Effect.orElseSucceed(queue.definition.result.decode(stored.result), () => stored.result)
+    return { ...stored, payload, result }
+  })
+
+export const get = (core: Core, queue: QueueRuntime, id: string): Effect.Effect<JobInfo | undefined, StorageError> =>
+  Effect.gen(function*() {
+    const row = yield* readJob(core, Flow.keyOf(queue.name, id))
+    return row === undefined ? undefined : yield* info(core, queue, row, yield* Clock.currentTimeMillis)
+  })
+
+/** SQL for one state; `active` and the waiting/delayed split depend on the time and on this isolate. */
+export const stateCondition = (state: JobState, now: number, active: ReadonlyArray<string>): { sql: string; bindings: Array<SqlValue> } => {
+  // Executing here, or leased to an external worker.
+  const running = active.length === 0
+    ? "leased_until IS NOT NULL"
+    : `(leased_until IS NOT NULL OR key IN (${active.map(() => "?").join(", ")}))`
+  switch (state) {
+    case "waiting":
+      return { sql: `(status = 'pending' AND next_attempt_at <= ? AND NOT ${running})`, bindings: [now, ...active] }
+    case "delayed":
+      return { sql: `(status = 'pending' AND next_attempt_at > ? AND NOT ${running})`, bindings: [now, ...active] }
+    case "active":
+      return { sql: `(status = 'pending' AND ${running})`, bindings: [...active] }
+    case "waiting-children":
+      return { sql: "status = 'waiting_children'", bindings: [] }
+    default:
+      return { sql: "status = ?", bindings: [state] }
+  }
+}
+
+
+/** The queue's jobs in the order they were added, filtered by state. */
+export const list = (core: Core, queue: QueueRuntime, options: JobListOptions = {}): Effect.Effect<JobPage, InvalidInputError | StorageError> =>
+  Effect.gen(function*() {
+    if (typeof options !== "object" || options === null) return yield* invalid("options", "type", "options must be an object")
+    const limit = yield* limitOf(options.limit, DEFAULT_PAGE)
+    const states = options.states
+    if (states !== undefined && (!Array.isArray(states) || states.length === 0 || states.some((state) => !JOB_STATES.includes(state)))) {
+      return yield* invalid("states", "type", `states must be a non-empty array of ${JOB_STATES.join(", ")}`)
+    }
+    let after = 0
+    if (options.cursor !== undefined) {
+      after = Number(options.cursor)
+      if (typeof options.cursor !== "string" || !Number.isSafeInteger(after) || after < 0) {
+        return yield* invalid("cursor", "type", `cursor must be a cursor returned by list, got ${Validate.shown(options.cursor)}`)
+      }
+    }
+    const now = yield* Clock.currentTimeMillis
+    const active = executingIn(core, queue.name)
+    const conditions = (states ?? []).map((state) => stateCondition(state, now, active))
+    const filter = conditions.length === 0 ? "" : ` AND (${conditions.map((c) => c.sql).join(" OR ")})`
+    const rows = yield* core.storage.exec(
+      `SELECT * FROM ${JOBS} WHERE queue = ? AND seq > ?${filter} ORDER BY seq LIMIT ?`,
+      [queue.name, after, ...conditions.flatMap((c) => c.bindings), limit + 1]
+    )
+    const page = rows.slice(0, limit)
+    const items = yield* Effect.forEach(page, (row) => info(core, queue, row, now))
+    const last = page[page.length - 1]
+    return rows.length > limit && last !== undefined ? { items, cursor: String(last.seq) } : { items }
+  })
+
+/** How many jobs of the queue are in each state. */
+export const counts = (core: Core, queue: QueueRuntime): Effect.Effect<Record<JobState, number>, StorageError> =>
+  Effect.gen(function*() {
+    const now = yield* Clock.currentTimeMillis
+    // Statuses from the (queue, status, …) index alone; only pending jobs are read to split them by time and
+    // lease (one grouping over every row read each row: 56 ms against 5 ms for 100 000 jobs in bench I1).
+    const byStatus = yield* core.storage.exec(
+      `SELECT status, COUNT(*) AS n FROM ${JOBS} WHERE queue = ? AND status != 'pending' GROUP BY status`,
+      [queue.name]
+    )
+    const pending = yield* core.storage.exec(
+      `SELECT next_attempt_at > ? AS later, leased_until IS NOT NULL AS leased, COUNT(*) AS n FROM ${JOBS}
+       WHERE queue = ? AND status = 'pending' GROUP BY later, leased`,
+      [now, queue.name]
+    )
+    const rows: ReadonlyArray<Row> = [...byStatus, ...pending.map((row): Row => ({ ...row, status: "pending" }))]
+    const result = Object.fromEntries(JOB_STATES.map((state) => [state, 0])) as Record<JobState, number>
+    for (const row of rows) {
+      const state = Rows.stateOf({
+        status: row.status ?? null,
+        next_attempt_at: Number(row.later) === 1 ? now + 1 : now,
+        leased_until: Number(row.leased) === 1 ? now : null
+      }, now, false)
+      result[state] += Number(row.n)
+    }
+    const active = executingIn(core, queue.name)
+    if (active.length > 0) {
+      const running = yield* core.storage.exec(
+        `SELECT next_attempt_at FROM ${JOBS} WHERE status = 'pending' AND key IN (${active.map(() => "?").join(", ")})`,
+        active
+      )
+      for (const row of running) {
+        result[Number(row.next_attempt_at) > now ? "delayed" : "waiting"]--
+        result.active++
+      }
+    }
+    return result
+  })
+
+export const logs = (
+  core: Core,
+  queue: QueueRuntime,
+  id: string,
+  options: { readonly limit?: number | undefined; readonly offset?: number | undefined } = {}
+): Effect.Effect<JobLogs, InvalidInputError | StorageError> =>
+  Effect.gen(function*() {
+    if (typeof options !== "object" || options === null) return yield* invalid("options", "type", "options must be an object")
+    const limit = yield* limitOf(options.limit, DEFAULT_PAGE)
+    const offset = options.offset === undefined ? 0 : yield* Validate.milliseconds("offset", options.offset)
+    const key = Flow.keyOf(queue.name, id)
+    const rows = yield* core.storage.exec(`SELECT seq, at, message FROM ${LOGS} WHERE key = ? ORDER BY seq LIMIT ? OFFSET ?`, [
+      key,
+      limit,
+      offset
+    ])
+    const [total] = yield* core.storage.exec(`SELECT COUNT(*) AS n FROM ${LOGS} WHERE key = ?`, [key])
+    return {
+      items: rows.map((row) => ({ seq: Number(row.seq), at: Number(row.at), message: String(row.message) })),
+      total: Number(total?.n ?? 0)
+    }
+  })
+
+/** The queue's dead letters, oldest failure first. */
+export const deadLetters = (
+  core: Core,
+  queue: QueueRuntime,
+  options: { readonly limit?: number | undefined; readonly cursor?: string | undefined } = {}
+): Effect.Effect<DeadLetterPage, InvalidInputError | StorageError> =>
+  Effect.gen(function*() {
+    // The operations' keyset paging: `<failedAt>:<id>` cursors.
+    const { after, limit } = yield* ListQuery.parse(options, DEFAULT_PAGE, MAX_PAGE, [])
+    const rows = yield* core.storage.exec(
+      `SELECT * FROM ${DEAD_LETTERS} WHERE queue = ?${after === undefined ? "" : " AND (failed_at > ? OR (failed_at = ? AND id > ?))"}
+       ORDER BY failed_at, id LIMIT ?`,
+      [queue.name, ...(after === undefined ? [] : [after.at, after.at, after.key]), limit + 1]
+    )
+    const page = rows.slice(0, limit)
+    const items = yield* Effect.forEach(page, (row): Effect.Effect<DeadLetter> => {
+      const stored = Json.decode(String(row.payload))
+      return Effect.map(Effect.orElseSucceed(queue.definition.payload.decode(stored), () => stored), (payload) => ({
+        queue: queue.name,
+        id: String(row.id),
+        payload,
+        attempts: Number(row.attempts),
+        error: { name: String(row.error_name), message: String(row.error_message) },
+        failedAt: Number(row.failed_at)
+      }))
+    })
+    const last = page[page.length - 1]
+    return rows.length > limit && last !== undefined ? { items, cursor: ListQuery.cursor(Number(last.failed_at), String(last.id)) } : { items }
+  })
+
+const finished = (row: Row | undefined) => row === undefined || (row.status !== "pending" && row.status !== "waiting_children")
+
+/** Waits until the job finished (or is gone) or `timeoutMs` passed, then returns it as it is. */
+export const wait = (core: Core, queue: QueueRuntime, id: string, timeoutMs: number): Effect.Effect<JobInfo | undefined, StorageError> =>
+  Effect.gen(function*() {
+    const key = Flow.keyOf(queue.name, id)
+    const first = yield* readJob(core, key)
+    if (!finished(first) && timeoutMs > 0) {
+      const pending = Effect.map(readJob(core, key), (row) => !finished(row))
+      yield* Watchers.awaitSettle(core.watchers, key, String(first!.generation_id), pending, timeoutMs)
+    }
+    const row = yield* readJob(core, key)
+    return row === undefined ? undefined : yield* info(core, queue, row, yield* Clock.currentTimeMillis)
+  })

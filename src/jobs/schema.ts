@@ -1,0 +1,174 @@
+/**
+ * The job queues' tables. A job's row is the engine's record (key `<queue>/<id>`, the standard
+ * attempt columns) plus what a queue needs: priority and insertion order, its payload, result and
+ * progress, its place in a flow. Everything a job's life touches (the row, its dedup key, its
+ * queue's rate-limit buckets, its parent's counter, its dead letter) lives in this one database,
+ * so one synchronous transaction covers it.
+ * @internal
+ */
+import type * as Migrations from "../engine/Migrations.js"
+import * as MigrationSql from "../engine/migrationSql.js"
+import * as StepMemo from "../steps/memo.js"
+
+export const JOBS = "durability_jobs"
+export const QUEUES = "durability_job_queues"
+export const BUCKETS = "durability_job_buckets"
+export const DEDUP = "durability_job_dedup"
+export const LOGS = "durability_job_logs"
+export const DEAD_LETTERS = "durability_job_dead_letters"
+export const OUTBOX = "durability_job_outbox"
+
+const CREATE = `CREATE TABLE ${JOBS} (
+    key TEXT PRIMARY KEY,
+    queue TEXT NOT NULL,
+    id TEXT NOT NULL,
+    generation_id TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('pending', 'waiting_children', 'completed', 'failed', 'canceled')),
+    attempt INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at INTEGER NOT NULL,
+    last_error TEXT,
+    last_error_name TEXT,
+    run_at INTEGER NOT NULL,
+    priority INTEGER NOT NULL DEFAULT 0,
+    seq INTEGER NOT NULL,
+    payload TEXT NOT NULL,
+    result TEXT,
+    progress TEXT,
+    group_key TEXT,
+    parent_key TEXT,
+    on_failure TEXT NOT NULL DEFAULT 'fail' CHECK (on_failure IN ('fail', 'ignore')),
+    children_pending INTEGER NOT NULL DEFAULT 0,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    cancel_reason TEXT,
+    created_at INTEGER NOT NULL,
+    started_at INTEGER,
+    finished_at INTEGER
+  );
+  CREATE INDEX ${JOBS}_pending_idx ON ${JOBS} (status, next_attempt_at);
+  CREATE INDEX ${JOBS}_order_idx ON ${JOBS} (status, priority DESC, seq);
+  CREATE INDEX ${JOBS}_queue_idx ON ${JOBS} (queue, status, finished_at);
+  CREATE INDEX ${JOBS}_seq_idx ON ${JOBS} (seq);
+  CREATE INDEX ${JOBS}_parent_idx ON ${JOBS} (parent_key) WHERE parent_key IS NOT NULL;
+  CREATE INDEX ${JOBS}_created_idx ON ${JOBS} (created_at);
+  CREATE TABLE ${QUEUES} (
+    queue TEXT PRIMARY KEY,
+    paused INTEGER NOT NULL DEFAULT 0,
+    rate_limit TEXT
+  );
+  CREATE TABLE ${BUCKETS} (
+    queue TEXT NOT NULL,
+    group_key TEXT NOT NULL,
+    tokens REAL NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (queue, group_key)
+  );
+  CREATE TABLE ${DEDUP} (
+    queue TEXT NOT NULL,
+    dedup_key TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    expires_at INTEGER,
+    PRIMARY KEY (queue, dedup_key)
+  );
+  CREATE TABLE ${LOGS} (
+    key TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    message TEXT NOT NULL,
+    PRIMARY KEY (key, seq)
+  );
+  CREATE TABLE ${DEAD_LETTERS} (
+    queue TEXT NOT NULL,
+    id TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    error_name TEXT NOT NULL,
+    error_message TEXT NOT NULL,
+    failed_at INTEGER NOT NULL,
+    PRIMARY KEY (queue, id)
+  );
+  CREATE INDEX ${DEAD_LETTERS}_failed_idx ON ${DEAD_LETTERS} (failed_at, queue, id);
+  CREATE TRIGGER ${JOBS}_logs_gone AFTER DELETE ON ${JOBS} BEGIN
+    DELETE FROM ${LOGS} WHERE key = old.key;
+  END`
+
+export const migrations: ReadonlyArray<Migrations.Migration> = [
+  {
+    name: "durability_0005_create_jobs",
+    up: CREATE,
+    down: `DROP TRIGGER IF EXISTS ${JOBS}_logs_gone;
+      DROP TABLE IF EXISTS ${DEAD_LETTERS};
+      DROP TABLE IF EXISTS ${LOGS};
+      DROP TABLE IF EXISTS ${DEDUP};
+      DROP TABLE IF EXISTS ${BUCKETS};
+      DROP TABLE IF EXISTS ${QUEUES};
+      DROP TABLE IF EXISTS ${JOBS}`,
+    presentWhen: MigrationSql.tableExists(JOBS)
+  },
+  {
+    name: "durability_0006_jobs_steps",
+    // The shared memo table and the triggers deleting a job's memos with its end, removal or `retry`.
+    ...StepMemo.memoSchema({ capability: "jobs", table: JOBS, keyColumn: "key", terminal: ["completed", "failed", "canceled"] })
+  },
+  {
+    name: "durability_0009_jobs_leases",
+    // A lease's fencing token grows with every lease of the job; `leased_until` is set while one is out.
+    up: `ALTER TABLE ${JOBS} ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE ${JOBS} ADD COLUMN leased_until INTEGER;
+      ALTER TABLE ${JOBS} ADD COLUMN worker_id TEXT;
+      ALTER TABLE ${JOBS} ADD COLUMN stalled INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE ${JOBS} ADD COLUMN waiting_slot INTEGER NOT NULL DEFAULT 0`,
+    down: `ALTER TABLE ${JOBS} DROP COLUMN waiting_slot;
+      ALTER TABLE ${JOBS} DROP COLUMN stalled;
+      ALTER TABLE ${JOBS} DROP COLUMN worker_id;
+      ALTER TABLE ${JOBS} DROP COLUMN leased_until;
+      ALTER TABLE ${JOBS} DROP COLUMN lease_token`,
+    presentWhen: MigrationSql.columnExists(JOBS, "lease_token")
+  },
+  {
+    name: "durability_0010_jobs_outbox",
+    // Envelopes of leased jobs to send to a Cloudflare Queue: an engine record each (key `<job key>#<token>`),
+    // written in the lease's transaction and deleted once sent, so a failed or cut send is sent again.
+    up: `CREATE TABLE ${OUTBOX} (
+        key TEXT PRIMARY KEY,
+        queue TEXT NOT NULL,
+        body TEXT NOT NULL,
+        generation_id TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'failed')),
+        attempt INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at INTEGER NOT NULL,
+        last_error TEXT,
+        last_error_name TEXT,
+        created_at INTEGER NOT NULL
+      );
+      CREATE INDEX ${OUTBOX}_pending_idx ON ${OUTBOX} (status, next_attempt_at)`,
+    down: `DROP TABLE IF EXISTS ${OUTBOX}`,
+    presentWhen: MigrationSql.tableExists(OUTBOX)
+  },
+  {
+    name: "durability_0011_jobs_queue_order",
+    // A queue's jobs in the order they were added, and its dead letters in the order they failed, a page at a
+    // time (`list`, `deadLetters.list`, redrive, the inspector): without them a page sorts the whole queue (37 ms
+    // for 100 000 jobs in bench I1), a deep page as much as the first.
+    up: `CREATE INDEX ${JOBS}_queue_seq_idx ON ${JOBS} (queue, seq);
+      CREATE INDEX ${DEAD_LETTERS}_queue_failed_idx ON ${DEAD_LETTERS} (queue, failed_at, id)`,
+    down: `DROP INDEX IF EXISTS ${DEAD_LETTERS}_queue_failed_idx;
+      DROP INDEX IF EXISTS ${JOBS}_queue_seq_idx`,
+    presentWhen: MigrationSql.indexExists(`${JOBS}_queue_seq_idx`)
+  }
+]
+
+/** A pending job of a paused queue waits (durably): it is not due, does not wake the object, cannot be claimed. */
+export const NOT_PAUSED = `queue NOT IN (SELECT queue FROM ${QUEUES} WHERE paused = 1)`
+
+/**
+ * What the engine may claim: a job of a running inline queue, or a leased job (its claim at
+ * `leased_until` reclaims an expired lease, paused queue or not). An external queue's jobs that are
+ * not leased wait for `lease`: they neither wake the object nor start here.
+ */
+export const claimable = (externalQueues: ReadonlyArray<string>): string =>
+  externalQueues.length === 0
+    ? NOT_PAUSED
+    : `leased_until IS NOT NULL OR (queue NOT IN (${externalQueues.map((name) => `'${name.replaceAll("'", "''")}'`).join(", ")}) AND ${NOT_PAUSED})`
+
+/** Start order: higher priority first, then first added. */
+export const START_ORDER = "priority DESC, seq"

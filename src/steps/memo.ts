@@ -1,0 +1,238 @@
+/**
+ * Durable steps: the first successful result of a named step inside a handler is stored in one
+ * memo table shared by the capabilities (keyed by capability, record key, generation and step
+ * name) and returned on every later attempt of that record instead of running the step again.
+ *
+ * The memos of a record go in the same statement that ends it: triggers on the capability's table
+ * delete them when its row is deleted (purge, remove, retention), when its status becomes terminal,
+ * and when its generation is replaced (a record run again from scratch). So no path of the engine or
+ * of a capability has to remember them. A memo is written only while its record still exists with
+ * that generation and is pending: a handler that outlived its record leaves nothing behind.
+ * @internal
+ */
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Schema from "effect/Schema"
+import { DurableStepError, type StorageError } from "../shared/Errors.js"
+import type { StorageService } from "../engine/StorageService.js"
+import * as Codec from "../shared/codec.js"
+import * as Json from "../shared/json.js"
+import * as Validate from "../shared/validate.js"
+
+export const MEMO_TABLE = "durability_steps"
+
+const CREATE_MEMO = `CREATE TABLE IF NOT EXISTS ${MEMO_TABLE} (
+    capability TEXT NOT NULL,
+    record_key TEXT NOT NULL,
+    generation TEXT NOT NULL,
+    name TEXT NOT NULL,
+    value TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (capability, record_key, generation, name)
+  )`
+
+/** Which records the memos of a capability belong to. */
+export interface MemoTarget {
+  /** Its migrations' capability name, e.g. "operations". */
+  readonly capability: string
+  readonly table: string
+  readonly keyColumn: string
+}
+
+/** Identifiers are inlined into SQL: only the library's own constants, never user input. */
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/
+
+const checked = (value: string): string => {
+  if (!IDENTIFIER.test(value)) throw new Error(`durability steps: ${JSON.stringify(value)} is not an SQL identifier`)
+  return value
+}
+
+/**
+ * The memo table (if no other capability made it yet) and the triggers that delete `capability`'s
+ * memos with their record: deleted, ended (`terminal` statuses), or given a new generation. `down`
+ * removes the triggers and this capability's memos; it never drops the table, which another
+ * capability may use. A table rebuild (rename, create, copy) loses its triggers: a later migration
+ * that rebuilds the table must create them again.
+ */
+export const memoSchema = (
+  o: MemoTarget & { readonly terminal: ReadonlyArray<string> }
+): { readonly up: string; readonly down: string; readonly presentWhen: string } => {
+  const table = checked(o.table)
+  const key = checked(o.keyColumn)
+  const capability = checked(o.capability)
+  const prefix = `${table}_steps`
+  const mine = `${MEMO_TABLE} WHERE capability = '${capability}'`
+  const terminal = o.terminal.map((status) => `'${checked(status)}'`).join(", ")
+  return {
+    up: `${CREATE_MEMO};
+  CREATE TRIGGER ${prefix}_gone AFTER DELETE ON ${table} BEGIN
+    DELETE FROM ${mine} AND record_key = old.${key};
+  END;
+  CREATE TRIGGER ${prefix}_ended AFTER UPDATE OF status ON ${table} WHEN new.status IN (${terminal}) BEGIN
+    DELETE FROM ${mine} AND record_key = new.${key};
+  END;
+  CREATE TRIGGER ${prefix}_replaced AFTER UPDATE OF generation_id ON ${table}
+    WHEN new.generation_id IS NOT old.generation_id BEGIN
+    DELETE FROM ${mine} AND record_key = new.${key} AND generation <> new.generation_id;
+  END`,
+    // The table is made again if it went missing, so the revert cannot fail on it.
+    down: `DROP TRIGGER IF EXISTS ${prefix}_gone;
+  DROP TRIGGER IF EXISTS ${prefix}_ended;
+  DROP TRIGGER IF EXISTS ${prefix}_replaced;
+  ${CREATE_MEMO};
+  DELETE FROM ${mine}`,
+    presentWhen: `SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = '${prefix}_gone'`
+  }
+}
+
+export interface StepOptions<A, I> {
+  /** Stores the step's result in this schema's encoded form (which must be JSON), decodes it on replay. */
+  readonly result?: Schema.Schema<A, I> | undefined
+}
+
+/** One attempt's steps: `step` runs a named step once per record (per generation), and replays it after. */
+export interface StepRunner {
+  /**
+   * The stored result of step `name` of this record, or `effect`'s result, stored before it is
+   * returned. A failure is not stored. Fails with `DurableStepError` when the name (or an option) is
+   * invalid or already used in this attempt, or the result cannot be stored (or no longer decodes).
+   */
+  readonly step: <A, E, R, I = A>(
+    name: string,
+    effect: Effect.Effect<A, E, R>,
+    options?: StepOptions<A, I>
+  ) => Effect.Effect<A, E | DurableStepError | StorageError, R>
+}
+
+/** True for a step's own failure (either face): terminal, as retrying would hit it again or re-run a side effect. */
+export const isStepFailure = (error: unknown): boolean =>
+  error instanceof DurableStepError ||
+  (error instanceof Error && error.name === "DurableStepError")
+
+const stepError = (
+  step: string,
+  reason: DurableStepError["reason"],
+  message: string,
+  cause?: unknown
+) => new DurableStepError({ step, reason, message, ...(cause === undefined ? {} : { cause }) })
+
+const statements = (o: MemoTarget) => {
+  const table = checked(o.table)
+  const key = checked(o.keyColumn)
+  return {
+    read: `SELECT value FROM ${MEMO_TABLE} WHERE capability = ? AND record_key = ? AND generation = ? AND name = ?`,
+    // Fenced: only while the record is this generation and unfinished (a handler may outlive its record).
+    write: `INSERT INTO ${MEMO_TABLE} (capability, record_key, generation, name, value, created_at)
+      SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS (
+        SELECT 1 FROM ${table} WHERE ${key} = ? AND generation_id = ? AND status = 'pending'
+      ) ON CONFLICT DO NOTHING`
+  }
+}
+
+const cached = new Map<string, ReturnType<typeof statements>>()
+
+const statementsOf = (o: MemoTarget) => {
+  const id = `${o.capability}\u0000${o.table}\u0000${o.keyColumn}`
+  let found = cached.get(id)
+  if (found === undefined) {
+    found = statements(o)
+    cached.set(id, found)
+  }
+  return found
+}
+
+/** One attempt's step runner (it holds the set of names used in this attempt). */
+export const runner = (
+  storage: StorageService,
+  o: MemoTarget & { readonly key: string; readonly generation: string }
+): StepRunner => {
+  // Names of the steps that succeeded or are running in this attempt. A failed step frees its name:
+  // nothing was stored under it, so running it again (`Effect.retry`, a fallback) replays nothing wrong.
+  let used: Set<string> | undefined
+  const step = <A, E, R, I>(
+    name: string,
+    effect: Effect.Effect<A, E, R>,
+    options?: StepOptions<A, I>
+  ): Effect.Effect<A, E | DurableStepError | StorageError, R> =>
+    Effect.suspend(() => {
+      const problem = Validate.keyProblem("A step name", name)
+      if (problem !== undefined) return Effect.fail(stepError(Validate.shown(name), "invalid", problem))
+      const schema = (options as StepOptions<A, I> | null | undefined)?.result
+      if (schema !== undefined && !Schema.isSchema(schema)) {
+        return Effect.fail(
+          stepError(name, "invalid", `options.result of step "${name}" must be a Schema, got ${Validate.shown(schema)}`)
+        )
+      }
+      used ??= new Set()
+      if (used.has(name)) {
+        return Effect.fail(stepError(
+          name,
+          "duplicate",
+          `Step "${name}" is used twice in one attempt: step names must be unique within a handler's run`
+        ))
+      }
+      used.add(name)
+      return Effect.onExit(
+        run(name, effect, Codec.fromSchema(schema)),
+        (exit) => Exit.isSuccess(exit) ? Effect.void : Effect.sync(() => used?.delete(name))
+      )
+    })
+
+  const run = <A, E, R>(name: string, effect: Effect.Effect<A, E, R>, codec: Codec.Codec<A>) =>
+    Effect.gen(function*() {
+      const sql = statementsOf(o)
+      const [memo] = yield* storage.exec(sql.read, [o.capability, o.key, o.generation, name])
+      if (memo !== undefined) {
+        const stored = yield* Effect.try({
+          try: () => Json.decode(String(memo.value)),
+          catch: (cause) => stepError(name, "undecodable", `The stored result of step "${name}" is not JSON`, cause)
+        })
+        return yield* Effect.mapError(codec.decode(stored), (cause) =>
+          stepError(
+            name,
+            "undecodable",
+            `The stored result of step "${name}" does not decode with its result schema: ${
+              Codec.describeParseError("result", cause)
+            }`,
+            cause
+          ))
+      }
+      const value = yield* effect
+      const encoded = yield* Effect.mapError(codec.encode(value), (cause) =>
+        stepError(
+          name,
+          "unstorable",
+          `The result of step "${name}" does not match its result schema: ${Codec.describeParseError("result", cause)}`,
+          cause
+        ))
+      const json = Json.check(encoded)
+      if (!json.ok) {
+        return yield* stepError(
+          name,
+          "unstorable",
+          `The result of step "${name}" is not JSON-serializable: ${json.reason.replace(/^value/, "result")} ` +
+            "(give the step a result schema that encodes it to JSON)"
+        )
+      }
+      const text = Json.encode(encoded)
+      const bytes = Json.oversizedBytes(text)
+      if (bytes !== undefined) {
+        return yield* stepError(
+          name,
+          "unstorable",
+          `The result of step "${name}" is ${bytes} bytes as JSON; a stored row is limited to ${Json.MAX_ROW_BYTES} bytes`
+        )
+      }
+      const now = yield* Clock.currentTimeMillis
+      yield* storage.exec(sql.write, [o.capability, o.key, o.generation, name, text, now, o.key, o.generation]).pipe(
+        Effect.catchIf((error) => error.message.includes("SQLITE_TOOBIG"), (error) =>
+          Effect.fail(
+            stepError(name, "unstorable", `The result of step "${name}" does not fit in a stored row: ${error.message}`, error)
+          ))
+      )
+      return value
+    })
+
+  return { step: step as StepRunner["step"] }
+}
