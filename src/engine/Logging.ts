@@ -1,8 +1,8 @@
 /**
  * Where the library's diagnostics go: Effect's `Logger`, with structured
- * annotations. In a Durable Object, `layerConsole` writes each entry to the
- * Workers console as one object (`{ level, message, event, ... }`), whose
- * fields Workers Logs indexes; tests can collect entries instead.
+ * annotations. In a Durable Object, `layer` (part of `Scheduler.layerDurableObject`)
+ * writes each entry to the Workers console as one object (`{ level, message, event, ... }`),
+ * whose fields Workers Logs indexes; tests can collect entries instead.
  *
  * By default the engine logs what nobody else would see: a record failing for
  * good (its last attempt, a `NonRetryableError`, its attempts exhausted) and
@@ -55,15 +55,9 @@ export const toSink = (sink: Sink): Logger.Logger<unknown, void> =>
     }
   })
 
-/** Writes each entry to the console as one object, at the console method of its level. */
-export const consoleLogger: Logger.Logger<unknown, void> = toSink(consoleSink)
-
 /** Replaces Effect's default (text) logger with one writing to `sink` (default: the console). */
 export const layer = (sink: Sink = consoleSink): Layer.Layer<never> =>
   Logger.replace(Logger.defaultLogger, toSink(sink))
-
-/** Replaces Effect's default (text) logger with `consoleLogger`. Part of `Scheduler.layerDurableObject`. */
-export const layerConsole: Layer.Layer<never> = layer(consoleSink)
 
 /** An `onLifecycleEvent` hook that logs every event as one object (`{ event: "durability.lifecycle", ... }`). */
 export const logLifecycle: Lifecycle.LifecycleHook = (event) => {

@@ -79,8 +79,6 @@ export const defaultSchedule: RetrySchedule = fromDelay((attempt) =>
   Effect.map(Random.next, (r) => Utils.jitter(Utils.exponential(attempt), () => r))
 )
 
-export const defaultPolicy: RetryPolicy = { maxAttempts: DEFAULT_MAX_ATTEMPTS, schedule: defaultSchedule }
-
 const NON_RETRYABLE = "NonRetryableError"
 
 /** How far up an error's prototype chain a class named `NonRetryableError` is looked for. */
