@@ -1,0 +1,41 @@
+/**
+ * Canceling a pending call: it fails with `DurableCanceledError` and is never retried.
+ * @internal
+ */
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { DurableCanceledError } from "../shared/Errors.js"
+import * as Validate from "../shared/validate.js"
+import { checkOperation, type Parts, readRow } from "./read.js"
+
+export const cancel = Effect.fn("Operations.cancel")(function*(parts: Parts, operation: string, id: string) {
+  const { handle, storage } = parts
+  yield* checkOperation(parts, operation)
+  yield* Validate.key("id", id)
+  const row = yield* readRow(parts, operation, id)
+  if (Option.isNone(row) || row.value.status !== "pending") return false
+  const generation = String(row.value.generation_id)
+  const error = new DurableCanceledError({ message: `Durable operation "${operation}" (id "${id}") was canceled` })
+  const now = yield* Clock.currentTimeMillis
+  const [canceled] = yield* handle.write(storage.exec(
+    `UPDATE durability_calls SET status = 'failed', last_error = ?, last_error_name = ?, completed_at = ?
+     WHERE id = ? AND generation_id = ? AND status = 'pending' RETURNING attempt`,
+    [error.message, error._tag, now, id, generation]
+  ))
+  if (canceled === undefined) return false
+  // The handler may still run; its settle no longer matches a pending row.
+  yield* handle.abort((key) => key === id, error)
+  yield* handle.emit((timestamp) => ({
+    type: "terminal",
+    entityKind: "operation",
+    operation,
+    id,
+    generation,
+    timestamp,
+    attempt: Number(canceled.attempt),
+    reason: "canceled",
+    error: { name: error._tag, message: error.message }
+  }))
+  return true
+})

@@ -1,0 +1,138 @@
+/**
+ * The operations' part in the engine: what the capability skeleton is given (names, policies'
+ * errors, purge) and how a call runs, completes and is described.
+ * @internal
+ */
+import type * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import type { Execution } from "../engine/DurableTable.js"
+import { DurableAttemptTimeoutError, DurableResultSerializationError, NonRetryableError } from "../shared/Errors.js"
+import * as Capability from "../engine/capability.js"
+import * as Json from "../shared/json.js"
+import * as StepMemo from "../steps/memo.js"
+import * as Steps from "../steps/Steps.js"
+import type { StorageService } from "../engine/StorageService.js"
+import { CAPABILITY, migrations, TABLE } from "./schema.js"
+import type { AnyOperationDefinition, DurableCall } from "./types.js"
+
+const timeoutError = (operation: string) => (timeoutMs: number) =>
+  new DurableAttemptTimeoutError({
+    message: `Durable operation "${operation}" timed out after ${timeoutMs}ms`,
+    timeoutMs
+  })
+
+const isSerializationFailure = (error: unknown): error is DurableResultSerializationError =>
+  error instanceof DurableResultSerializationError
+
+/** The error of a result that cannot be stored: terminal, so the side effect is not run again. */
+const unstorable = (operation: string, detail: string, cause?: unknown) =>
+  new DurableResultSerializationError({
+    message: `The result of operation "${operation}" ${detail}`,
+    ...(cause === undefined ? {} : { cause })
+  })
+
+/** How the capability skeleton makes the operations' table (`R`: the handlers' requirements, from `context`). */
+export const spec = <R>(
+  definitions: Readonly<Record<string, AnyOperationDefinition>>,
+  options: Capability.CapabilityOptions,
+  context: Context.Context<R>
+): Capability.Spec<AnyOperationDefinition, string> => ({
+  kind: CAPABILITY,
+  owner: "Durability",
+  module: "Operations",
+  table: TABLE,
+  keyColumn: "id",
+  nameColumn: "operation",
+  entityKind: "operation",
+  migrations,
+  definitions,
+  options,
+  timeoutError,
+  // A result that cannot be stored must not re-run its side effect; nor must a step's.
+  isTerminal: () => (error) => isSerializationFailure(error) || StepMemo.isStepFailure(error),
+  releaseKeysOnPurge: true,
+  purgeReason: () => new Error("Durable operation was purged"),
+  participant: ({ definitionOf, storage }) => ({
+    run: run(definitionOf, storage, context),
+    complete: (execution, text, settledAt) =>
+      storage.exec(
+        `UPDATE durability_calls SET status = 'completed', result = ?, completed_at = ?,
+           last_error = NULL, last_error_name = NULL
+         WHERE id = ? AND generation_id = ? AND status = 'pending' AND attempt = ? RETURNING id`,
+        [text, settledAt, execution.key, execution.generation, execution.attempt]
+      ).pipe(
+        Effect.map((updated) => updated.length > 0),
+        // Payload and result together over the row limit: retrying cannot help (terminal, not re-run).
+        Effect.catchIf((error) => error.message.includes("SQLITE_TOOBIG"), (error) =>
+          Effect.fail(
+            unstorable(String(execution.row.operation), `does not fit in a stored row with its payload: ${error.message}`, error)
+          ))
+      ),
+    entity: (row) => ({
+      entityKind: "operation",
+      operation: String(row.operation),
+      id: String(row.id),
+      generation: String(row.generation_id)
+    }),
+    completesInOneStatement: true,
+    describe: (row) => `operation "${String(row.operation)}" (id "${String(row.id)}")`
+  })
+})
+
+/** One attempt of a call: succeeds with the result's stored JSON, encoded once and its size checked before `complete`. */
+const run = <R>(
+  definitionOf: (name: string) => AnyOperationDefinition | undefined,
+  storage: StorageService,
+  context: Context.Context<R>
+) =>
+(execution: Execution) =>
+  Effect.gen(function*() {
+    const operation = String(execution.row.operation)
+    const definition = definitionOf(operation)
+    if (definition === undefined) {
+      return yield* new NonRetryableError({ message: `No handler registered for operation "${operation}"` })
+    }
+    // The payload was valid when registered; if it no longer decodes, retrying cannot help.
+    const payload = yield* Effect.mapError(
+      definition.payload.decode(Json.decode(String(execution.row.payload))),
+      (cause) => new NonRetryableError({ message: `The stored payload of operation "${operation}" does not decode`, cause })
+    )
+    const call: DurableCall<unknown> = {
+      id: execution.key,
+      operation,
+      payload,
+      attempt: execution.attempt,
+      signal: execution.signal
+    }
+    const steps = StepMemo.runner(storage, {
+      capability: CAPABILITY,
+      table: TABLE,
+      keyColumn: "id",
+      key: execution.key,
+      generation: execution.generation
+    })
+    const result = yield* Capability.provideCaptured(
+      Effect.provideService(
+        definition.handler(call as never) as Effect.Effect<unknown, unknown, R | Steps.CurrentCall>,
+        Steps.CurrentCall,
+        steps
+      ),
+      context
+    )
+    const encoded = yield* Effect.mapError(
+      definition.result.encode(result as never),
+      (cause) => unstorable(operation, "does not match its schema", cause)
+    )
+    const checked = Json.check(encoded)
+    if (!checked.ok) {
+      return yield* unstorable(operation, `is not JSON-serializable: ${checked.reason.replace(/^value/, "result")}`)
+    }
+    // Over the row limit the completing write would fail, and the attempt (with its side effect)
+    // would run again; `complete` also maps the storage's own refusal of payload + result.
+    const text = Json.encode(encoded)
+    const bytes = Json.oversizedBytes(text)
+    if (bytes !== undefined) {
+      return yield* unstorable(operation, `is ${bytes} bytes as JSON; a stored row is limited to ${Json.MAX_ROW_BYTES} bytes`)
+    }
+    return text
+  })

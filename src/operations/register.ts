@@ -1,0 +1,131 @@
+/**
+ * Registering calls: each checked and encoded before any storage access, then all of a batch
+ * written in one transaction with the alarm reconciliation (the handler never runs before it commits).
+ * @internal
+ */
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import { InvalidInputError } from "../shared/Errors.js"
+import type { PendingRecord } from "../engine/DurableTable.js"
+import * as Codec from "../shared/codec.js"
+import * as Validate from "../shared/validate.js"
+import { checkOperation, duplicate, type Parts } from "./read.js"
+import type { RegisterCall } from "./types.js"
+
+// When a registered call is due: now, `runAt`, or now + `delayMs`.
+const dueTime = (call: RegisterCall<unknown>, now: number, fieldOf: (name: string) => string) =>
+  Effect.gen(function*() {
+    if (call.runAt !== undefined && call.delayMs !== undefined) {
+      return yield* new InvalidInputError({
+        field: fieldOf("runAt"),
+        kind: "type",
+        message: "runAt and delayMs cannot both be given"
+      })
+    }
+    if (call.runAt !== undefined) return yield* Validate.timestamp(fieldOf("runAt"), call.runAt)
+    if (call.delayMs === undefined) return now
+    const delay = yield* Validate.milliseconds(fieldOf("delayMs"), call.delayMs)
+    if (!Number.isSafeInteger(now + delay)) {
+      return yield* new InvalidInputError({
+        field: fieldOf("delayMs"),
+        kind: "range",
+        message: `delayMs ${delay} from now is not a safe integer timestamp`
+      })
+    }
+    return now + delay
+  })
+
+// Untraced: this is the hot path, and a span (with its captured call site) costs more than the write (bench B1).
+/**
+ * A call checked and encoded, before any storage access (a bad one leaves storage unchanged).
+ * `path` places it in a batch (`calls[3]`): its fields are then named `calls[3].id`, ….
+ */
+const prepare = Effect.fnUntraced(function*(parts: Parts, operation: string, call: RegisterCall<unknown>, now: number, path?: string) {
+  const fieldOf = (name: string) => path === undefined ? name : `${path}.${name}`
+  const field = path ?? "call"
+  if (typeof call !== "object" || call === null) {
+    return yield* new InvalidInputError({
+      field,
+      kind: "type",
+      message: `${field} must be { id, payload }, got ${Validate.shown(call)}`
+    })
+  }
+  const id = yield* Validate.key(fieldOf("id"), call.id)
+  const payloadField = fieldOf("payload")
+  const encoded = yield* Effect.mapError(
+    parts.definitionOf(operation)!.payload.encode(call.payload as never),
+    (error) =>
+      new InvalidInputError({ field: payloadField, kind: "type", message: Codec.describeParseError(payloadField, error) })
+  )
+  const payload = yield* Validate.json(payloadField, encoded)
+  const at = yield* dueTime(call, now, fieldOf)
+  return { id, payload, at, generation: crypto.randomUUID() }
+})
+type Prepared = Effect.Effect.Success<ReturnType<typeof prepare>>
+
+const insert = (parts: Parts, operation: string, call: Prepared, now: number) =>
+  Effect.gen(function*() {
+    const rows = yield* parts.storage.exec(
+      `INSERT INTO durability_calls (id, operation, payload, status, attempt, next_attempt_at, generation_id, created_at)
+       VALUES (?, ?, ?, 'pending', 0, ?, ?, ?) ON CONFLICT (id) DO NOTHING RETURNING id`,
+      [call.id, operation, call.payload, call.at, call.generation, now]
+    )
+    if (rows.length > 0) return true
+    const [winner] = yield* parts.storage.exec("SELECT operation FROM durability_calls WHERE id = ?", [call.id])
+    if (winner !== undefined && winner.operation !== operation) {
+      return yield* duplicate(call.id, String(winner.operation), operation)
+    }
+    return false
+  })
+
+/** Writes the calls in one transaction (all or none), then starts what a free permit can take. */
+const write = (parts: Parts, operation: string, calls: ReadonlyArray<Prepared>, now: number) =>
+  Effect.gen(function*() {
+    const inserted = yield* parts.handle.writePending(
+      Effect.forEach(calls, (call) => Effect.map(insert(parts, operation, call, now), (fresh) => fresh ? call : undefined)),
+      (written) => {
+        const records: Array<PendingRecord> = []
+        for (const call of written) if (call !== undefined) records.push({ key: call.id, at: call.at, start: call.at <= now })
+        return records
+      },
+      { oneStatementAt: calls.length === 1 ? calls[0]!.at : undefined }
+    )
+    for (const call of inserted) {
+      if (call === undefined) continue
+      yield* parts.handle.emit((timestamp) => ({
+        type: "registered",
+        entityKind: "operation",
+        operation,
+        id: call.id,
+        generation: call.generation,
+        timestamp,
+        attempt: 0
+      }), now)
+    }
+  })
+
+export const register = Effect.fnUntraced(function*(parts: Parts, operation: string, call: RegisterCall<unknown>) {
+  yield* checkOperation(parts, operation)
+  const now = yield* Clock.currentTimeMillis
+  yield* write(parts, operation, [yield* prepare(parts, operation, call, now)], now)
+})
+
+export const registerMany = Effect.fn("Operations.registerMany")(function*(
+  parts: Parts,
+  operation: string,
+  calls: Iterable<RegisterCall<unknown>>
+) {
+  yield* checkOperation(parts, operation)
+  if (typeof calls !== "object" || calls === null || typeof (calls as Iterable<unknown>)[Symbol.iterator] !== "function") {
+    return yield* new InvalidInputError({
+      field: "calls",
+      kind: "type",
+      message: `calls must be an array (or iterable) of { id, payload }, got ${Validate.shown(calls)}`
+    })
+  }
+  const now = yield* Clock.currentTimeMillis
+  const prepared: Array<Prepared> = []
+  let index = 0
+  for (const call of calls) prepared.push(yield* prepare(parts, operation, call, now, `calls[${index++}]`))
+  if (prepared.length > 0) yield* write(parts, operation, prepared, now)
+})
