@@ -3,8 +3,8 @@
  * engine, a recording `Background`, all on the test's `TestClock`.
  *
  * ```ts
- * it.effect("charges once", () => Effect.gen(function*() {
- *   const object = yield* TestDurability.make()
+ * it.scoped("charges once", () => Effect.gen(function*() {
+ *   const object = yield* TestDurability.make()   // ends with the test's scope
  *   const ops = yield* object.run(Operations.make({ charge: Operations.operation({ handler }) }))
  *   yield* object.run(ops.register("charge", { id: "inv-1", payload: { cents: 500 } }))
  *   yield* TestClock.adjust("1 second")
@@ -16,6 +16,7 @@
 import * as Clock from "effect/Clock"
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import * as HashSet from "effect/HashSet"
@@ -72,8 +73,13 @@ export interface TestObjectOptions {
   readonly alarms?: "platform" | "manual" | undefined
 }
 
-export const make = (options: TestObjectOptions = {}): Effect.Effect<TestObject, InvalidOptionError> =>
+/**
+ * One object, living until the caller's scope closes (the test's, with `it.scoped`); `evict` and
+ * `restart` end it sooner, and `restart`'s new instance lives in that same scope.
+ */
+export const make = (options: TestObjectOptions = {}): Effect.Effect<TestObject, InvalidOptionError, Scope.Scope> =>
   Effect.gen(function*() {
+    const owner = yield* Effect.scope
     const storage = options.storage ?? (yield* MemoryStorage.make)
     const background = yield* TestBackground.make
     const schedulerOptions = options.scheduler ?? {}
@@ -83,7 +89,8 @@ export const make = (options: TestObjectOptions = {}): Effect.Effect<TestObject,
     // (its wake-up loop when built; eager starts and passes from runs).
     const loggers = HashSet.make(Logger.make((entry) => void logged.push(Logging.toRecord(entry))))
     const collect = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.locally(effect, FiberRef.currentLoggers, loggers)
-    const scope = yield* Scope.make()
+    // The instance's own scope, so an eviction can end it before the caller's does.
+    const scope = yield* Scope.fork(owner, ExecutionStrategy.sequential)
     const context = yield* collect(Layer.buildWithScope(
       TestScheduler.layer(storage, background.layer, schedulerOptions),
       scope
@@ -121,7 +128,7 @@ export const make = (options: TestObjectOptions = {}): Effect.Effect<TestObject,
       evict,
       restart: Effect.zipRight(
         evict,
-        Effect.suspend(() => make({ storage, scheduler: schedulerOptions, alarms: mode }))
+        Effect.suspend(() => Scope.extend(make({ storage, scheduler: schedulerOptions, alarms: mode }), owner))
       )
     }
     return object

@@ -279,7 +279,7 @@ describe("Effect API: constructor options", () => {
     ["options a number", 5, "options", "type"]
   ]
 
-  it.effect("Scheduler.resolveConfig and Scheduler.layer: InvalidOptionError naming the field, before any statement", () =>
+  it.scoped("Scheduler.resolveConfig and Scheduler.layer: InvalidOptionError naming the field, before any statement", () =>
     Effect.gen(function*() {
       const { object } = yield* seeded
       const background = yield* TestBackground.make
@@ -296,7 +296,7 @@ describe("Effect API: constructor options", () => {
       }
     }))
 
-  it.effect("Operations.make and NamedAlarms.make: definitions, handler names and execution options", () =>
+  it.scoped("Operations.make and NamedAlarms.make: definitions, handler names and execution options", () =>
     Effect.gen(function*() {
       const { object } = yield* seeded
       // A new instance over the seeded storage for every attempt: a wrongly accepted
@@ -391,7 +391,7 @@ describe("Effect API: constructor options", () => {
 })
 
 describe("Effect API: call arguments", () => {
-  it.effect("register, getResult, wait, purgeBefore: InvalidInputError naming the field, before any statement", () =>
+  it.scoped("register, getResult, wait, purgeBefore: InvalidInputError naming the field, before any statement", () =>
     Effect.gen(function*() {
       const { object, ops } = yield* seeded
       const storage = object.storage
@@ -493,7 +493,7 @@ describe("Effect API: call arguments", () => {
       expect(yield* object.run(ops.getResult("charge", "new"))).toEqual({ status: "not_found" })
     }))
 
-  it.effect("schedule and purgeBefore of named alarms: unknown names (prototype keys too), bad times", () =>
+  it.scoped("schedule and purgeBefore of named alarms: unknown names (prototype keys too), bad times", () =>
     Effect.gen(function*() {
       const { alarms, object } = yield* seeded
       const storage = object.storage
@@ -524,7 +524,7 @@ describe("Effect API: call arguments", () => {
       }
     }))
 
-  it.effect("migration targets: MigrationError naming the target, before any statement", () =>
+  it.scoped("migration targets: MigrationError naming the target, before any statement", () =>
     Effect.gen(function*() {
       const { object } = yield* seeded
       for (const [label, target] of BAD_TARGETS) {
@@ -552,7 +552,7 @@ describe("Effect API: call arguments", () => {
 })
 
 describe("Effect API: valid ids and names made of quotes and SQL round-trip", () => {
-  it.effect("operations: registered, retried through the due scan, read back and deduplicated exactly", () =>
+  it.scoped("operations: registered, retried through the due scan, read back and deduplicated exactly", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const seen: Array<string> = []
@@ -589,7 +589,7 @@ describe("Effect API: valid ids and names made of quotes and SQL round-trip", ()
       expect(object.storage.alarmAt).toBeNull()
     }))
 
-  it.effect("named alarms: names made of quotes and SQL are scheduled, retried, fired and deleted exactly", () =>
+  it.scoped("named alarms: names made of quotes and SQL are scheduled, retried, fired and deleted exactly", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make({ alarms: "manual" })
       const names = TRICKY_KEYS.filter((name) => !name.startsWith("k"))
@@ -626,7 +626,7 @@ describe("Effect API: results and retry delays", () => {
     ["over the row limit", () => "r".repeat(TWO_MB), "bytes"]
   ]
 
-  it.effect("a result that cannot be stored fails the call terminally with DurableResultSerializationError after one call", () =>
+  it.scoped("a result that cannot be stored fails the call terminally with DurableResultSerializationError after one call", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const calls = new Map<string, number>()
@@ -660,7 +660,7 @@ describe("Effect API: results and retry delays", () => {
       expect(object.storage.alarmAt).toBeNull()
     }))
 
-  it.effect("a failure with an enormous message is stored clipped, so it settles at once (the row limit is 2 MB)", () =>
+  it.scoped("a failure with an enormous message is stored clipped, so it settles at once (the row limit is 2 MB)", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const huge = "e".repeat(3 * 1024 * 1024)
@@ -692,7 +692,7 @@ describe("Effect API: results and retry delays", () => {
       ])
     }))
 
-  it.effect("a retry delay that is not a usable number of milliseconds fails the call with DurableRetryPolicyError", () =>
+  it.scoped("a retry delay that is not a usable number of milliseconds fails the call with DurableRetryPolicyError", () =>
     Effect.gen(function*() {
       const delays: ReadonlyArray<readonly [string, () => number]> = [
         ["NaN", () => Number.NaN],

@@ -13,7 +13,7 @@ import * as TestDurability from "../../src/testing/TestDurability.js"
 import { withFaults } from "./support/faults.js"
 
 describe("infrastructure failures of an execution", () => {
-  it.effect("a claim that keeps failing does not spin the early timer; the alarm retries it once storage recovers", () =>
+  it.scoped("a claim that keeps failing does not spin the early timer; the alarm retries it once storage recovers", () =>
     Effect.gen(function*() {
       const inner = yield* MemoryStorage.make
       const faults: { sql?: ((query: string) => boolean) | undefined } = {}

@@ -240,7 +240,7 @@ const scenario = (plan: Plan): Effect.Effect<RunResult, unknown> =>
       passAlarmFaults,
       fallbacks
     }
-  }).pipe(Sim.counted, Effect.provide(TestContext.TestContext))
+  }).pipe(Effect.scoped, Sim.counted, Effect.provide(TestContext.TestContext))
 
 describe("fault injection at the storage boundary", () => {
   it.effect("an alarm write rejected after its transaction committed is written again, or else forgotten", () =>

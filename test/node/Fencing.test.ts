@@ -219,7 +219,7 @@ const race = (options: {
   })
 
 describe("fencing within one instance", () => {
-  it.effect("operations: an eager start and a platform alarm pass for one id run one handler and settle once", () =>
+  it.scoped("operations: an eager start and a platform alarm pass for one id run one handler and settle once", () =>
     Effect.gen(function*() {
       for (const outcome of OUTCOMES) {
         const object = yield* TestDurability.make({ alarms: "manual" })
@@ -242,7 +242,7 @@ describe("fencing within one instance", () => {
       }
     }))
 
-  it.effect("named alarms: the early timer and a platform alarm pass for one name run one handler and settle once", () =>
+  it.scoped("named alarms: the early timer and a platform alarm pass for one name run one handler and settle once", () =>
     Effect.gen(function*() {
       for (const outcome of OUTCOMES) {
         const object = yield* TestDurability.make({ alarms: "manual" })
@@ -266,7 +266,7 @@ describe("fencing within one instance", () => {
       }
     }))
 
-  it.effect("operations: the purged generation's late settle is refused; its replacement settles", () =>
+  it.scoped("operations: the purged generation's late settle is refused; its replacement settles", () =>
     Effect.gen(function*() {
       for (const staleOutcome of OUTCOMES) {
         for (const currentOutcome of OUTCOMES) {
@@ -300,7 +300,7 @@ describe("fencing within one instance", () => {
       }
     }))
 
-  it.effect("named alarms: the replaced occurrence's late settle is refused; the replacement runs with its own key", () =>
+  it.scoped("named alarms: the replaced occurrence's late settle is refused; the replacement runs with its own key", () =>
     Effect.gen(function*() {
       for (const staleOutcome of OUTCOMES) {
         for (const currentOutcome of OUTCOMES) {
@@ -333,7 +333,7 @@ describe("fencing within one instance", () => {
 })
 
 describe("fencing across instances (a zombie handler of an old instance)", () => {
-  it.effect("operations: the old instance's eager attempt 1 vs. the new instance's alarm attempt 2", () =>
+  it.scoped("operations: the old instance's eager attempt 1 vs. the new instance's alarm attempt 2", () =>
     Effect.gen(function*() {
       for (const staleOutcome of OUTCOMES) {
         for (const currentOutcome of OUTCOMES) {
@@ -377,7 +377,7 @@ describe("fencing across instances (a zombie handler of an old instance)", () =>
       }
     }))
 
-  it.effect("operations: the purged generation's attempt 1 vs. the replacement's attempt 1 (only the generation differs)", () =>
+  it.scoped("operations: the purged generation's attempt 1 vs. the replacement's attempt 1 (only the generation differs)", () =>
     Effect.gen(function*() {
       for (const staleOutcome of OUTCOMES) {
         for (const currentOutcome of OUTCOMES) {
@@ -419,7 +419,7 @@ describe("fencing across instances (a zombie handler of an old instance)", () =>
       }
     }))
 
-  it.effect("named alarms: the replaced occurrence's attempt 1 vs. the replacement's attempt 1 in a new instance", () =>
+  it.scoped("named alarms: the replaced occurrence's attempt 1 vs. the replacement's attempt 1 in a new instance", () =>
     Effect.gen(function*() {
       for (const staleOutcome of OUTCOMES) {
         for (const currentOutcome of OUTCOMES) {
@@ -464,7 +464,7 @@ describe("fencing across instances (a zombie handler of an old instance)", () =>
       }
     }))
 
-  it.effect("the stale execution's retry is refused even when it runs after the current one scheduled its own", () =>
+  it.scoped("the stale execution's retry is refused even when it runs after the current one scheduled its own", () =>
     Effect.gen(function*() {
       // Attempt 2 (current) fails and schedules its retry; the zombie's attempt 1 then fails too:
       // its retry time must not replace the current one's.

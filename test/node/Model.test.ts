@@ -484,7 +484,7 @@ const runHistory = (
     }
     figures.faultsInjected += storage.injected.length
     figures.handlerRuns += log.length
-  }).pipe(Effect.ensuring(Effect.suspend(() => live?.evict ?? Effect.void)))
+  }).pipe(Effect.ensuring(Effect.suspend(() => live?.evict ?? Effect.void)), Effect.scoped)
 }
 
 describe("model", () => {
@@ -499,7 +499,7 @@ describe("model", () => {
       yield* object.run(Operations.migrate())
       yield* object.run(NamedAlarms.migrate())
       yield* object.evict
-    }))
+    }).pipe(Effect.scoped))
     const figures: Figures = {
       histories: 0,
       steps: 0,

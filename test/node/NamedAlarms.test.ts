@@ -26,7 +26,7 @@ const recorder = () => {
 }
 
 describe("NamedAlarms smoke", () => {
-  it.effect("schedules, fires at the time, deletes the occurrence", () =>
+  it.scoped("schedules, fires at the time, deletes the occurrence", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const seen: Array<NamedAlarms.DurableAlarmInfo> = []
@@ -63,7 +63,7 @@ describe("NamedAlarms.layer", () => {
 })
 
 describe("handler info", () => {
-  it.effect("is the exact info object; platform is the alarm's info, or undefined from the early timer", () =>
+  it.scoped("is the exact info object; platform is the alarm's info, or undefined from the early timer", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make({ alarms: "manual" })
       const seen: Array<NamedAlarms.DurableAlarmInfo> = []
@@ -110,7 +110,7 @@ describe("handler info", () => {
 })
 
 describe("due passes", () => {
-  it.effect("runs the due names and keeps the next one scheduled", () =>
+  it.scoped("runs the due names and keeps the next one scheduled", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const ran: Array<string> = []
@@ -140,7 +140,7 @@ describe("due passes", () => {
       expect(object.storage.alarmAt).toBeNull()
     }))
 
-  it.effect("scheduling moves the physical alarm earlier for newly earlier work, never later", () =>
+  it.scoped("scheduling moves the physical alarm earlier for newly earlier work, never later", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const handler = () => Effect.void
@@ -165,7 +165,7 @@ describe("due passes", () => {
 })
 
 describe("retries", () => {
-  it.effect("keeps the idempotency key stable across the retries of one occurrence", () =>
+  it.scoped("keeps the idempotency key stable across the retries of one occurrence", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const seen: Array<NamedAlarms.DurableAlarmInfo> = []
@@ -206,7 +206,7 @@ describe("retries", () => {
       expect(object.storage.alarmAt).toBeNull()
     }))
 
-  it.effect("uses the jittered default backoff (Random 0.5 → +750 ms, then +1500 ms)", () =>
+  it.scoped("uses the jittered default backoff (Random 0.5 → +750 ms, then +1500 ms)", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       let calls = 0
@@ -224,7 +224,7 @@ describe("retries", () => {
       expect(rowOf(object, "flaky")).toMatchObject({ status: "pending", attempt: 2, next_attempt_at: 22_250 })
     }).pipe(Effect.withRandom(Random.fixed([0.5]))))
 
-  it.effect("a non-retryable failure is terminal: row failed at attempt 1, alarm cleared", () =>
+  it.scoped("a non-retryable failure is terminal: row failed at attempt 1, alarm cleared", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       let calls = 0
@@ -246,7 +246,7 @@ describe("retries", () => {
       expect(object.storage.alarmAt).toBeNull()
     }))
 
-  it.effect("stops after the configured attempts", () =>
+  it.scoped("stops after the configured attempts", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       let calls = 0
@@ -271,7 +271,7 @@ describe("retries", () => {
       expect(object.storage.alarmAt).toBeNull()
     }))
 
-  it.effect("a negative fractional retry delay is a terminal DurableRetryPolicyError", () =>
+  it.scoped("a negative fractional retry delay is a terminal DurableRetryPolicyError", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       let calls = 0
@@ -294,7 +294,7 @@ describe("retries", () => {
       expect(object.storage.alarmAt).toBeNull()
     }))
 
-  it.effect("never claims an exhausted named alarm: failed as exhausted, handler not called", () =>
+  it.scoped("never claims an exhausted named alarm: failed as exhausted, handler not called", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       let calls = 0
@@ -319,7 +319,7 @@ describe("retries", () => {
 })
 
 describe("timeouts", () => {
-  it.effect("a timed-out attempt is terminal by default, with a DurableAlarmTimeoutError", () =>
+  it.scoped("a timed-out attempt is terminal by default, with a DurableAlarmTimeoutError", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       let calls = 0
@@ -352,7 +352,7 @@ describe("timeouts", () => {
       expect(object.storage.alarmAt).toBeNull()
     }))
 
-  it.effect("retryTimeouts retries, holding the name lock until the abort-ignoring handler settles", () =>
+  it.scoped("retryTimeouts retries, holding the name lock until the abort-ignoring handler settles", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make({ alarms: "manual" })
       const log: Array<string> = []
@@ -398,7 +398,7 @@ describe("timeouts", () => {
 })
 
 describe("one invocation per name", () => {
-  it.effect("a concurrent pass never starts a second invocation of a running name", () =>
+  it.scoped("a concurrent pass never starts a second invocation of a running name", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       let calls = 0
@@ -430,7 +430,7 @@ describe("one invocation per name", () => {
       expect(rowOf(object, "busy")).toBeUndefined()
     }))
 
-  it.effect("a replacement scheduled while running waits, then runs as its own occurrence", () =>
+  it.scoped("a replacement scheduled while running waits, then runs as its own occurrence", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make({ alarms: "manual" })
       const seen: Array<NamedAlarms.DurableAlarmInfo & { readonly startedAt: number }> = []
@@ -499,7 +499,7 @@ describe("one invocation per name", () => {
 })
 
 describe("purgeBefore", () => {
-  it.effect("deletes occurrences created strictly before the cutoff and reconciles the alarm", () =>
+  it.scoped("deletes occurrences created strictly before the cutoff and reconciles the alarm", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const alarms = yield* object.run(NamedAlarms.make({
@@ -519,7 +519,7 @@ describe("purgeBefore", () => {
       expect(object.storage.alarmAt).toBeNull()
     }))
 
-  it.effect("aborts a running handler; its replacement is serialized behind the abort-ignoring handler", () =>
+  it.scoped("aborts a running handler; its replacement is serialized behind the abort-ignoring handler", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make({ alarms: "manual" })
       const seen: Array<NamedAlarms.DurableAlarmInfo & { readonly startedAt: number }> = []
@@ -574,7 +574,7 @@ describe("purgeBefore", () => {
 })
 
 describe("validation", () => {
-  it.effect("a bad scheduledTime is an InvalidInputError and leaves storage byte-identical", () =>
+  it.scoped("a bad scheduledTime is an InvalidInputError and leaves storage byte-identical", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const alarms = yield* object.run(NamedAlarms.make({ renew: NamedAlarms.alarm({ handler: () => Effect.void }) }))
@@ -609,7 +609,7 @@ describe("validation", () => {
       expect(object.storage.alarmAt).toBe(60_000)
     }))
 
-  it.effect("reserved or non-function handlers and bad options are rejected before any storage access", () =>
+  it.scoped("reserved or non-function handlers and bad options are rejected before any storage access", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const handler = () => Effect.void
@@ -642,7 +642,7 @@ describe("validation", () => {
 })
 
 describe("eviction", () => {
-  it.effect("after a restart the interrupted occurrence runs again with the same key and attempt 2", () =>
+  it.scoped("after a restart the interrupted occurrence runs again with the same key and attempt 2", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const seen: Array<NamedAlarms.DurableAlarmInfo> = []
@@ -680,7 +680,7 @@ describe("eviction", () => {
 })
 
 describe("get, cancel and list", () => {
-  it.effect("get reads a name's occurrence; list every one, soonest first; a Date schedules as its time", () =>
+  it.scoped("get reads a name's occurrence; list every one, soonest first; a Date schedules as its time", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const alarms = yield* object.run(NamedAlarms.make({
@@ -719,7 +719,7 @@ describe("get, cancel and list", () => {
       expect(unknown).toMatchObject({ _tag: "InvalidInputError", field: "name", message: 'Unknown named alarm "nope"' })
     }))
 
-  it.effect("cancel deletes a pending occurrence before it runs; the alarm follows; canceling nothing is false", () =>
+  it.scoped("cancel deletes a pending occurrence before it runs; the alarm follows; canceling nothing is false", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { events, hook } = recorder()
@@ -746,7 +746,7 @@ describe("get, cancel and list", () => {
       expect(ran).toBe(0)
     }))
 
-  it.effect("cancel aborts a running handler with DurableCanceledError; the name stays locked until it ends", () =>
+  it.scoped("cancel aborts a running handler with DurableCanceledError; the name stays locked until it ends", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const seen: Array<NamedAlarms.DurableAlarmInfo> = []

@@ -60,7 +60,7 @@ describe("Operations.layer", () => {
 })
 
 describe("registration", () => {
-  it.effect("commits the row and arms the alarm before the handler runs; the row is pending during the handler", () =>
+  it.scoped("commits the row and arms the alarm before the handler runs; the row is pending during the handler", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const gate = yield* Deferred.make<void>()
@@ -121,7 +121,7 @@ describe("registration", () => {
       expect(seen).toHaveLength(1)
     }))
 
-  it.effect("starts eagerly only when a permit is free now; a saturated registration waits for the release", () =>
+  it.scoped("starts eagerly only when a permit is free now; a saturated registration waits for the release", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make({ scheduler: { alarmConcurrency: 1 } })
       const log: Array<string> = []
@@ -169,7 +169,7 @@ describe("registration", () => {
       expect(yield* object.background.reports).toEqual([])
     }))
 
-  it.effect("the same id for the same operation is a silent no-op, whatever the payload and the status", () =>
+  it.scoped("the same id for the same operation is a silent no-op, whatever the payload and the status", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { events, hook } = recorder()
@@ -213,7 +213,7 @@ describe("registration", () => {
       expect(calls).toHaveLength(3)
     }))
 
-  it.effect("the same id for another operation is a DuplicateDurableCallError and writes nothing", () =>
+  it.scoped("the same id for another operation is a DuplicateDurableCallError and writes nothing", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { events, hook } = recorder()
@@ -247,7 +247,7 @@ describe("registration", () => {
       expect((yield* allRows(object)).map((row) => row.operation)).toEqual(["charge", "charge"])
     }))
 
-  it.effect("concurrent registrations of one id by two operations: exactly one wins, the other is a duplicate", () =>
+  it.scoped("concurrent registrations of one id by two operations: exactly one wins, the other is a duplicate", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const calls: Array<string> = []
@@ -269,7 +269,7 @@ describe("registration", () => {
       expect(calls).toEqual([`${String(row?.operation)} x`])
     }))
 
-  it.effect("an eager start and an alarm pass for one id run the handler once", () =>
+  it.scoped("an eager start and an alarm pass for one id run the handler once", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make({ alarms: "manual" })
       const gate = yield* Deferred.make<void>()
@@ -291,7 +291,7 @@ describe("registration", () => {
       expect(object.storage.alarmAt).toBeNull()
     }))
 
-  it.effect("rejects an unknown operation and a bad id before touching storage", () =>
+  it.scoped("rejects an unknown operation and a bad id before touching storage", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const ops = yield* object.run(Operations.make({ charge: Operations.operation({ handler: () => Effect.void }) }))
@@ -328,7 +328,7 @@ describe("registerMany", () => {
   const pendingIds = (object: TestObject) =>
     object.storage.sql.exec("SELECT id FROM durability_calls WHERE status = 'pending' ORDER BY id").toArray().map((row) => row.id)
 
-  it.effect("writes a batch in one transaction; free permits start calls at once, the timer the rest; events for new ids only", () =>
+  it.scoped("writes a batch in one transaction; free permits start calls at once, the timer the rest; events for new ids only", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make({ scheduler: { alarmConcurrency: 3 } })
       const gate = yield* Deferred.make<void>()
@@ -359,7 +359,7 @@ describe("registerMany", () => {
       expect(pendingIds(object)).toEqual([])
     }))
 
-  it.effect("a bad call fails the whole batch with an InvalidInputError naming it; storage is untouched", () =>
+  it.scoped("a bad call fails the whole batch with an InvalidInputError naming it; storage is untouched", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const ops = yield* object.run(Operations.make({ charge: Operations.operation({ handler: () => Effect.void }) }))
@@ -389,7 +389,7 @@ describe("registerMany", () => {
       expect(object.storage.snapshot()).toEqual(before)
     }))
 
-  it.effect("all or none: an id owned by another operation, or a failed statement, rolls the whole batch back", () =>
+  it.scoped("all or none: an id owned by another operation, or a failed statement, rolls the whole batch back", () =>
     Effect.gen(function*() {
       const storage = FaultyStorage.make(yield* MemoryStorage.make)
       const object = yield* TestDurability.make({ storage })
@@ -415,7 +415,7 @@ describe("registerMany", () => {
 })
 
 describe("transactions on the hot path", () => {
-  it.effect("a single registration the known alarm covers and a one-statement settle run without a transaction; a batch, a retry and an uncovered registration in one each", () =>
+  it.scoped("a single registration the known alarm covers and a one-statement settle run without a transaction; a batch, a retry and an uncovered registration in one each", () =>
     Effect.gen(function*() {
       const inner = yield* MemoryStorage.make
       let transactions = 0
@@ -468,7 +468,7 @@ describe("transactions on the hot path", () => {
 })
 
 describe("getResult", () => {
-  it.effect("reports not_found, pending {attempt, nextAttemptAt, lastError}, failed and completed", () =>
+  it.scoped("reports not_found, pending {attempt, nextAttemptAt, lastError}, failed and completed", () =>
     Effect.gen(function*() {
       class CardDeclined extends Error {
         override readonly name = "CardDeclined"
@@ -506,7 +506,7 @@ describe("getResult", () => {
       expect(object.storage.alarmAt).toBeNull()
     }))
 
-  it.effect("getResult and wait with an id owned by another operation fail with DuplicateDurableCallError", () =>
+  it.scoped("getResult and wait with an id owned by another operation fail with DuplicateDurableCallError", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const ops = yield* object.run(Operations.make({
@@ -555,7 +555,7 @@ describe("payloads and results", () => {
     ]
   ]
 
-  it.effect("a payload that is not plain JSON (or over 2 MB) is an InvalidInputError naming the field; storage is untouched", () =>
+  it.scoped("a payload that is not plain JSON (or over 2 MB) is an InvalidInputError naming the field; storage is untouched", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { events, hook } = recorder()
@@ -579,7 +579,7 @@ describe("payloads and results", () => {
       expect(calls).toBe(1)
     }))
 
-  it.effect("an undefined payload and an undefined result survive storage", () =>
+  it.scoped("an undefined payload and an undefined result survive storage", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const seen: Array<Call> = []
@@ -603,7 +603,7 @@ describe("payloads and results", () => {
       expect("result" in result).toBe(true)
     }))
 
-  it.effect("Schema payloads and results: validated and encoded at registration, decoded at execution and on read", () =>
+  it.scoped("Schema payloads and results: validated and encoded at registration, decoded at execution and on read", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const seen: Array<unknown> = []
@@ -655,7 +655,7 @@ describe("payloads and results", () => {
     expect(typeof typeOnly).toBe("function")
   })
 
-  it.effect("a result that cannot be stored fails terminally with DurableResultSerializationError after one call", () =>
+  it.scoped("a result that cannot be stored fails terminally with DurableResultSerializationError after one call", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { events, hook } = recorder()
@@ -696,7 +696,7 @@ describe("payloads and results", () => {
       ])
     }))
 
-  it.effect("a stored row whose operation has no handler any more fails terminally with NonRetryableError", () =>
+  it.scoped("a stored row whose operation has no handler any more fails terminally with NonRetryableError", () =>
     Effect.gen(function*() {
       const first = yield* TestDurability.make()
       const ops = yield* first.run(Operations.make({
@@ -728,7 +728,7 @@ describe("payloads and results", () => {
 })
 
 describe("retries and timeouts", () => {
-  it.effect("default policy: 5 attempts, exponential from 1 s with equal jitter (Random 0.5 → +750 ms, +1500 ms …)", () =>
+  it.scoped("default policy: 5 attempts, exponential from 1 s with equal jitter (Random 0.5 → +750 ms, +1500 ms …)", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const ranAt: Array<number> = []
@@ -758,7 +758,7 @@ describe("retries and timeouts", () => {
       expect(object.storage.alarmAt).toBeNull()
     }).pipe(Effect.withRandom(Random.fixed([0.5]))))
 
-  it.effect("per-operation retries and attemptTimeoutMs override the capability's options", () =>
+  it.scoped("per-operation retries and attemptTimeoutMs override the capability's options", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const ranAt: Record<string, Array<number>> = { inherits: [], own: [], scheduled: [] }
@@ -798,7 +798,7 @@ describe("retries and timeouts", () => {
       expect(object.storage.alarmAt).toBeNull()
     }))
 
-  it.effect("a timeout aborts the signal with the exact message and is retried per policy", () =>
+  it.scoped("a timeout aborts the signal with the exact message and is retried per policy", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const signals: Array<AbortSignal> = []
@@ -840,7 +840,7 @@ describe("retries and timeouts", () => {
       expect(yield* rowOf(object, "s")).toMatchObject({ attempt: 3, last_error: null, last_error_name: null })
     }))
 
-  it.effect("an abort-ignoring handler keeps the id locked: attempt 2 starts only after attempt 1 really ended", () =>
+  it.scoped("an abort-ignoring handler keeps the id locked: attempt 2 starts only after attempt 1 really ended", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const log: Array<string> = []
@@ -884,7 +884,7 @@ describe("retries and timeouts", () => {
       expect(object.storage.alarmAt).toBeNull()
     }))
 
-  it.effect("any failure is stored as {name, message}; NonRetryableError (ours or so named) is terminal at once", () =>
+  it.scoped("any failure is stored as {name, message}; NonRetryableError (ours or so named) is terminal at once", () =>
     Effect.gen(function*() {
       class ForeignNonRetryable extends Error {
         override readonly name = "NonRetryableError"
@@ -938,7 +938,7 @@ describe("retries and timeouts", () => {
       expect(object.storage.alarmAt).toBeNull()
     }))
 
-  it.effect("never claims an exhausted operation: an attempt lost to eviction counts", () =>
+  it.scoped("never claims an exhausted operation: an attempt lost to eviction counts", () =>
     Effect.gen(function*() {
       let calls = 0
       const definitions = {
@@ -1008,7 +1008,7 @@ describe("retries and timeouts", () => {
       ]
     ] as const
   ) {
-    it.effect(`a retry delay that ${label} makes the operation fail terminally with DurableRetryPolicyError`, () =>
+    it.scoped(`a retry delay that ${label} makes the operation fail terminally with DurableRetryPolicyError`, () =>
       Effect.gen(function*() {
         // A realistic clock, so an enormous delay overflows the timestamp.
         yield* TestClock.setTime(1_700_000_000_000)
@@ -1040,7 +1040,7 @@ describe("retries and timeouts", () => {
 })
 
 describe("eviction and alarm passes", () => {
-  it.effect("a restarted object resumes a pending operation: attempt 2, same id, payload and generation", () =>
+  it.scoped("a restarted object resumes a pending operation: attempt 2, same id, payload and generation", () =>
     Effect.gen(function*() {
       const first = yield* TestDurability.make()
       const before = recorder()
@@ -1079,7 +1079,7 @@ describe("eviction and alarm passes", () => {
       expect(second.storage.alarmAt).toBeNull()
     }))
 
-  it.effect("101 due rows, alarmConcurrency 2: the alarm pass runs 100 with at most 2 active, the timer the rest", () =>
+  it.scoped("101 due rows, alarmConcurrency 2: the alarm pass runs 100 with at most 2 active, the timer the rest", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make({ alarms: "manual", scheduler: { alarmConcurrency: 2 } })
       let active = 0
@@ -1150,7 +1150,7 @@ describe("wait", () => {
     return { object, ops }
   })
 
-  it.effect("returns once the record settles, not on a scheduled retry", () =>
+  it.scoped("returns once the record settles, not on a scheduled retry", () =>
     Effect.gen(function*() {
       const { object, ops } = yield* make
       yield* object.run(ops.register("job", { id: "ok", payload: { ms: 5_000 } }))
@@ -1174,7 +1174,7 @@ describe("wait", () => {
       expect(yield* Clock.currentTimeMillis).toBe(5_000)
     }))
 
-  it.effect("timeoutMs 0 returns the current state at once; a timeout returns the state still pending", () =>
+  it.scoped("timeoutMs 0 returns the current state at once; a timeout returns the state still pending", () =>
     Effect.gen(function*() {
       const { object, ops } = yield* make
       expect(yield* object.run(ops.wait("job", "missing", 60_000))).toEqual({ status: "not_found" })
@@ -1193,7 +1193,7 @@ describe("wait", () => {
       expect(yield* object.run(ops.wait("job", "long", 60_000))).toEqual({ status: "completed", result: "done long" })
     }))
 
-  it.effect("rejects a timeoutMs that is not a non-negative safe integer", () =>
+  it.scoped("rejects a timeoutMs that is not a non-negative safe integer", () =>
     Effect.gen(function*() {
       const { object, ops } = yield* make
       for (const timeoutMs of [-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, Number.MAX_SAFE_INTEGER + 1]) {
@@ -1207,7 +1207,7 @@ describe("wait", () => {
       }
     }))
 
-  it.effect("a waiter is resolved by a purge of its record", () =>
+  it.scoped("a waiter is resolved by a purge of its record", () =>
     Effect.gen(function*() {
       const { object, ops } = yield* make
       yield* object.run(ops.register("job", { id: "doomed", payload: { ms: 600_000 } }))
@@ -1221,7 +1221,7 @@ describe("wait", () => {
 })
 
 describe("purgeBefore", () => {
-  it.effect("deletes records created strictly before the cutoff, aborts their handlers, returns the count", () =>
+  it.scoped("deletes records created strictly before the cutoff, aborts their handlers, returns the count", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { events, hook } = recorder()
@@ -1278,7 +1278,7 @@ describe("purgeBefore", () => {
       expect(yield* object.background.reports).toEqual([])
     }))
 
-  it.effect("an id reused after a purge is protected from the late completion of the purged generation", () =>
+  it.scoped("an id reused after a purge is protected from the late completion of the purged generation", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { events, hook } = recorder()
@@ -1324,7 +1324,7 @@ describe("purgeBefore", () => {
 })
 
 describe("purgeBefore and id reuse", () => {
-  it.effect("a purged id runs again at once while its purged handler never settles; the old one cannot overwrite it", () =>
+  it.scoped("a purged id runs again at once while its purged handler never settles; the old one cannot overwrite it", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const gate = yield* Deferred.make<void>()
@@ -1357,7 +1357,7 @@ describe("purgeBefore and id reuse", () => {
 })
 
 describe("lifecycle events", () => {
-  it.effect("are emitted in order after each commit, with entity fields, errors and durations", () =>
+  it.scoped("are emitted in order after each commit, with entity fields, errors and durations", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { events, hook } = recorder()
@@ -1416,7 +1416,7 @@ describe("lifecycle events", () => {
       ])
     }))
 
-  it.effect("a hook that throws or rejects is reported as durability.lifecycle_hook.failed and changes nothing", () =>
+  it.scoped("a hook that throws or rejects is reported as durability.lifecycle_hook.failed and changes nothing", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const seen: Array<string> = []
@@ -1462,7 +1462,7 @@ describe("lifecycle events", () => {
 describe("construction", () => {
   const handler = () => Effect.void
 
-  it.effect("invalid options are InvalidOptionErrors with exact messages, before any write", () =>
+  it.scoped("invalid options are InvalidOptionErrors with exact messages, before any write", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const cases: ReadonlyArray<
@@ -1511,7 +1511,7 @@ describe("construction", () => {
       expect(object.storage.statements).toEqual([])
     }))
 
-  it.effect("handler names that collide with Durability members are rejected", () =>
+  it.scoped("handler names that collide with Durability members are rejected", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       for (const name of ["constructor", "alarm", "purgeBefore", "__proto__"]) {
@@ -1534,7 +1534,7 @@ describe("construction", () => {
       expect(object.storage.statements).toEqual([])
     }))
 
-  it.effect("handler requirements are provided once to Operations.make and reach every attempt", () =>
+  it.scoped("handler requirements are provided once to Operations.make and reach every attempt", () =>
     Effect.gen(function*() {
       class Ledger extends Context.Tag("test/Ledger")<Ledger, { readonly entries: Array<string> }>() {}
       let builds = 0
@@ -1560,7 +1560,7 @@ describe("construction", () => {
       expect(yield* object.run(ops.getResult("book", "b"))).toEqual({ status: "completed", result: 4 })
     }))
 
-  it.effect("a second operations capability on one scheduler is a ParticipantConflictError", () =>
+  it.scoped("a second operations capability on one scheduler is a ParticipantConflictError", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       yield* object.run(Operations.make({ a: Operations.operation({ handler }) }))
@@ -1583,7 +1583,7 @@ describe("registration to start later (runAt / delayMs)", () => {
     return { object, ops, ran }
   })
 
-  it.effect("delayMs inside the minimum delay runs on the early timer at its time; runAt beyond it on the alarm", () =>
+  it.scoped("delayMs inside the minimum delay runs on the early timer at its time; runAt beyond it on the alarm", () =>
     Effect.gen(function*() {
       const { object, ops, ran } = yield* make
       yield* TestClock.setTime(1_000)
@@ -1610,7 +1610,7 @@ describe("registration to start later (runAt / delayMs)", () => {
       expect(ran).toEqual(["soon@5000", "later@60000", "date@90000"])
     }))
 
-  it.effect("a runAt in the past starts at once; the same id again is a no-op whatever its time", () =>
+  it.scoped("a runAt in the past starts at once; the same id again is a no-op whatever its time", () =>
     Effect.gen(function*() {
       const { object, ops, ran } = yield* make
       yield* TestClock.setTime(10_000)
@@ -1622,7 +1622,7 @@ describe("registration to start later (runAt / delayMs)", () => {
       expect(ran).toEqual(["overdue@10000"])
     }))
 
-  it.effect("bad runAt / delayMs are InvalidInputErrors naming the field, before any write", () =>
+  it.scoped("bad runAt / delayMs are InvalidInputErrors naming the field, before any write", () =>
     Effect.gen(function*() {
       const { object, ops } = yield* make
       const before = object.storage.snapshot()
@@ -1645,7 +1645,7 @@ describe("registration to start later (runAt / delayMs)", () => {
 })
 
 describe("cancel", () => {
-  it.effect("a waiting call fails with DurableCanceledError at once and never runs; its wait resolves", () =>
+  it.scoped("a waiting call fails with DurableCanceledError at once and never runs; its wait resolves", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { events, hook } = recorder()
@@ -1676,7 +1676,7 @@ describe("cancel", () => {
       expect(yield* object.run(ops.cancel("send", "missing"))).toBe(false)
     }))
 
-  it.effect("a running call has its signal aborted with DurableCanceledError; its late success changes nothing, no retry", () =>
+  it.scoped("a running call has its signal aborted with DurableCanceledError; its late success changes nothing, no retry", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const gate = yield* Deferred.make<void>()
@@ -1702,7 +1702,7 @@ describe("cancel", () => {
       expect(signals).toHaveLength(1)
     }))
 
-  it.effect("an id of another operation is a DuplicateDurableCallError; a bad id an InvalidInputError", () =>
+  it.scoped("an id of another operation is a DuplicateDurableCallError; a bad id an InvalidInputError", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const ops = yield* object.run(Operations.make({
@@ -1717,7 +1717,7 @@ describe("cancel", () => {
 })
 
 describe("list", () => {
-  it.effect("pages an operation's calls in registration order, filtered by status, with a cursor", () =>
+  it.scoped("pages an operation's calls in registration order, filtered by status, with a cursor", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const ops = yield* object.run(Operations.make({
@@ -1755,7 +1755,7 @@ describe("list", () => {
         .toEqual(["b", "a"])
     }))
 
-  it.effect("bad options are InvalidInputErrors naming the field", () =>
+  it.scoped("bad options are InvalidInputErrors naming the field", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const ops = yield* object.run(Operations.make({ send: Operations.operation({ handler: () => Effect.void }) }))
@@ -1777,7 +1777,7 @@ describe("list", () => {
 })
 
 describe("observability by default", () => {
-  it.effect("a failure for good and each timeout are logged once through Effect's Logger, with no hook; retries are not", () =>
+  it.scoped("a failure for good and each timeout are logged once through Effect's Logger, with no hook; retries are not", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const ops = yield* object.run(Operations.make({

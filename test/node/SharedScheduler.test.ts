@@ -17,7 +17,7 @@ const alarmOf = (object: TestObject, name: string) =>
   object.storage.sql.exec("SELECT * FROM durability_alarms WHERE name = ?", name).toArray()[0]
 
 describe("one scheduler for operations and named alarms", () => {
-  it.effect("reconciles the physical alarm to the earliest of an operation retry and a named alarm", () =>
+  it.scoped("reconciles the physical alarm to the earliest of an operation retry and a named alarm", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const ran: Array<string> = []
@@ -63,7 +63,7 @@ describe("one scheduler for operations and named alarms", () => {
       expect(object.storage.alarmAt).toBeNull()
     }))
 
-  it.effect("runs both from one alarm pass under one concurrency bound (alarmConcurrency 1)", () =>
+  it.scoped("runs both from one alarm pass under one concurrency bound (alarmConcurrency 1)", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make({ alarms: "manual", scheduler: { alarmConcurrency: 1 } })
       const started: Array<string> = []
@@ -119,7 +119,7 @@ describe("one scheduler for operations and named alarms", () => {
       expect(object.storage.alarmAt).toBeNull()
     }))
 
-  it.effect("rejects a second helper of the same kind on one scheduler; the first keeps working", () =>
+  it.scoped("rejects a second helper of the same kind on one scheduler; the first keeps working", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const ops = yield* object.run(Operations.make({

@@ -15,7 +15,7 @@ const stamp = (log: Array<string>, what: string) =>
   Effect.map(Clock.currentTimeMillis, (now) => void log.push(`${what}@${now}`))
 
 describe("TestDurability: the platform delivers the physical alarm", () => {
-  it.effect("work due beyond alarmMinDelayMs runs when the clock reaches it: TestClock.adjust alone", () =>
+  it.scoped("work due beyond alarmMinDelayMs runs when the clock reaches it: TestClock.adjust alone", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const ran: Array<string> = []
@@ -31,7 +31,7 @@ describe("TestDurability: the platform delivers the physical alarm", () => {
       expect(object.storage.alarmAt).toBeNull()
     }))
 
-  it.effect("after an eviction the new instance's alarm runs the interrupted work when its time comes", () =>
+  it.scoped("after an eviction the new instance's alarm runs the interrupted work when its time comes", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const ran: Array<string> = []
@@ -52,7 +52,7 @@ describe("TestDurability: the platform delivers the physical alarm", () => {
       expect(yield* next.run(again.getResult("charge", "inv"))).toEqual({ status: "completed", result: undefined })
     }))
 
-  it.effect("fireAlarm() moves the clock to the alarm and waits for its delivery; false when none is set", () =>
+  it.scoped("fireAlarm() moves the clock to the alarm and waits for its delivery; false when none is set", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const ran: Array<string> = []
@@ -66,7 +66,7 @@ describe("TestDurability: the platform delivers the physical alarm", () => {
       expect(yield* object.fireAlarm()).toBe(false)
     }))
 
-  it.effect("an alarm() that fails (its fallback alarm could not be armed) is retried by the platform: 2 s, then 4 s", () =>
+  it.scoped("an alarm() that fails (its fallback alarm could not be armed) is retried by the platform: 2 s, then 4 s", () =>
     Effect.gen(function*() {
       const faults: Faults = {}
       const storage = withFaults(yield* MemoryStorage.make, faults)

@@ -49,7 +49,7 @@ const scriptedGateway = (script: Array<"fail" | "ok" | "hang">) => {
 }
 
 describe("charging through durability (user kit)", () => {
-  it.effect("retries on the persisted schedule and completes once", () =>
+  it.scoped("retries on the persisted schedule and completes once", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const gateway = scriptedGateway(["fail", "fail", "ok"])
@@ -83,7 +83,7 @@ describe("charging through durability (user kit)", () => {
       expect(object.storage.alarmAt).toBeNull()
     }))
 
-  it.effect("resumes the interrupted charge after the object is evicted", () =>
+  it.scoped("resumes the interrupted charge after the object is evicted", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       // The first request never answers: the isolate is evicted while it is in flight.

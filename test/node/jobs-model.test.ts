@@ -792,7 +792,7 @@ const runSeed = (seed: number, steps: number, figures: Figures, verdict: Verdict
     figures.runs += runs.length
     figures.runsCutByResets += runs.filter((run) => run.outcome === "interrupted").length
     figures.faultsInjected += storage.injected.length
-  }).pipe(Effect.ensuring(Effect.suspend(() => live?.evict ?? Effect.void)))
+  }).pipe(Effect.ensuring(Effect.suspend(() => live?.evict ?? Effect.void)), Effect.scoped)
 }
 
 describe("jobs model", () => {

@@ -874,7 +874,7 @@ const runSeed = (
     }
     const memos = Number(storage.sql.exec("SELECT COUNT(*) AS n FROM durability_steps").toArray()[0]!.n)
     expectThat(memos === 0, () => `${memos} memos left after every call ended`)
-  }).pipe(Effect.ensuring(Effect.suspend(() => live?.evict ?? Effect.void)))
+  }).pipe(Effect.ensuring(Effect.suspend(() => live?.evict ?? Effect.void)), Effect.scoped)
 }
 
 describe("schedules and steps model", () => {

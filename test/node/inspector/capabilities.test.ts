@@ -14,7 +14,7 @@ import { rows } from "../jobs/support.js"
 import { failureOf, valueOf, walk } from "./support.js"
 
 describe("inspector: operations", () => {
-  it.effect("counts by status, pages across operations (filtered by status), cancel and purge", () =>
+  it.scoped("counts by status, pages across operations (filtered by status), cancel and purge", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const events: Array<Lifecycle.LifecycleEvent> = []
@@ -74,7 +74,7 @@ describe("inspector: operations", () => {
 })
 
 describe("inspector: named alarms", () => {
-  it.effect("pending and failed counts, pages by cursor, cancel and purge", () =>
+  it.scoped("pending and failed counts, pages by cursor, cancel and purge", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const alarms = yield* object.run(NamedAlarms.make({
@@ -111,7 +111,7 @@ describe("inspector: named alarms", () => {
 })
 
 describe("inspector: schedules", () => {
-  it.effect("active, paused and ended counts; pages by row key; trigger, pause, resume and purge", () =>
+  it.scoped("active, paused and ended counts; pages by row key; trigger, pause, resume and purge", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const runs: Array<string> = []
@@ -168,7 +168,7 @@ describe("inspector: schedules", () => {
 })
 
 describe("inspector: the scheduler summary", () => {
-  it.effect("the physical alarm, the early timer, permits, and the keys running while their handlers are held open", () =>
+  it.scoped("the physical alarm, the early timer, permits, and the keys running while their handlers are held open", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make({ scheduler: { alarmConcurrency: 2, alarmMinDelayMs: 1_000 } })
       const gate = yield* Effect.makeLatch(false)

@@ -38,7 +38,7 @@ const setup = (object: TestObject) =>
   })
 
 describe("inspector: reading jobs", () => {
-  it.effect("the overview's counts stop at COUNT_CAP (the queue's own counts stay exact), so its cost is bounded", () =>
+  it.scoped("the overview's counts stop at COUNT_CAP (the queue's own counts stay exact), so its cost is bounded", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { jobs } = yield* setup(object)
@@ -56,7 +56,7 @@ describe("inspector: reading jobs", () => {
       expect((yield* object.run(jobs.email.counts)).waiting).toBe(COUNT_CAP + 5)
     }), 60_000)
 
-  it.effect("the overview summarises each queue; a job shows its payload, result, progress, logs, parent and children", () =>
+  it.scoped("the overview summarises each queue; a job shows its payload, result, progress, logs, parent and children", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { broken, jobs } = yield* setup(object)
@@ -122,7 +122,7 @@ describe("inspector: reading jobs", () => {
       expect((yield* valueOf(object, { _tag: "Jobs", queue: "email", state: "delayed" })).items.map((item: any) => item.id)).toEqual(["later"])
     }))
 
-  it.effect("each queue shows its processing: inline, external (leased by workers) or queue (sent to Cloudflare Queues)", () =>
+  it.scoped("each queue shows its processing: inline, external (leased by workers) or queue (sent to Cloudflare Queues)", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make({ scheduler: { objectId: "object-1" } })
       const sent: Array<unknown> = []
@@ -141,7 +141,7 @@ describe("inspector: reading jobs", () => {
       expect((yield* valueOf(object, { _tag: "Jobs", queue: "workers", state: "active" })).items.map((item: any) => item.id)).toEqual(["w"])
     }))
 
-  it.effect("pages of jobs walk every job once, in the order added, by cursor and by state", () =>
+  it.scoped("pages of jobs walk every job once, in the order added, by cursor and by state", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { jobs } = yield* setup(object)
@@ -165,7 +165,7 @@ describe("inspector: reading jobs", () => {
       expect([...first.items, ...rest.items].map((item: any) => item.id)).toEqual([...ids, "new"])
     }))
 
-  it.effect("log lines page by cursor", () =>
+  it.scoped("log lines page by cursor", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const jobs = yield* object.run(Jobs.make({
@@ -184,7 +184,7 @@ describe("inspector: reading jobs", () => {
       expect(detail.job.progress).toEqual({ json: "0", truncated: false })
     }))
 
-  it.effect("payloads are stored JSON cut to LIST_JSON_CHARS in lists and whole in the detail up to DETAIL_JSON_CHARS; messages are cut too", () =>
+  it.scoped("payloads are stored JSON cut to LIST_JSON_CHARS in lists and whole in the detail up to DETAIL_JSON_CHARS; messages are cut too", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { broken, jobs } = yield* setup(object)
@@ -222,7 +222,7 @@ describe("inspector: reading jobs", () => {
       }])
     }))
 
-  it.effect("dead letters page by cursor, oldest failure first", () =>
+  it.scoped("dead letters page by cursor, oldest failure first", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { broken, jobs } = yield* setup(object)
@@ -241,7 +241,7 @@ describe("inspector: reading jobs", () => {
 })
 
 describe("inspector: acting on jobs", () => {
-  it.effect("retry, remove, promote, change priority and cancel go through the queue: rows and events follow", () =>
+  it.scoped("retry, remove, promote, change priority and cancel go through the queue: rows and events follow", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { broken, events, held, jobs } = yield* setup(object)
@@ -290,7 +290,7 @@ describe("inspector: acting on jobs", () => {
       })
     }))
 
-  it.effect("pause and resume the queue; redrive dead letters (some or all); purge", () =>
+  it.scoped("pause and resume the queue; redrive dead letters (some or all); purge", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { broken, jobs } = yield* setup(object)
@@ -329,7 +329,7 @@ describe("inspector: acting on jobs", () => {
 })
 
 describe("inspector: refused requests", () => {
-  it.effect("a bad request, an unknown queue or job, a capability not attached: a typed failure, storage unchanged", () =>
+  it.scoped("a bad request, an unknown queue or job, a capability not attached: a typed failure, storage unchanged", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { broken, jobs } = yield* setup(object)
@@ -372,7 +372,7 @@ describe("inspector: refused requests", () => {
       expect(yield* dump(object)).toEqual(before)
     }))
 
-  it.effect("inspect is typed by tag and fails with the tagged errors", () =>
+  it.scoped("inspect is typed by tag and fails with the tagged errors", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       yield* setup(object)
@@ -384,7 +384,7 @@ describe("inspector: refused requests", () => {
       expect(yield* Effect.flip(Inspector.decode({ _tag: "Jobs", queue: "" }))).toBeInstanceOf(Inspector.BadRequest)
     }))
 
-  it.effect("a storage failure is Unavailable, without the storage's own message", () =>
+  it.scoped("a storage failure is Unavailable, without the storage's own message", () =>
     Effect.gen(function*() {
       const storage = FaultyStorage.make(yield* MemoryStorage.make)
       const object = yield* TestDurability.make({ storage })

@@ -43,7 +43,7 @@ const setup = (object: TestObject) =>
   })
 
 describe("cancel", () => {
-  it.effect("a waiting or delayed job is canceled at once and never runs", () =>
+  it.scoped("a waiting or delayed job is canceled at once and never runs", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { calls, events, jobs } = yield* setup(object)
@@ -74,7 +74,7 @@ describe("cancel", () => {
       expect(object.storage.alarmAt).toBeNull()
     }))
 
-  it.effect("an active job: its signal is aborted with JobCanceledError; it is canceled, not retried", () =>
+  it.scoped("an active job: its signal is aborted with JobCanceledError; it is canceled, not retried", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { calls, events, jobs, signals } = yield* setup(object)
@@ -96,7 +96,7 @@ describe("cancel", () => {
       expect(yield* object.run(jobs.work.get("a"))).toMatchObject({ state: "canceled" })
     }))
 
-  it.effect("an active handler that ignores the abort and returns a value still ends canceled", () =>
+  it.scoped("an active handler that ignores the abort and returns a value still ends canceled", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { calls, events, held, jobs } = yield* setup(object)
@@ -116,7 +116,7 @@ describe("cancel", () => {
       expect(calls).toEqual(["a#1"])
     }))
 
-  it.effect("canceling a flow parent cancels its children that have not started (a running one keeps its run)", () =>
+  it.scoped("canceling a flow parent cancels its children that have not started (a running one keeps its run)", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make({ scheduler: { alarmConcurrency: 1 } })
       const { calls, held, jobs } = yield* setup(object)
@@ -147,7 +147,7 @@ describe("cancel", () => {
       expect((yield* jobRow(object, "work", "p"))?.status).toBe("canceled")
     }))
 
-  it.effect("a canceled job can be retried: fresh attempts", () =>
+  it.scoped("a canceled job can be retried: fresh attempts", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { calls, jobs } = yield* setup(object)

@@ -33,7 +33,7 @@ const setup = (object: TestObject) =>
 const ids = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => ({ id: `${prefix}${i}`, payload: null }))
 
 describe("queue concurrency", () => {
-  it.effect("a queue of concurrency 2 never runs 3 at once; another queue takes the permits it leaves", () =>
+  it.scoped("a queue of concurrency 2 never runs 3 at once; another queue takes the permits it leaves", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make({ scheduler: { alarmConcurrency: 4 } })
       const { held, jobs, most, running, started } = yield* setup(object)
@@ -72,7 +72,7 @@ describe("queue concurrency", () => {
       expect(yield* object.run(jobs.limited.counts)).toMatchObject({ completed: 6 })
     }))
 
-  it.effect("in an alarm pass, a full queue waiting for its slot does not hold up another queue", () =>
+  it.scoped("in an alarm pass, a full queue waiting for its slot does not hold up another queue", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make({ scheduler: { alarmConcurrency: 4 } })
       const { jobs, most, running, started } = yield* setup(object)

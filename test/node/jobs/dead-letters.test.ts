@@ -27,7 +27,7 @@ const setup = (object: TestObject) =>
   })
 
 describe("dead letters", () => {
-  it.effect("a job failing for good is listed with its queue, id, payload, attempts, error and failedAt", () =>
+  it.scoped("a job failing for good is listed with its queue, id, payload, attempts, error and failedAt", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { broken, events, jobs } = yield* setup(object)
@@ -49,7 +49,7 @@ describe("dead letters", () => {
       expect(events.of("dead_lettered")).toMatchObject([{ queue: "email", id: "a", error: { name: "Error", message: "x@y bounced" }, timestamp: 100 }])
     }))
 
-  it.effect("pages by cursor in failure order, without skips or repeats", () =>
+  it.scoped("pages by cursor in failure order, without skips or repeats", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { broken, jobs } = yield* setup(object)
@@ -75,7 +75,7 @@ describe("dead letters", () => {
       expect(yield* Effect.flip(object.run(jobs.email.deadLetters.list({ cursor: "x" })))).toMatchObject({ _tag: "InvalidInputError", field: "cursor" })
     }))
 
-  it.effect("redrive({ ids }) puts a dead letter back to waiting with fresh attempts and off the list; it then completes", () =>
+  it.scoped("redrive({ ids }) puts a dead letter back to waiting with fresh attempts and off the list; it then completes", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { broken, jobs, runs } = yield* setup(object)
@@ -93,7 +93,7 @@ describe("dead letters", () => {
       expect(runs).toEqual(["a#1", "b#1", "a#2", "b#2", "a#1"])
     }))
 
-  it.effect("redrive() takes every dead letter of the queue, even one whose job was removed since", () =>
+  it.scoped("redrive() takes every dead letter of the queue, even one whose job was removed since", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { broken, jobs, runs } = yield* setup(object)
@@ -113,7 +113,7 @@ describe("dead letters", () => {
       expect(yield* Effect.flip(object.run(jobs.email.deadLetters.redrive({ ids: [""] })))).toMatchObject({ field: "ids[0]" })
     }))
 
-  it.effect("retry(id) of a dead-lettered job takes it off the list too", () =>
+  it.scoped("retry(id) of a dead-lettered job takes it off the list too", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { broken, jobs } = yield* setup(object)

@@ -30,7 +30,7 @@ const setup = (object: TestObject) =>
 const dedupRows = (object: TestObject) => rows(object, "SELECT queue, dedup_key, job_id, expires_at FROM durability_job_dedup ORDER BY dedup_key")
 
 describe("dedup without ttl", () => {
-  it.effect("drops duplicates while the first job is delayed, waiting or active; allows one again once it finished", () =>
+  it.scoped("drops duplicates while the first job is delayed, waiting or active; allows one again once it finished", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { events, held, jobs, seen } = yield* setup(object)
@@ -61,7 +61,7 @@ describe("dedup without ttl", () => {
       expect(yield* count(object, "SELECT COUNT(*) FROM durability_job_dedup")).toBe(1)
     }))
 
-  it.effect("keys are per queue", () =>
+  it.scoped("keys are per queue", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const jobs = yield* object.run(Jobs.make({
@@ -75,7 +75,7 @@ describe("dedup without ttl", () => {
 })
 
 describe("dedup with ttlMs (throttle)", () => {
-  it.effect("drops duplicates for ttlMs after the first was added, even once it completed; then allows one", () =>
+  it.scoped("drops duplicates for ttlMs after the first was added, even once it completed; then allows one", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { jobs, seen } = yield* setup(object)
@@ -95,7 +95,7 @@ describe("dedup with ttlMs (throttle)", () => {
       expect(yield* dedupRows(object)).toEqual([{ queue: "work", dedup_key: "t", job_id: "d", expires_at: 20_000 }])
     }))
 
-  it.effect("with ttlMs a long unfinished first job frees the key when the ttl ends", () =>
+  it.scoped("with ttlMs a long unfinished first job frees the key when the ttl ends", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { jobs } = yield* setup(object)
@@ -107,7 +107,7 @@ describe("dedup with ttlMs (throttle)", () => {
 })
 
 describe("dedup mode replace (debounce)", () => {
-  it.effect("replaces the payload and run time of a delayed job; it runs once, with the last payload, at the last time", () =>
+  it.scoped("replaces the payload and run time of a delayed job; it runs once, with the last payload, at the last time", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { events, jobs, seen } = yield* setup(object)
@@ -132,7 +132,7 @@ describe("dedup mode replace (debounce)", () => {
       expect(yield* count(object, "SELECT COUNT(*) FROM durability_jobs")).toBe(1)
     }))
 
-  it.effect("replaces a waiting job (paused queue); leaves an active one alone", () =>
+  it.scoped("replaces a waiting job (paused queue); leaves an active one alone", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { held, jobs, seen } = yield* setup(object)
@@ -154,7 +154,7 @@ describe("dedup mode replace (debounce)", () => {
 })
 
 describe("dedup under concurrency", () => {
-  it.effect("twenty adds of one key from concurrent fibers in the same tick insert one job", () =>
+  it.scoped("twenty adds of one key from concurrent fibers in the same tick insert one job", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { jobs, seen } = yield* setup(object)
@@ -172,7 +172,7 @@ describe("dedup under concurrency", () => {
       expect(seen).toHaveLength(1)
     }))
 
-  it.effect("the dedup table holds one row per (queue, key): a second row is refused by SQLite", () =>
+  it.scoped("the dedup table holds one row per (queue, key): a second row is refused by SQLite", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { jobs } = yield* setup(object)

@@ -9,7 +9,7 @@ import * as TestDurability from "../../../src/testing/TestDurability.js"
 import { gates, recorder } from "./support.js"
 
 describe("job lifecycle events", () => {
-  it.effect("every event type, in order, with its fields", () =>
+  it.scoped("every event type, in order, with its fields", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const events = recorder()
@@ -65,7 +65,7 @@ describe("job lifecycle events", () => {
       ])
     }))
 
-  it.effect("a throwing or rejecting hook changes nothing: the job completes, the failure is reported", () =>
+  it.scoped("a throwing or rejecting hook changes nothing: the job completes, the failure is reported", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       let calls = 0

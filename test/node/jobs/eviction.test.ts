@@ -35,7 +35,7 @@ const setup = (object: TestObject, runs: Array<Run>, completions: Array<string>,
   })
 
 describe("eviction mid-job", () => {
-  it.effect("the job runs again after the restart, its attempt counted, the same idempotency key; it completes once", () =>
+  it.scoped("the job runs again after the restart, its attempt counted, the same idempotency key; it completes once", () =>
     Effect.gen(function*() {
       const first = yield* TestDurability.make()
       const runs: Array<Run> = []
@@ -69,7 +69,7 @@ describe("eviction mid-job", () => {
       expect(runs).toHaveLength(2)
     }))
 
-  it.effect("a cancel asked before the eviction: the job is canceled after the restart and never runs again", () =>
+  it.scoped("a cancel asked before the eviction: the job is canceled after the restart and never runs again", () =>
     Effect.gen(function*() {
       const first = yield* TestDurability.make()
       const runs: Array<Run> = []
@@ -91,7 +91,7 @@ describe("eviction mid-job", () => {
       expect(completions).toEqual([])
     }))
 
-  it.effect("a flow child evicted mid-run reruns, and its parent is released once", () =>
+  it.scoped("a flow child evicted mid-run reruns, and its parent is released once", () =>
     Effect.gen(function*() {
       const first = yield* TestDurability.make()
       const runs: Array<Run> = []

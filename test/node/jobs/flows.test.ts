@@ -43,7 +43,7 @@ const statusOf = (object: TestObject) =>
     Object.fromEntries(all.map((row) => [String(row.id), String(row.status)])))
 
 describe("flow insertion", () => {
-  it.effect("a bad node anywhere in the tree fails the whole flow with a typed error naming the field; nothing is written", () =>
+  it.scoped("a bad node anywhere in the tree fails the whole flow with a typed error naming the field; nothing is written", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { jobs } = yield* setup(object)
@@ -79,7 +79,7 @@ describe("flow insertion", () => {
       expect(yield* dump(object)).toEqual(before)
     }))
 
-  it.effect("a multi-level flow across queues: leaves first, each parent once all its children finished", () =>
+  it.scoped("a multi-level flow across queues: leaves first, each parent once all its children finished", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { calls, events, held, jobs, values } = yield* setup(object)
@@ -137,7 +137,7 @@ describe("flow insertion", () => {
       expect(yield* object.run(jobs.root.get("r"))).toMatchObject({ state: "completed", result: "r ok", children: [{ queue: "mid", id: "m0" }, { queue: "leaf", id: "l2" }] })
     }))
 
-  it.effect("twenty children finishing in the same tick release their parent once", () =>
+  it.scoped("twenty children finishing in the same tick release their parent once", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make({ scheduler: { alarmConcurrency: 25 } })
       const { calls, held, jobs } = yield* setup(object)
@@ -152,7 +152,7 @@ describe("flow insertion", () => {
       expect(yield* jobRow(object, "root", "r")).toMatchObject({ status: "completed", children_pending: 0, attempt: 1 })
     }))
 
-  it.effect("a child that retries keeps its parent waiting until it completes", () =>
+  it.scoped("a child that retries keeps its parent waiting until it completes", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const calls: Array<string> = []
@@ -177,7 +177,7 @@ describe("flow insertion", () => {
 })
 
 describe("flow failures", () => {
-  it.effect("onFailure fail: the parent fails with ChildJobFailedError; siblings not started are canceled with their subtrees", () =>
+  it.scoped("onFailure fail: the parent fails with ChildJobFailedError; siblings not started are canceled with their subtrees", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { calls, events, held, jobs } = yield* setup(object, { leafConcurrency: 1 })
@@ -222,7 +222,7 @@ describe("flow failures", () => {
       expect(calls).toEqual(["running", "broken"])
     }))
 
-  it.effect("a sibling already running keeps its run; its end finds the parent decided", () =>
+  it.scoped("a sibling already running keeps its run; its end finds the parent decided", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { calls, held, jobs } = yield* setup(object)
@@ -241,7 +241,7 @@ describe("flow failures", () => {
       expect((yield* jobRow(object, "root", "r"))?.finished_at).toBe(0)
     }))
 
-  it.effect("onFailure ignore: the parent runs and sees the failure in childrenValues()", () =>
+  it.scoped("onFailure ignore: the parent runs and sees the failure in childrenValues()", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { calls, jobs, values } = yield* setup(object)
@@ -263,7 +263,7 @@ describe("flow failures", () => {
       expect((yield* object.run(jobs.root.get("r")))?.state).toBe("completed")
     }))
 
-  it.effect("failures at each level: a grandchild fails its child, which fails the root", () =>
+  it.scoped("failures at each level: a grandchild fails its child, which fails the root", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { calls, events, jobs } = yield* setup(object)
@@ -286,7 +286,7 @@ describe("flow failures", () => {
       expect(calls).toEqual(["g"])
     }))
 
-  it.effect("a mid-level failure with ignore lets the root run; the root's own failure is its own", () =>
+  it.scoped("a mid-level failure with ignore lets the root run; the root's own failure is its own", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { calls, jobs, values } = yield* setup(object)
@@ -302,7 +302,7 @@ describe("flow failures", () => {
       expect((yield* object.run(jobs.root.get("r")))?.error).toEqual({ name: "NonRetryableError", message: "r broke" })
     }))
 
-  it.effect("never stuck: a removed or canceled child ends its parent's wait", () =>
+  it.scoped("never stuck: a removed or canceled child ends its parent's wait", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { calls, jobs, values } = yield* setup(object)

@@ -11,7 +11,7 @@ import * as TestDurability from "../../../src/testing/TestDurability.js"
 import { count, dump, gates, jobRow, recorder, stored } from "./support.js"
 
 describe("job ids", () => {
-  it.effect("a job without an id gets a generated one, distinct per add", () =>
+  it.scoped("a job without an id gets a generated one, distinct per add", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const jobs = yield* object.run(Jobs.make({ work: Jobs.queue({ handler: (job) => Effect.succeed(job.payload) }) }))
@@ -27,7 +27,7 @@ describe("job ids", () => {
       expect(yield* count(object, "SELECT COUNT(*) FROM durability_jobs")).toBe(2)
     }))
 
-  it.effect("the same id again returns the existing job in every state, changing nothing", () =>
+  it.scoped("the same id again returns the existing job in every state, changing nothing", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const held = gates()
@@ -84,7 +84,7 @@ describe("job ids", () => {
       expect(events.of("added")).toEqual([])
     }))
 
-  it.effect("two jobs with one id in one addBulk: the second is the first", () =>
+  it.scoped("two jobs with one id in one addBulk: the second is the first", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const seen: Array<string> = []
@@ -98,7 +98,7 @@ describe("job ids", () => {
       expect(seen).toEqual(["one"])
     }))
 
-  it.effect("once removed, the id can be added again: a new job that runs again", () =>
+  it.scoped("once removed, the id can be added again: a new job that runs again", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const seen: Array<string> = []

@@ -35,7 +35,7 @@ const setup = (
   })
 
 describe("external queues: leases", () => {
-  it.effect("due jobs wait for a lease (nothing runs them here); a lease takes them by priority, counts an attempt, gives a token", () =>
+  it.scoped("due jobs wait for a lease (nothing runs them here); a lease takes them by priority, counts an attempt, gives a token", () =>
     Effect.gen(function*() {
       const { events, jobs, object } = yield* setup()
       yield* object.run(jobs.email.add({ id: "low", payload: { to: "a" } }))
@@ -61,7 +61,7 @@ describe("external queues: leases", () => {
       expect(events.of("completed").map((event) => event.id)).toEqual(["high"])
     }))
 
-  it.effect("a stale token is refused on every write and changes nothing", () =>
+  it.scoped("a stale token is refused on every write and changes nothing", () =>
     Effect.gen(function*() {
       const { jobs, object } = yield* setup()
       yield* object.run(jobs.email.add({ id: "j", payload: { to: "a" } }))
@@ -93,7 +93,7 @@ describe("external queues: leases", () => {
       expect(yield* Effect.flip(object.run(jobs.email.complete("j", second!.token, { messageId: "again" })))).toBeInstanceOf(StaleLeaseError)
     }))
 
-  it.effect("heartbeats extend the lease and store progress; logs land; past maxStalled expiries the job fails for good", () =>
+  it.scoped("heartbeats extend the lease and store progress; logs land; past maxStalled expiries the job fails for good", () =>
     Effect.gen(function*() {
       const { events, jobs, object } = yield* setup({ maxStalled: 1, deadLetter: true })
       yield* object.run(jobs.email.add({ id: "j", payload: { to: "a" } }))
@@ -117,7 +117,7 @@ describe("external queues: leases", () => {
       expect(events.of("failed").map((event) => event.error.name)).toEqual(["JobStalledError"])
     }))
 
-  it.effect("fail: retried under the policy from its retry time (leased again then); retryable false or spent attempts fail for good", () =>
+  it.scoped("fail: retried under the policy from its retry time (leased again then); retryable false or spent attempts fail for good", () =>
     Effect.gen(function*() {
       const { jobs, object } = yield* setup()
       yield* object.run(jobs.email.add({ id: "r", payload: { to: "a" } }))
@@ -138,7 +138,7 @@ describe("external queues: leases", () => {
       expect(yield* object.run(jobs.email.get("r"))).toMatchObject({ state: "failed", attempt: 3 })
     }))
 
-  it.effect("concurrency caps the leases out at once; rate limits and pause hold on the lease path", () =>
+  it.scoped("concurrency caps the leases out at once; rate limits and pause hold on the lease path", () =>
     Effect.gen(function*() {
       const { jobs, object } = yield* setup({ concurrency: 2, rateLimit: { capacity: 3, refillPerSecond: 1 } })
       for (let i = 1; i <= 6; i++) yield* object.run(jobs.email.add({ id: `j${i}`, payload: { to: `${i}` } }))
@@ -158,7 +158,7 @@ describe("external queues: leases", () => {
       expect((yield* object.run(jobs.email.lease({ limit: 10 }))).map((job) => job.id)).toEqual(["j4"])
     }))
 
-  it.effect("a lease survives an eviction: the worker completes it on the next instance; an unrenewed one is reclaimed by the alarm", () =>
+  it.scoped("a lease survives an eviction: the worker completes it on the next instance; an unrenewed one is reclaimed by the alarm", () =>
     Effect.gen(function*() {
       const { jobs, object } = yield* setup()
       yield* object.run(jobs.email.add({ id: "kept", payload: { to: "a" } }))
@@ -173,7 +173,7 @@ describe("external queues: leases", () => {
       expect((yield* next.run(again.email.lease())).map((job) => [job.id, job.attempt, job.token])).toEqual([["lost", 2, 2]])
     }))
 
-  it.effect("an inline queue is not leased; bad arguments are typed errors naming the field", () =>
+  it.scoped("an inline queue is not leased; bad arguments are typed errors naming the field", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(0)
       const object = yield* TestDurability.make()
@@ -227,7 +227,7 @@ describe("external queues: the promise face", () => {
 })
 
 describe("external queues: flows and retention", () => {
-  it.effect("an inline parent waits for its external children; their completions release it with their values; retention trims", () =>
+  it.scoped("an inline parent waits for its external children; their completions release it with their values; retention trims", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(0)
       const object = yield* TestDurability.make()
@@ -266,7 +266,7 @@ describe("external queues: flows and retention", () => {
 })
 
 describe("external queues: a last lease that expires", () => {
-  it.effect("fails the job for its spent attempts and leaves no lease on it", () =>
+  it.scoped("fails the job for its spent attempts and leaves no lease on it", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(1_000)
       const object = yield* TestDurability.make({ scheduler: { alarmMinDelayMs: 1_000 } })
@@ -290,7 +290,7 @@ describe("external queues: a last lease that expires", () => {
 })
 
 describe("external queues: a lease shorter than alarmMinDelayMs", () => {
-  it.effect("is reclaimed at its end by the early timer, not at the physical alarm's floor", () =>
+  it.scoped("is reclaimed at its end by the early timer, not at the physical alarm's floor", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(0)
       const object = yield* TestDurability.make() // alarmMinDelayMs 15 000

@@ -39,7 +39,7 @@ const setup = (object: TestObject) =>
   }))
 
 describe("limits of calls", () => {
-  it.effect("a payload over maxPayloadBytes (default 131 072) is refused, measured as its JSON", () =>
+  it.scoped("a payload over maxPayloadBytes (default 131 072) is refused, measured as its JSON", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const jobs = yield* setup(object)
@@ -60,7 +60,7 @@ describe("limits of calls", () => {
       yield* expectRejected(object, object.run(jobs.email.add({ payload: { f: () => 1 } })), { field: "payload", kind: "type" })
     }))
 
-  it.effect("bad ids, unknown queues and bad add options are refused, naming the field", () =>
+  it.scoped("bad ids, unknown queues and bad add options are refused, naming the field", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const jobs = yield* setup(object)
@@ -101,7 +101,7 @@ describe("limits of calls", () => {
       yield* expectRejected(object, object.run(jobs.purgeBefore(-1)), { field: "timestamp" })
     }))
 
-  it.effect("a payload schema: a payload that does not match it is refused at add; the handler gets it decoded", () =>
+  it.scoped("a payload schema: a payload that does not match it is refused at add; the handler gets it decoded", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const jobs = yield* setup(object)
@@ -122,7 +122,7 @@ describe("limits of calls", () => {
 describe("limits of queue options", () => {
   const tables = (object: TestObject) => rows(object, "SELECT name FROM sqlite_master WHERE name LIKE 'durability_job%' ORDER BY name")
 
-  it.effect("a bad queue option fails the construction with InvalidOptionError naming the field; no table is made", () =>
+  it.scoped("a bad queue option fails the construction with InvalidOptionError naming the field; no table is made", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const handler = () => Effect.void

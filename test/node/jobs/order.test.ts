@@ -26,7 +26,7 @@ const oneAtATime = (object: TestObject) =>
   })
 
 describe("start order", () => {
-  it.effect("higher priority first, FIFO within a priority, behind a running job", () =>
+  it.scoped("higher priority first, FIFO within a priority, behind a running job", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { held, jobs, started } = yield* oneAtATime(object)
@@ -44,7 +44,7 @@ describe("start order", () => {
     }))
 
   // Each add here arms its own timer pass, which takes only that job: the order holds whenever each came due.
-  it.effect("higher priority first among jobs added one by one while the queue's slot is taken", () =>
+  it.scoped("higher priority first among jobs added one by one while the queue's slot is taken", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { held, jobs, started } = yield* oneAtATime(object)
@@ -60,7 +60,7 @@ describe("start order", () => {
       expect(started).toEqual(["hold@0", "f@1000", "b@1000", "d@1000", "a@1000", "c@1000", "e@1000"])
     }))
 
-  it.effect("the same order from a paused backlog; changePriority reorders a waiting job", () =>
+  it.scoped("the same order from a paused backlog; changePriority reorders a waiting job", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { jobs, started } = yield* oneAtATime(object)
@@ -89,7 +89,7 @@ describe("start order", () => {
     }))
 
   // A pass already took them and they wait for the queue's slot: they start at their new places.
-  it.effect("changePriority reorders jobs already waiting behind a running one", () =>
+  it.scoped("changePriority reorders jobs already waiting behind a running one", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { held, jobs, started } = yield* oneAtATime(object)
@@ -106,7 +106,7 @@ describe("start order", () => {
       expect(started).toEqual(["hold@0", "c@0", "b@0", "a@0"])
     }))
 
-  it.effect("promote makes a delayed job due now: it runs at once, its run time moved", () =>
+  it.scoped("promote makes a delayed job due now: it runs at once, its run time moved", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { jobs, started } = yield* oneAtATime(object)

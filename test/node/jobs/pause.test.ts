@@ -15,7 +15,7 @@ const setup = (object: TestObject, seen: Array<string>) =>
   }))
 
 describe("pause", () => {
-  it.effect("a paused queue starts nothing: not on add, not from the early timer, not from the alarm; other queues run", () =>
+  it.scoped("a paused queue starts nothing: not on add, not from the early timer, not from the alarm; other queues run", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const seen: Array<string> = []
@@ -57,7 +57,7 @@ describe("pause", () => {
       expect(yield* object.run(jobs.work.counts)).toMatchObject({ completed: 3, waiting: 0 })
     }))
 
-  it.effect("pause is durable: after a restart the queue is still paused until resumed", () =>
+  it.scoped("pause is durable: after a restart the queue is still paused until resumed", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const seen: Array<string> = []
@@ -78,7 +78,7 @@ describe("pause", () => {
       expect(seen).toEqual(["a", "b", "c"])
     }))
 
-  it.effect("a running job finishes when its queue is paused; the next does not start", () =>
+  it.scoped("a running job finishes when its queue is paused; the next does not start", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const seen: Array<string> = []

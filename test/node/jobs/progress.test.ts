@@ -11,7 +11,7 @@ import * as TestDurability from "../../../src/testing/TestDurability.js"
 import { jobRow, recorder, rows, stored } from "./support.js"
 
 describe("progress and logs", () => {
-  it.effect("Jobs.progress and Jobs.log in an Effect handler: stored with the job, progress events told", () =>
+  it.scoped("Jobs.progress and Jobs.log in an Effect handler: stored with the job, progress events told", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const events = recorder()
@@ -47,7 +47,7 @@ describe("progress and logs", () => {
       ])
     }))
 
-  it.effect("keepLogs keeps the newest lines; logs(id, { limit, offset }) pages them", () =>
+  it.scoped("keepLogs keeps the newest lines; logs(id, { limit, offset }) pages them", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const jobs = yield* object.run(Jobs.make({
@@ -74,7 +74,7 @@ describe("progress and logs", () => {
       expect(yield* Effect.flip(object.run(jobs.email.logs("a", { offset: -1 })))).toMatchObject({ field: "offset" })
     }))
 
-  it.effect("a progress value or a log line over 64 KiB is a typed error to the handler; nothing is stored", () =>
+  it.scoped("a progress value or a log line over 64 KiB is a typed error to the handler; nothing is stored", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const errors: Array<InvalidInputError | StorageError> = []
@@ -108,7 +108,7 @@ describe("progress and logs", () => {
       expect((yield* object.run(jobs.email.logs("a"))).items.map((line) => line.message.length)).toEqual([2, Jobs.MAX_ENTRY_BYTES])
     }))
 
-  it.effect("progress and logs of a job that already ended are not stored", () =>
+  it.scoped("progress and logs of a job that already ended are not stored", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       let later: Jobs.JobContext<null> | undefined

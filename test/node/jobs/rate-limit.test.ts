@@ -38,7 +38,7 @@ const backlog = (n: number, tenant = "t", from = 0) =>
 const startedBy = (starts: ReadonlyArray<Start>, t: number) => starts.filter((start) => start.at <= t).length
 
 describe("queue rate limit", () => {
-  it.effect("a saturated queue, tick by tick: started ≤ capacity + refill × t at every ms, ≥ 95 % of it over the window; no pass between tokens", () =>
+  it.scoped("a saturated queue, tick by tick: started ≤ capacity + refill × t at every ms, ≥ 95 % of it over the window; no pass between tokens", () =>
     Effect.gen(function*() {
       const capacity = 10
       const refill = 10
@@ -78,7 +78,7 @@ describe("queue rate limit", () => {
       expect(Number(bucket?.tokens)).toBeLessThan(1)
     }))
 
-  it.effect("a slow bucket: the physical alarm is set at the next token; no pass and no statement until then", () =>
+  it.scoped("a slow bucket: the physical alarm is set at the next token; no pass and no statement until then", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const starts: Array<Start> = []
@@ -105,7 +105,7 @@ describe("queue rate limit", () => {
       expect((yield* object.deliveries).map((delivery) => delivery.at)).toEqual([40_000, 80_000, 120_000])
     }))
 
-  it.effect("the bucket is durable: a restart mid-window grants no fresh burst", () =>
+  it.scoped("the bucket is durable: a restart mid-window grants no fresh burst", () =>
     Effect.gen(function*() {
       const first = yield* TestDurability.make()
       const starts: Array<Start> = []
@@ -128,7 +128,7 @@ describe("queue rate limit", () => {
 })
 
 describe("group rate limit", () => {
-  it.effect("one bucket per group key: tenants are limited independently", () =>
+  it.scoped("one bucket per group key: tenants are limited independently", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const starts: Array<Start> = []
@@ -153,7 +153,7 @@ describe("group rate limit", () => {
       expect((yield* rows(object, "SELECT group_key FROM durability_jobs WHERE id = 'C0'"))[0]?.group_key).toBe("C")
     }))
 
-  it.effect("the queue's bucket and the group's: a job starts when both have a token", () =>
+  it.scoped("the queue's bucket and the group's: a job starts when both have a token", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const starts: Array<Start> = []
@@ -176,7 +176,7 @@ describe("group rate limit", () => {
 })
 
 describe("setRateLimit", () => {
-  it.effect("adds a limit durably (kept across a restart), replaces it, removes it with null", () =>
+  it.scoped("adds a limit durably (kept across a restart), replaces it, removes it with null", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const starts: Array<Start> = []
@@ -207,7 +207,7 @@ describe("setRateLimit", () => {
       expect(yield* rows(next, "SELECT rate_limit FROM durability_job_queues")).toEqual([{ rate_limit: "null" }])
     }))
 
-  it.effect("overrides the definition's limit", () =>
+  it.scoped("overrides the definition's limit", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const starts: Array<Start> = []

@@ -13,7 +13,7 @@ import { count, gates, jobRow, recorder, rows, type TestObject } from "./support
 const completedRows = (object: TestObject) => count(object, "SELECT COUNT(*) FROM durability_jobs WHERE status = 'completed'")
 
 describe("removeOnComplete / removeOnFail", () => {
-  it.effect("count 100: a queue that completes 10 000 jobs holds at most 100 completed rows, and only their logs", () =>
+  it.scoped("count 100: a queue that completes 10 000 jobs holds at most 100 completed rows, and only their logs", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make({ scheduler: { alarmConcurrency: 100 } })
       let ran = 0
@@ -42,7 +42,7 @@ describe("removeOnComplete / removeOnFail", () => {
       expect(yield* count(object, "SELECT COUNT(*) FROM durability_job_logs WHERE key NOT IN (SELECT key FROM durability_jobs)")).toBe(0)
     }))
 
-  it.effect("ageMs: a finishing job removes completed jobs older than ageMs", () =>
+  it.scoped("ageMs: a finishing job removes completed jobs older than ageMs", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const events = recorder()
@@ -69,7 +69,7 @@ describe("removeOnComplete / removeOnFail", () => {
     }))
 
   // The retention upkeep (src/jobs/upkeep.ts) wakes the object when the oldest kept job passes its age.
-  it.effect("ageMs is also enforced by upkeep, without another job finishing", () =>
+  it.scoped("ageMs is also enforced by upkeep, without another job finishing", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const jobs = yield* object.run(Jobs.make({ work: Jobs.queue({ removeOnComplete: { ageMs: 1_000 }, handler: () => Effect.void }) }))
@@ -78,7 +78,7 @@ describe("removeOnComplete / removeOnFail", () => {
       expect(yield* jobRow(object, "work", "old")).toBeUndefined()
     }))
 
-  it.effect("removeOnFail count 2 keeps the newest two failed jobs; completed jobs are not counted", () =>
+  it.scoped("removeOnFail count 2 keeps the newest two failed jobs; completed jobs are not counted", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const jobs = yield* object.run(Jobs.make({
@@ -95,7 +95,7 @@ describe("removeOnComplete / removeOnFail", () => {
       expect(yield* completedRows(object)).toBe(5)
     }))
 
-  it.effect("removeOnFail holds for parents failed by their children (never through a settle of their own)", () =>
+  it.scoped("removeOnFail holds for parents failed by their children (never through a settle of their own)", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const jobs = yield* object.run(Jobs.make({
@@ -113,7 +113,7 @@ describe("removeOnComplete / removeOnFail", () => {
       expect((yield* rows(object, "SELECT id FROM durability_jobs WHERE queue = 'root' ORDER BY seq")).map((row) => row.id)).toEqual(["r4", "r5"])
     }))
 
-  it.effect("a completed child is kept until its parent ran (the parent reads its value)", () =>
+  it.scoped("a completed child is kept until its parent ran (the parent reads its value)", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const held = gates()
@@ -142,7 +142,7 @@ describe("removeOnComplete / removeOnFail", () => {
 })
 
 describe("clean", () => {
-  it.effect("deletes finished jobs of the states given, finished at least olderThanMs ago, oldest first, up to limit", () =>
+  it.scoped("deletes finished jobs of the states given, finished at least olderThanMs ago, oldest first, up to limit", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const events = recorder()
@@ -187,7 +187,7 @@ describe("clean", () => {
 })
 
 describe("remove", () => {
-  it.effect("removes a job with its descendants and their logs; refuses an active job", () =>
+  it.scoped("removes a job with its descendants and their logs; refuses an active job", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const held = gates()

@@ -36,7 +36,7 @@ const flaky = (object: TestObject, options: Omit<Jobs.QueueOptions, "groupRateLi
   })
 
 describe("retries", () => {
-  it.effect("maxAttempts and delay(n): each retry at its exact millisecond, then failed for good", () =>
+  it.scoped("maxAttempts and delay(n): each retry at its exact millisecond, then failed for good", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { attempts, events, jobs } = yield* flaky(object, { retries: { maxAttempts: 3, delay: (n) => 1_000 * n + 7 } })
@@ -60,7 +60,7 @@ describe("retries", () => {
       expect(attempts).toHaveLength(3)
     }))
 
-  it.effect("a retry beyond the alarm's minimum delay: the physical alarm is set for its exact time", () =>
+  it.scoped("a retry beyond the alarm's minimum delay: the physical alarm is set for its exact time", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { attempts, jobs } = yield* flaky(object, { retries: { maxAttempts: 2, delay: () => 61_234 } }, 2)
@@ -77,7 +77,7 @@ describe("retries", () => {
       expect(yield* object.run(jobs.work.get("a"))).toMatchObject({ state: "completed", result: 2, attempt: 2 })
     }))
 
-  it.effect("retries.schedule: an Effect Schedule decides the delays", () =>
+  it.scoped("retries.schedule: an Effect Schedule decides the delays", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { attempts, jobs } = yield* flaky(object, { retries: { maxAttempts: 4, schedule: Schedule.exponential("100 millis") } }, 4)
@@ -87,7 +87,7 @@ describe("retries", () => {
       expect(yield* jobRow(object, "work", "a")).toMatchObject({ status: "completed", attempt: 4 })
     }))
 
-  it.effect("attemptTimeoutMs: a slow attempt is aborted with DurableAttemptTimeoutError and retried", () =>
+  it.scoped("attemptTimeoutMs: a slow attempt is aborted with DurableAttemptTimeoutError and retried", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const signals: Array<AbortSignal> = []
@@ -110,7 +110,7 @@ describe("retries", () => {
       expect(events.of("failed")).toMatchObject([{ error: { name: "DurableAttemptTimeoutError", message: `A job of queue "work" timed out after 500ms` } }])
     }))
 
-  it.effect("the idempotency key is stable across retries; retry(id) of a failed job gives fresh attempts and a new key", () =>
+  it.scoped("the idempotency key is stable across retries; retry(id) of a failed job gives fresh attempts and a new key", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { attempts, jobs } = yield* flaky(object, { retries: { maxAttempts: 2, delay: () => 10 } })

@@ -23,7 +23,7 @@ const makeQueues = (object: TestObject, held: ReturnType<typeof gates>) =>
   }))
 
 describe("job states", () => {
-  it.effect("every state through get, list({ states }) and counts(), matching the stored status", () =>
+  it.scoped("every state through get, list({ states }) and counts(), matching the stored status", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const held = gates()
@@ -113,7 +113,7 @@ describe("job states", () => {
       expect(yield* object.run(jobs.work.counts)).toMatchObject({ waiting: 3, delayed: 0, active: 0, completed: 2 })
     }))
 
-  it.effect("list pages by cursor: every job once, in the order added, while jobs are added and finish between pages", () =>
+  it.scoped("list pages by cursor: every job once, in the order added, while jobs are added and finish between pages", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const jobs = yield* makeQueues(object, gates())
@@ -148,7 +148,7 @@ describe("job states", () => {
       expect(yield* Effect.flip(object.run(jobs.work.list({ states: ["running" as Jobs.JobState] })))).toMatchObject({ field: "states" })
     }))
 
-  it.effect("wait returns the job once it finished, or as it is when timeoutMs passed", () =>
+  it.scoped("wait returns the job once it finished, or as it is when timeoutMs passed", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const held = gates()

@@ -39,7 +39,7 @@ const queues = {
 }
 
 describe("email queue", () => {
-  it.effect("holds a tenant to its rate limit, retries, dead-letters a bounce", () =>
+  it.scoped("holds a tenant to its rate limit, retries, dead-letters a bounce", () =>
     Effect.gen(function*() {
       const sent: Array<string> = []
       const object = yield* TestDurability.make()

@@ -65,7 +65,7 @@ const setup = (options: { readonly includePayload?: boolean; readonly concurrenc
   })
 
 describe("external queues: the Cloudflare Queues transport", () => {
-  it.effect("due jobs are leased by the object and their envelopes sent in one batch; start, complete; a repeated envelope is stale", () =>
+  it.scoped("due jobs are leased by the object and their envelopes sent in one batch; start, complete; a repeated envelope is stale", () =>
     Effect.gen(function*() {
       const { jobs, object, queue } = yield* setup()
       for (const id of ["a", "b", "c"]) yield* object.run(jobs.email.add({ id, payload: { to: id } }))
@@ -92,7 +92,7 @@ describe("external queues: the Cloudflare Queues transport", () => {
       expect(queue.batches.flat().map((envelope) => envelope.jobId)).toEqual(["a", "b", "c", "later"])
     }))
 
-  it.effect("a failed send is retried by the scheduler; an unstarted lease expires and the job is sent again with a new token", () =>
+  it.scoped("a failed send is retried by the scheduler; an unstarted lease expires and the job is sent again with a new token", () =>
     Effect.gen(function*() {
       const { jobs, object, queue } = yield* setup({ includePayload: true })
       queue.failNext(2)
@@ -112,7 +112,7 @@ describe("external queues: the Cloudflare Queues transport", () => {
       expect(yield* jobRow(object, "email", "a")).toMatchObject({ attempt: 2, lease_token: 2, stalled: 1 })
     }))
 
-  it.effect("an eviction between the lease and the send: the outbox sends it after the restart", () =>
+  it.scoped("an eviction between the lease and the send: the outbox sends it after the restart", () =>
     Effect.gen(function*() {
       const { jobs, make, object, queue } = yield* setup()
       queue.failNext(1)
@@ -126,7 +126,7 @@ describe("external queues: the Cloudflare Queues transport", () => {
       expect(queue.batches.flat().map((envelope) => [envelope.jobId, envelope.token])).toEqual([["a", 1]])
     }))
 
-  it.effect("concurrency: at most that many leases out; a settle sends the next job at once", () =>
+  it.scoped("concurrency: at most that many leases out; a settle sends the next job at once", () =>
     Effect.gen(function*() {
       const { jobs, object, queue } = yield* setup({ concurrency: 1 })
       yield* object.run(jobs.email.add({ id: "a", payload: { to: "a" } }))
@@ -139,7 +139,7 @@ describe("external queues: the Cloudflare Queues transport", () => {
       expect(queue.batches.flat().map((envelope) => envelope.jobId)).toEqual(["a", "b"])
     }))
 
-  it.effect("a transport queue needs the object's id", () =>
+  it.scoped("a transport queue needs the object's id", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const error = yield* Effect.flip(object.run(Jobs.make({ q: Jobs.externalQueue({ processing: { queue: producer().binding } }) })))

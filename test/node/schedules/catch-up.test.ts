@@ -37,7 +37,7 @@ const evictedUntil = (options: Schedules.UpsertOptions, evictAt: string, backAt:
   })
 
 describe("catch-up after an eviction", () => {
-  it.effect("skip (default): none of the missed slots runs; the schedule continues at the next future slot", () =>
+  it.scoped("skip (default): none of the missed slots runs; the schedule continues at the next future slot", () =>
     Effect.gen(function*() {
       const { schedules, object, tick } = yield* evictedUntil({}, "2026-12-02T11:30:00Z", "2026-12-02T15:20:00Z")
       expect(tick.slots()).toEqual(["2026-12-02T11:00:00.000Z"])
@@ -48,7 +48,7 @@ describe("catch-up after an eviction", () => {
       expect(tick.seen.map((s) => s.runNumber)).toEqual([1, 2])
     }))
 
-  it.effect("latest: the most recent missed slot runs once, as soon as the object is back", () =>
+  it.scoped("latest: the most recent missed slot runs once, as soon as the object is back", () =>
     Effect.gen(function*() {
       const { schedules, object, tick } = yield* evictedUntil({ catchUp: "latest" }, "2026-12-02T11:30:00Z", "2026-12-02T15:20:00Z")
       expect(tick.seen.map((s) => [iso(s.scheduledTime), iso(s.ranAt)])).toEqual([
@@ -58,7 +58,7 @@ describe("catch-up after an eviction", () => {
       expect(yield* object.run(schedules.tick.get("k"))).toMatchObject({ missedCount: 3, nextRunAt: at("2026-12-02T16:00:00Z") })
     }))
 
-  it.effect("all: every missed slot runs, in order, one after the other, then the schedule is back on its slots", () =>
+  it.scoped("all: every missed slot runs, in order, one after the other, then the schedule is back on its slots", () =>
     Effect.gen(function*() {
       const { schedules, object, tick } = yield* evictedUntil({ catchUp: "all" }, "2026-12-02T11:30:00Z", "2026-12-02T15:20:00Z")
       expect(tick.slots()).toEqual([
@@ -74,7 +74,7 @@ describe("catch-up after an eviction", () => {
       expect(tick.slots().at(-1)).toBe("2026-12-02T16:00:00.000Z")
     }))
 
-  it.effect(`all is capped: after an hour away, an every-second schedule runs its ${Schedules.MAX_CATCH_UP_RUNS} most recent slots`, () =>
+  it.scoped(`all is capped: after an hour away, an every-second schedule runs its ${Schedules.MAX_CATCH_UP_RUNS} most recent slots`, () =>
     Effect.gen(function*() {
       const { schedules, object, tick } = yield* evictedUntil(
         { catchUp: "all" },
@@ -92,7 +92,7 @@ describe("catch-up after an eviction", () => {
       })
     }))
 
-  it.effect("a slot that starts within graceMs is on time and runs under skip; one later than that is missed", () =>
+  it.scoped("a slot that starts within graceMs is on time and runs under skip; one later than that is missed", () =>
     Effect.gen(function*() {
       const late = yield* evictedUntil({ graceMs: 120_000 }, "2026-12-02T11:30:00Z", "2026-12-02T12:01:30Z")
       expect(late.tick.slots()).toEqual(["2026-12-02T11:00:00.000Z", "2026-12-02T12:00:00.000Z"])
@@ -120,20 +120,20 @@ describe("catch-up after a pause", () => {
       return { tick, schedules, object }
     })
 
-  it.effect("skip: the slots missed while paused do not run", () =>
+  it.scoped("skip: the slots missed while paused do not run", () =>
     Effect.gen(function*() {
       const { object, schedules, tick } = yield* pausedFor({})
       expect(tick.slots()).toEqual(["2026-12-02T11:00:00.000Z"])
       expect(yield* object.run(schedules.tick.get("k"))).toMatchObject({ status: "active", missedCount: 3, nextRunAt: at("2026-12-02T15:00:00Z") })
     }))
 
-  it.effect("latest: the most recent slot missed while paused runs once on resume", () =>
+  it.scoped("latest: the most recent slot missed while paused runs once on resume", () =>
     Effect.gen(function*() {
       const { tick } = yield* pausedFor({ catchUp: "latest" })
       expect(tick.slots()).toEqual(["2026-12-02T11:00:00.000Z", "2026-12-02T14:00:00.000Z"])
     }))
 
-  it.effect("all: each slot missed while paused runs on resume, in order", () =>
+  it.scoped("all: each slot missed while paused runs on resume, in order", () =>
     Effect.gen(function*() {
       const { tick } = yield* pausedFor({ catchUp: "all" })
       expect(tick.slots()).toEqual([

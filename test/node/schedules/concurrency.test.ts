@@ -33,21 +33,21 @@ const fiveAtOnce = (concurrency: number | undefined) =>
   })
 
 describe("schedule concurrency", () => {
-  it.effect("default 1: schedules due together run one after the other", () =>
+  it.scoped("default 1: schedules due together run one after the other", () =>
     Effect.gen(function*() {
       const { most, tick } = yield* fiveAtOnce(undefined)
       expect(most()).toBe(1)
       expect(tick.seen.map((s) => s.ranAt)).toEqual([60_000, 70_000, 80_000, 90_000, 100_000])
     }))
 
-  it.effect("concurrency 2: two at a time", () =>
+  it.scoped("concurrency 2: two at a time", () =>
     Effect.gen(function*() {
       const { most, tick } = yield* fiveAtOnce(2)
       expect(most()).toBe(2)
       expect(tick.seen.map((s) => s.ranAt)).toEqual([60_000, 60_000, 70_000, 70_000, 80_000])
     }))
 
-  it.effect("long recurring runs do not starve other work: an operation starts while they hold their slots", () =>
+  it.scoped("long recurring runs do not starve other work: an operation starts while they hold their slots", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(0)
       const object = yield* TestDurability.make({ scheduler: { alarmConcurrency: 2 } })

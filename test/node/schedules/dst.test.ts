@@ -22,7 +22,7 @@ const runsBetween = (cron: string, timezone: string, from: string, to: string) =
   })
 
 describe("daylight saving", () => {
-  it.effect("Europe/Lisbon, clocks forward (2026-03-29 01:00 → 02:00): 01:30 does not exist that day and is skipped", () =>
+  it.scoped("Europe/Lisbon, clocks forward (2026-03-29 01:00 → 02:00): 01:30 does not exist that day and is skipped", () =>
     Effect.gen(function*() {
       expect(yield* runsBetween("30 1 * * *", "Europe/Lisbon", "2026-03-27T12:00:00Z", "2026-03-31T12:00:00Z")).toEqual([
         "2026-03-28T01:30:00.000Z", // 01:30 WET
@@ -31,7 +31,7 @@ describe("daylight saving", () => {
       ])
     }))
 
-  it.effect("Europe/Lisbon, clocks back (2026-10-25 02:00 → 01:00): 01:30 occurs twice and runs once", () =>
+  it.scoped("Europe/Lisbon, clocks back (2026-10-25 02:00 → 01:00): 01:30 occurs twice and runs once", () =>
     Effect.gen(function*() {
       expect(yield* runsBetween("30 1 * * *", "Europe/Lisbon", "2026-10-23T12:00:00Z", "2026-10-27T12:00:00Z")).toEqual([
         "2026-10-24T00:30:00.000Z", // 01:30 WEST
@@ -41,7 +41,7 @@ describe("daylight saving", () => {
       ])
     }))
 
-  it.effect("Europe/Lisbon, an hourly cron across clocks back: each wall-clock hour runs once", () =>
+  it.scoped("Europe/Lisbon, an hourly cron across clocks back: each wall-clock hour runs once", () =>
     Effect.gen(function*() {
       expect(yield* runsBetween("0 * * * *", "Europe/Lisbon", "2026-10-24T22:30:00Z", "2026-10-25T03:30:00Z")).toEqual([
         "2026-10-24T23:00:00.000Z", // 00:00 WEST
@@ -51,7 +51,7 @@ describe("daylight saving", () => {
       ])
     }))
 
-  it.effect("America/New_York, clocks forward (2026-03-08 02:00 → 03:00): 02:30 does not exist that day and is skipped", () =>
+  it.scoped("America/New_York, clocks forward (2026-03-08 02:00 → 03:00): 02:30 does not exist that day and is skipped", () =>
     Effect.gen(function*() {
       expect(yield* runsBetween("30 2 * * *", "America/New_York", "2026-03-06T12:00:00Z", "2026-03-10T12:00:00Z")).toEqual([
         "2026-03-07T07:30:00.000Z", // 02:30 EST
@@ -60,7 +60,7 @@ describe("daylight saving", () => {
       ])
     }))
 
-  it.effect("America/New_York, clocks back (2026-11-01 02:00 → 01:00): 01:30 occurs twice and runs once", () =>
+  it.scoped("America/New_York, clocks back (2026-11-01 02:00 → 01:00): 01:30 occurs twice and runs once", () =>
     Effect.gen(function*() {
       expect(yield* runsBetween("30 1 * * *", "America/New_York", "2026-10-30T12:00:00Z", "2026-11-03T12:00:00Z")).toEqual([
         "2026-10-31T05:30:00.000Z", // 01:30 EDT
@@ -70,7 +70,7 @@ describe("daylight saving", () => {
       ])
     }))
 
-  it.effect("America/New_York, every 30 minutes across clocks back: the repeated hour's slots run once", () =>
+  it.scoped("America/New_York, every 30 minutes across clocks back: the repeated hour's slots run once", () =>
     Effect.gen(function*() {
       expect(yield* runsBetween("*/30 * * * *", "America/New_York", "2026-11-01T04:50:00Z", "2026-11-01T07:40:00Z")).toEqual([
         "2026-11-01T05:00:00.000Z", // 01:00 EDT

@@ -10,7 +10,7 @@ import * as TestDurability from "../../../src/testing/TestDurability.js"
 import { rows } from "./support.js"
 
 describe("a schedule that enqueues jobs", () => {
-  it.effect("each slot adds one job with the schedule's payload, id = the slot's idempotency key; the job runs", () =>
+  it.scoped("each slot adds one job with the schedule's payload, id = the slot's idempotency key; the job runs", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(0)
       const object = yield* TestDurability.make()
@@ -28,7 +28,7 @@ describe("a schedule that enqueues jobs", () => {
       expect(yield* object.run(jobs.email.counts)).toMatchObject({ completed: 2, waiting: 0, failed: 0 })
     }))
 
-  it.effect("a run repeated after an eviction between its add and its settle adds the job once", () =>
+  it.scoped("a run repeated after an eviction between its add and its settle adds the job once", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(0)
       const first = yield* TestDurability.make()

@@ -21,7 +21,7 @@ const make = (object: TestObject, tick: ReturnType<typeof recording>) =>
 const deliveredAt = (object: TestObject) => Effect.map(object.deliveries, (list) => list.map((delivery) => delivery.at))
 
 describe("a schedule across evictions", () => {
-  it.effect("a recurring run after an eviction: the stored alarm wakes the new instance, which runs the next slot", () =>
+  it.scoped("a recurring run after an eviction: the stored alarm wakes the new instance, which runs the next slot", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(0)
       const first = yield* TestDurability.make({ scheduler })
@@ -56,7 +56,7 @@ describe("a schedule across evictions", () => {
       })
     }))
 
-  it.effect("an eviction mid-run: the retry has the same slot and idempotency key (attempt 2), and the schedule goes on from the slot", () =>
+  it.scoped("an eviction mid-run: the retry has the same slot and idempotency key (attempt 2), and the schedule goes on from the slot", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(0)
       const first = yield* TestDurability.make({ scheduler })
@@ -98,7 +98,7 @@ describe("a schedule across evictions", () => {
       expect(completed).toEqual([[1, 2], [2, 1]])
     }))
 
-  it.effect("a pause survives an eviction: no run and no alarm while paused; resume runs the next slot on the grid", () =>
+  it.scoped("a pause survives an eviction: no run and no alarm while paused; resume runs the next slot on the grid", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(0)
       const first = yield* TestDurability.make({ scheduler })
@@ -136,7 +136,7 @@ describe("a schedule across evictions", () => {
       expect(yield* next.run(after.tick.get("k"))).toMatchObject({ status: "active", missedCount: 1 })
     }))
 
-  it.effect("the same upsert after a run and an eviction changes nothing: same row, same next run, same alarm, no extra run", () =>
+  it.scoped("the same upsert after a run and an eviction changes nothing: same row, same next run, same alarm, no extra run", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(0)
       const first = yield* TestDurability.make({ scheduler })

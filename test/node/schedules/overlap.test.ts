@@ -21,7 +21,7 @@ const longFirstRun = (options: Schedules.UpsertOptions) =>
   })
 
 describe("overlap", () => {
-  it.effect("wait (default): the slots that came due during a long run run after it, the latest once (catchUp skip)", () =>
+  it.scoped("wait (default): the slots that came due during a long run run after it, the latest once (catchUp skip)", () =>
     Effect.gen(function*() {
       const { object, schedules, tick } = yield* longFirstRun({})
       yield* TestClock.adjust(34_000)
@@ -34,14 +34,14 @@ describe("overlap", () => {
       expect(yield* object.run(schedules.tick.get("k"))).toMatchObject({ missedCount: 1 })
     }))
 
-  it.effect("wait with catchUp all: every slot that came due during the run runs after it, in order", () =>
+  it.scoped("wait with catchUp all: every slot that came due during the run runs after it, in order", () =>
     Effect.gen(function*() {
       const { tick } = yield* longFirstRun({ catchUp: "all" })
       yield* TestClock.adjust(40_000)
       expect(tick.seen.map((s) => [s.scheduledTime, s.ranAt])).toEqual([[10_000, 10_000], [20_000, 35_000], [30_000, 35_000], [40_000, 40_000]])
     }))
 
-  it.effect("wait: one slot that came due during a held run starts once, right after it, for its own slot and not missed", () =>
+  it.scoped("wait: one slot that came due during a held run starts once, right after it, for its own slot and not missed", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(0)
       const object = yield* TestDurability.make()
@@ -75,7 +75,7 @@ describe("overlap", () => {
       expect(tick.seen.map((s) => s.scheduledTime)).toEqual([10_000, 20_000, 30_000])
     }))
 
-  it.effect("skip: the slots that came due during the run are dropped; the next is the first after it", () =>
+  it.scoped("skip: the slots that came due during the run are dropped; the next is the first after it", () =>
     Effect.gen(function*() {
       const { object, schedules, tick } = yield* longFirstRun({ overlap: "skip" })
       yield* TestClock.adjust(40_000)
@@ -85,7 +85,7 @@ describe("overlap", () => {
 })
 
 describe("trigger", () => {
-  it.effect("one run now; the slots go on as before; repeated requests before it starts are one run", () =>
+  it.scoped("one run now; the slots go on as before; repeated requests before it starts are one run", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(0)
       const object = yield* TestDurability.make()
@@ -115,7 +115,7 @@ describe("trigger", () => {
       expect(yield* object.run(schedules.tick.trigger("missing"))).toBe(false)
     }))
 
-  it.effect("a trigger while a run is active runs once after it; a paused or ended schedule can be triggered", () =>
+  it.scoped("a trigger while a run is active runs once after it; a paused or ended schedule can be triggered", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(0)
       const object = yield* TestDurability.make()

@@ -10,7 +10,7 @@ import * as TestDurability from "../../../src/testing/TestDurability.js"
 import { at, iso, recording, rows, scheduleRow } from "./support.js"
 
 describe("schedule runs", () => {
-  it.effect("an everyMs schedule runs at each slot to the millisecond, counted from the previous slot", () =>
+  it.scoped("an everyMs schedule runs at each slot to the millisecond, counted from the previous slot", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(at("2026-12-01T10:00:00.250Z"))
       const object = yield* TestDurability.make()
@@ -30,7 +30,7 @@ describe("schedule runs", () => {
       expect(info).toMatchObject({ status: "active", runCount: 4, missedCount: 0, nextRunAt: at("2026-12-01T10:00:07.750Z") })
     }))
 
-  it.effect("a cron schedule in a time zone runs at its wall-clock slots", () =>
+  it.scoped("a cron schedule in a time zone runs at its wall-clock slots", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(at("2026-12-02T12:00:00Z"))
       const object = yield* TestDurability.make()
@@ -50,7 +50,7 @@ describe("schedule runs", () => {
       expect(object.storage.alarmAt).toBe(at("2026-12-09T14:00:00.000Z"))
     }))
 
-  it.effect("a failing run is retried with its slot's idempotency key; one that fails for good does not stop the schedule", () =>
+  it.scoped("a failing run is retried with its slot's idempotency key; one that fails for good does not stop the schedule", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(0)
       const object = yield* TestDurability.make()
@@ -75,7 +75,7 @@ describe("schedule runs", () => {
 })
 
 describe("durable steps in schedule runs", () => {
-  it.effect("a step's result is kept for the run's retries, and the next run starts without it", () =>
+  it.scoped("a step's result is kept for the run's retries, and the next run starts without it", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(0)
       const object = yield* TestDurability.make()

@@ -17,7 +17,7 @@ const make = (object: TestObject, tick: ReturnType<typeof recording>) =>
   }))
 
 describe("upsert", () => {
-  it.effect("the same spec on every cold start changes nothing: no write, no extra run, the next run kept", () =>
+  it.scoped("the same spec on every cold start changes nothing: no write, no extra run, the next run kept", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(at("2026-12-02T08:00:00Z"))
       let object = yield* TestDurability.make()
@@ -37,7 +37,7 @@ describe("upsert", () => {
       expect(tick.slots()).toEqual(["2026-12-02T09:00:00.000Z", "2026-12-03T09:00:00.000Z"])
     }))
 
-  it.effect("a changed timing recomputes the next run from now; a changed payload or option keeps it", () =>
+  it.scoped("a changed timing recomputes the next run from now; a changed payload or option keeps it", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(0)
       const object = yield* TestDurability.make()
@@ -56,7 +56,7 @@ describe("upsert", () => {
     }))
 
   for (const manualBetween of [false, true]) {
-    it.effect(`re-timed in the millisecond of a slot that just ran, the slot does not run again${manualBetween ? " (a manual run settled between)" : ""}`, () =>
+    it.scoped(`re-timed in the millisecond of a slot that just ran, the slot does not run again${manualBetween ? " (a manual run settled between)" : ""}`, () =>
       Effect.gen(function*() {
         yield* TestClock.setTime(1_000)
         const object = yield* TestDurability.make()
@@ -76,7 +76,7 @@ describe("upsert", () => {
       }))
   }
 
-  it.effect("startAt, endAt and limit bound the slots; the schedule then ends", () =>
+  it.scoped("startAt, endAt and limit bound the slots; the schedule then ends", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(0)
       const object = yield* TestDurability.make()
@@ -95,7 +95,7 @@ describe("upsert", () => {
       expect(revived).toMatchObject({ changed: true, nextRunAt: 100_000 })
     }))
 
-  it.effect("a payload Schema: checked at upsert, decoded for each run", () =>
+  it.scoped("a payload Schema: checked at upsert, decoded for each run", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(0)
       const object = yield* TestDurability.make()
@@ -109,7 +109,7 @@ describe("upsert", () => {
       expect(error.message).toMatch(/^options\.payload\.userId: Expected string, actual 1/)
     }))
 
-  it.effect("bad input is a typed error naming the field, and writes nothing", () =>
+  it.scoped("bad input is a typed error naming the field, and writes nothing", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(0)
       const object = yield* TestDurability.make()

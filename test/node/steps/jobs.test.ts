@@ -17,7 +17,7 @@ import { memoNames, memos, sideEffects, type TestObject } from "./support.js"
 const RETRIES = { maxAttempts: 3, delay: () => 1_000 }
 
 describe("a stored step of a job is replayed, not re-run", () => {
-  it.effect("on the retry after a later failure; the memos go with the completion", () =>
+  it.scoped("on the retry after a later failure; the memos go with the completion", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const effects = sideEffects()
@@ -47,7 +47,7 @@ describe("a stored step of a job is replayed, not re-run", () => {
       expect(yield* memos(object)).toEqual([])
     }))
 
-  it.effect("after an eviction mid-job", () =>
+  it.scoped("after an eviction mid-job", () =>
     Effect.gen(function*() {
       const first = yield* TestDurability.make()
       const effects = sideEffects()
@@ -97,7 +97,7 @@ describe("the memos of a job are deleted", () => {
       return { jobs, effects, open: Deferred.succeed(gate, undefined) }
     })
 
-  it.effect("when the job fails for good", () =>
+  it.scoped("when the job fails for good", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { jobs } = yield* setup(object)
@@ -107,7 +107,7 @@ describe("the memos of a job are deleted", () => {
       expect(yield* memos(object)).toEqual([])
     }))
 
-  it.effect("when an active job is canceled", () =>
+  it.scoped("when an active job is canceled", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { jobs } = yield* setup(object)
@@ -120,7 +120,7 @@ describe("the memos of a job are deleted", () => {
       expect(yield* memos(object)).toEqual([])
     }))
 
-  it.effect("when a job waiting for its retry is canceled, or removed", () =>
+  it.scoped("when a job waiting for its retry is canceled, or removed", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { jobs } = yield* setup(object)
@@ -133,7 +133,7 @@ describe("the memos of a job are deleted", () => {
       expect(yield* memos(object)).toEqual([])
     }))
 
-  it.effect("when the job is purged", () =>
+  it.scoped("when the job is purged", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { jobs } = yield* setup(object)
@@ -144,7 +144,7 @@ describe("the memos of a job are deleted", () => {
       expect(yield* memos(object)).toEqual([])
     }))
 
-  it.effect("when retention removes a finished job (a memo row of its key goes with it)", () =>
+  it.scoped("when retention removes a finished job (a memo row of its key goes with it)", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { jobs } = yield* setup(object, { removeOnComplete: 1 })
@@ -163,7 +163,7 @@ describe("the memos of a job are deleted", () => {
       expect(yield* memos(object)).toEqual([])
     }))
 
-  it.effect("when the job's row gets another generation (`retry`): the retried job runs its steps afresh", () =>
+  it.scoped("when the job's row gets another generation (`retry`): the retried job runs its steps afresh", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { effects, jobs } = yield* setup(object)

@@ -27,7 +27,7 @@ const memo = (object: TestObject, capability: string, key: string, generation: s
   )
 
 describe("the steps' migrations", () => {
-  it.effect("operations and jobs share one memo table; each adds the triggers on its own table", () =>
+  it.scoped("operations and jobs share one memo table; each adds the triggers on its own table", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       expect(yield* object.run(Operations.migrate())).toMatchObject({ applied: expect.arrayContaining(["durability_0006_operations_steps"]) })
@@ -45,7 +45,7 @@ describe("the steps' migrations", () => {
       ])
     }))
 
-  it.effect("a revert removes its capability's triggers and memos only; the other's still work", () =>
+  it.scoped("a revert removes its capability's triggers and memos only; the other's still work", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       yield* object.run(Operations.migrate())
@@ -75,7 +75,7 @@ describe("the steps' migrations", () => {
       expect(yield* triggers(object)).toHaveLength(3)
     }))
 
-  it.effect("an object migrated before steps gets them at make; its pending call runs with steps", () =>
+  it.scoped("an object migrated before steps gets them at make; its pending call runs with steps", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       yield* object.run(Operations.migrate("durability_0004_calls_generation_and_created_at"))

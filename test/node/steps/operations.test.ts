@@ -22,7 +22,7 @@ const rowOf = (object: TestObject, id: string) =>
 const RETRIES = { maxAttempts: 3, delay: () => 1_000 }
 
 describe("a stored step is replayed, not re-run", () => {
-  it.effect("on the retry after a later failure: the stored result comes back and the side effect ran once", () =>
+  it.scoped("on the retry after a later failure: the stored result comes back and the side effect ran once", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const effects = sideEffects()
@@ -57,7 +57,7 @@ describe("a stored step is replayed, not re-run", () => {
       expect(yield* memos(object)).toEqual([])
     }))
 
-  it.effect("after an eviction mid-handler: the next instance's attempt gets the step stored before it", () =>
+  it.scoped("after an eviction mid-handler: the next instance's attempt gets the step stored before it", () =>
     Effect.gen(function*() {
       const first = yield* TestDurability.make()
       const effects = sideEffects()
@@ -91,7 +91,7 @@ describe("a stored step is replayed, not re-run", () => {
 })
 
 describe("a failed step", () => {
-  it.effect("is not stored: the attempt fails as usual and the next attempt runs the step again", () =>
+  it.scoped("is not stored: the attempt fails as usual and the next attempt runs the step again", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       let runs = 0
@@ -114,7 +114,7 @@ describe("a failed step", () => {
       expect(yield* object.run(ops.getResult("pay", "inv-2"))).toEqual({ status: "completed", result: "ch-2" })
     }))
 
-  it.effect("frees its name: retried in the same attempt (Effect.retry), it runs until it succeeds and is stored once", () =>
+  it.scoped("frees its name: retried in the same attempt (Effect.retry), it runs until it succeeds and is stored once", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       let runs = 0
@@ -169,7 +169,7 @@ describe("the memos of a call are deleted", () => {
       return { ops, effects, open: Deferred.succeed(gate, undefined) }
     })
 
-  it.effect("when the call fails for good", () =>
+  it.scoped("when the call fails for good", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { ops, open } = yield* held(object, { fail: true })
@@ -179,7 +179,7 @@ describe("the memos of a call are deleted", () => {
       expect(yield* memos(object)).toEqual([])
     }))
 
-  it.effect("when the call is purged; its handler, still running, stores no step after that", () =>
+  it.scoped("when the call is purged; its handler, still running, stores no step after that", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { effects, open, ops } = yield* held(object, { stubborn: true })
@@ -193,7 +193,7 @@ describe("the memos of a call are deleted", () => {
       expect(yield* memos(object)).toEqual([])
     }))
 
-  it.effect("when the call is canceled; its handler, still running, stores no step after that", () =>
+  it.scoped("when the call is canceled; its handler, still running, stores no step after that", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { effects, open, ops } = yield* held(object, { stubborn: true })
@@ -206,7 +206,7 @@ describe("the memos of a call are deleted", () => {
       expect(yield* object.run(ops.getResult("work", "w"))).toMatchObject({ status: "failed", error: { name: "DurableCanceledError" } })
     }))
 
-  it.effect("when the call's row gets another generation (a record re-armed in place): only the old generation's", () =>
+  it.scoped("when the call's row gets another generation (a record re-armed in place): only the old generation's", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       yield* held(object)
@@ -221,7 +221,7 @@ describe("the memos of a call are deleted", () => {
 })
 
 describe("step names", () => {
-  it.effect("a name used twice in one attempt fails with DurableStepError naming the step, terminal; the second never runs", () =>
+  it.scoped("a name used twice in one attempt fails with DurableStepError naming the step, terminal; the second never runs", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const effects = sideEffects()
@@ -251,7 +251,7 @@ describe("step names", () => {
       expect(yield* memos(object)).toEqual([])
     }))
 
-  it.effect("an invalid name fails with DurableStepError before the step runs", () =>
+  it.scoped("an invalid name fails with DurableStepError before the step runs", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const effects = sideEffects()
@@ -270,7 +270,7 @@ describe("step names", () => {
 })
 
 describe("step results", () => {
-  it.effect("a result that is not JSON: a compile error, and at run time a terminal DurableStepError; the side effect ran once", () =>
+  it.scoped("a result that is not JSON: a compile error, and at run time a terminal DurableStepError; the side effect ran once", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const effects = sideEffects()
@@ -298,7 +298,7 @@ describe("step results", () => {
       expect(yield* memos(object)).toEqual([])
     }))
 
-  it.effect("a result over the row limit: a terminal DurableStepError with its size", () =>
+  it.scoped("a result over the row limit: a terminal DurableStepError with its size", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const ops = yield* object.run(Operations.make({
@@ -314,7 +314,7 @@ describe("step results", () => {
       expect(yield* memos(object)).toEqual([])
     }))
 
-  it.effect("a result schema: its encoded form is stored and decoded on replay (a Date through Schema.Date)", () =>
+  it.scoped("a result schema: its encoded form is stored and decoded on replay (a Date through Schema.Date)", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const effects = sideEffects()
@@ -344,7 +344,7 @@ describe("step results", () => {
       expect(yield* object.run(ops.getResult("pay", "dated"))).toEqual({ status: "completed", result: "1970-01-01T00:20:34.567Z" })
     }))
 
-  it.effect("a stored result its (changed) schema no longer decodes: a terminal DurableStepError, the step not re-run", () =>
+  it.scoped("a stored result its (changed) schema no longer decodes: a terminal DurableStepError, the step not re-run", () =>
     Effect.gen(function*() {
       const first = yield* TestDurability.make()
       const effects = sideEffects()

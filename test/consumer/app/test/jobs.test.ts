@@ -19,7 +19,7 @@ const flakyRenderer = (failures: number) => {
 }
 
 describe("resize", () => {
-  it.effect("retries on the stored schedule and completes once", () =>
+  it.scoped("retries on the stored schedule and completes once", () =>
     Effect.gen(function*() {
       const renderer = flakyRenderer(1)
       const object = yield* TestDurability.make()
@@ -36,7 +36,7 @@ describe("resize", () => {
       expect(renderer.calls).toEqual(["cat@256", "cat@256"])
     }))
 
-  it.effect("a bad payload is refused before anything is stored", () =>
+  it.scoped("a bad payload is refused before anything is stored", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const { ops } = yield* object.run(Effect.provide(makeJobs, flakyRenderer(0).layer))
@@ -47,7 +47,7 @@ describe("resize", () => {
       expect(yield* object.run(ops.getResult("resize", "tiny"))).toEqual({ status: "not_found" })
     }))
 
-  it.effect("the named alarm runs through the physical alarm after an eviction", () =>
+  it.scoped("the named alarm runs through the physical alarm after an eviction", () =>
     Effect.gen(function*() {
       const sweeps: Array<number> = []
       const layer = Layer.succeed(Renderer, {
