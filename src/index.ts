@@ -7,7 +7,7 @@ export type {
   Answer as DurabilityInspectAnswer,
   Failure as DurabilityInspectFailure,
   RequestEncoded as DurabilityInspectRequest
-} from "./inspector/protocol.js"
+} from "./inspection/protocol.js"
 export type {
   AlarmInvocationInfo,
   AlarmRetryInfo,

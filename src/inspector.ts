@@ -35,4 +35,4 @@ export type {
   RequestEncoded as InspectorRequestEncoded,
   ScheduleItem,
   SchedulerSummary
-} from "./inspector/protocol.js"
+} from "./inspection/protocol.js"

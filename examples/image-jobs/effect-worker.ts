@@ -12,7 +12,7 @@
  */
 import { DurableObject } from "cloudflare:workers"
 import { Effect, Either, Layer, ManagedRuntime } from "effect"
-import { type Errors, Inspector, type Operations, Scheduler, StorageService } from "durability/effect"
+import { type Errors, InspectionRegistry, Inspector, type Operations, Scheduler, StorageService } from "durability/effect"
 import { ImageStore, type Jobs, makeCapabilities, type Maintenance, type Rendition, upload } from "./effect-jobs.js"
 import { parseUpload, routeParts, type UploadInput } from "./worker.js"
 
@@ -34,15 +34,20 @@ interface Capabilities {
 }
 
 export class ImageJobsEffect extends DurableObject<Env> {
-  private readonly runtime: ManagedRuntime.ManagedRuntime<Scheduler.Services | ImageStore, Errors.InvalidOptionError>
+  private readonly runtime: ManagedRuntime.ManagedRuntime<
+    Scheduler.Services | InspectionRegistry.InspectionRegistry | ImageStore,
+    Errors.InvalidOptionError
+  >
   private readonly capabilities: Promise<Capabilities>
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env)
-    // Built once per instance, with no I/O: the engine's services plus the app's.
+    // Built once per instance, with no I/O: the engine's services, the registry the capabilities'
+    // inspection sources go to (what `Inspector` reads), plus the app's.
     this.runtime = ManagedRuntime.make(
       Layer.mergeAll(
         Scheduler.layerDurableObject(ctx, { alarmConcurrency: 5 }),
+        InspectionRegistry.layer,
         ImageStore.layer(ctx.storage.sql)
       )
     )

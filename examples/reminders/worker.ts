@@ -12,8 +12,8 @@
  *   curl http://127.0.0.1:8787/
  */
 import { DurableObject } from "cloudflare:workers"
-import { Clock, Effect, Either, ManagedRuntime, ParseResult, Schema } from "effect"
-import { Errors, Inspector, Migrations, RetryPolicy, Scheduler, StorageService } from "durability/effect"
+import { Clock, Effect, Either, Layer, ManagedRuntime, ParseResult, Schema } from "effect"
+import { Errors, InspectionRegistry, Inspector, Migrations, RetryPolicy, Scheduler, StorageService } from "durability/effect"
 
 export interface Env {
   readonly REMINDERS: DurableObjectNamespace<Reminders>
@@ -105,13 +105,18 @@ const setup = Effect.gen(function*() {
 })
 
 export class Reminders extends DurableObject<Env> {
-  private readonly runtime: ManagedRuntime.ManagedRuntime<Scheduler.Services, Errors.InvalidOptionError>
+  private readonly runtime: ManagedRuntime.ManagedRuntime<
+    Scheduler.Services | InspectionRegistry.InspectionRegistry,
+    Errors.InvalidOptionError
+  >
   private readonly reminders: Promise<Scheduler.TableHandle>
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env)
-    // One runtime per instance; building it does no I/O.
-    this.runtime = ManagedRuntime.make(Scheduler.layerDurableObject(ctx, { alarmMinDelayMs: 1_000 }))
+    // One runtime per instance; building it does no I/O. The registry is what `Inspector` reads.
+    this.runtime = ManagedRuntime.make(
+      Layer.merge(Scheduler.layerDurableObject(ctx, { alarmMinDelayMs: 1_000 }), InspectionRegistry.layer)
+    )
     // No request or alarm reaches the object before the table is attached.
     this.reminders = ctx.blockConcurrencyWhile(() => this.runtime.runPromise(setup))
     this.reminders.catch(() => undefined)

@@ -24,7 +24,8 @@ import {
   type StorageError
 } from "../shared/Errors.js"
 import * as Capability from "../engine/capability.js"
-import * as AlarmsInspect from "../inspector/alarms.js"
+import * as InspectionRegistry from "../inspection/InspectionRegistry.js"
+import * as AlarmsInspect from "./inspection.js"
 import * as MigrationSql from "../engine/migrationSql.js"
 import type { AlarmInvocationInfo } from "../shared/platform.js"
 import * as Policy from "../engine/policy.js"
@@ -334,7 +335,7 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
       }))
     })
 
-    yield* (yield* Scheduler.Scheduler).inspection.register(AlarmsInspect.source(storage, { cancel, purgeBefore }))
+    yield* InspectionRegistry.register(AlarmsInspect.source(storage, { cancel, purgeBefore }))
     return { schedule, get, cancel, list, purgeBefore } as unknown as NamedAlarms<Defs>
   })
 

@@ -23,8 +23,6 @@ import * as Deadlines from "./deadlines.js"
 import type { Engine } from "./engine.js"
 import * as Fork from "../shared/fork.js"
 import * as Handle from "./handle.js"
-import type { Inspection } from "../inspector/source.js"
-import * as InspectSummary from "../inspector/summary.js"
 import * as Participant from "./participant.js"
 import * as Pass from "./pass.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
@@ -34,6 +32,7 @@ import * as Logging from "./Logging.js"
 import * as PermitSemaphore from "./PermitSemaphore.js"
 import * as SchedulerConfig from "./SchedulerConfig.js"
 import * as StorageService from "./StorageService.js"
+import * as Summary from "./summary.js"
 
 export type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
 export type {
@@ -45,6 +44,7 @@ export type {
   TableHandle
 } from "./DurableTable.js"
 export type { AlarmRetryInfo, SchedulerConfig, SchedulerOptions } from "./SchedulerConfig.js"
+export type { EngineSummary } from "./summary.js"
 
 /** How long the engine must stay idle before owed upkeep (reconciling after settles) runs. */
 export const UPKEEP_DELAY = Upkeep.UPKEEP_DELAY
@@ -59,8 +59,11 @@ export interface Scheduler {
   readonly alarm: (info?: AlarmInvocationInfo) => Effect.Effect<void, unknown>
   /** Reads the physical alarm from the platform (run once per instance, before serving). */
   readonly warm: Effect.Effect<void, StorageError>
-  /** What the `Inspector` reads: the capabilities' inspection sources and the engine's summary. */
-  readonly inspection: Inspection
+  /**
+   * The engine as this instance knows it now, read without I/O (the inspector's overview): the
+   * physical alarm, the early timer, the permits, and the executions here (the first `runningListed`).
+   */
+  readonly summary: (runningListed: number) => Effect.Effect<Summary.EngineSummary>
 }
 
 export const Scheduler: Context.Tag<Scheduler, Scheduler> = Context.GenericTag<Scheduler>("durability/Scheduler")
@@ -129,7 +132,7 @@ export const make: Effect.Effect<Scheduler, never, Requirements | Scope.Scope> =
     attach,
     alarm: (info) => Effect.withSpan(Pass.alarmPass(engine, info), "Scheduler.alarm"),
     warm: alarms.warm,
-    inspection: InspectSummary.make(engine)
+    summary: Summary.make(engine)
   })
 })
 

@@ -5,7 +5,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import type { Answer } from "../inspector/protocol.js"
+import type { Answer } from "../inspection/protocol.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
 import * as Inspector from "../inspector/InspectorService.js"
 import * as Scheduler from "../engine/Scheduler.js"

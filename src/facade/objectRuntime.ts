@@ -17,9 +17,11 @@ import * as ManagedRuntime from "effect/ManagedRuntime"
 import type { DurabilityContext } from "../shared/platform.js"
 import * as Scheduler from "../engine/Scheduler.js"
 import type * as SchedulerConfig from "../engine/SchedulerConfig.js"
+import * as InspectionRegistry from "../inspection/InspectionRegistry.js"
 import { fromCause } from "./errors.js"
 
-type Services = Scheduler.Services
+/** The engine's services, and the registry the helpers' inspection sources go to (`DurabilityScheduler.inspect`). */
+type Services = Scheduler.Services | InspectionRegistry.InspectionRegistry
 
 /**
  * What the test kit (`TestObjectState`) attaches to a context it makes, under a symbol no user
@@ -44,7 +46,7 @@ export class ObjectRuntime {
 
   constructor(private readonly context: DurabilityContext, config: SchedulerConfig.SchedulerConfig) {
     // Resolved by the facade's constructor: the build checks nothing again and cannot fail.
-    const engine = Scheduler.layerDurableObjectResolved(context, config)
+    const engine = Layer.merge(Scheduler.layerDurableObjectResolved(context, config), InspectionRegistry.layer)
     const hooks = hooksOf(context)
     this.runtime = ManagedRuntime.make(hooks === undefined ? engine : Layer.provide(engine, hooks.layer))
     this.block()

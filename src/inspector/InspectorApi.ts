@@ -25,7 +25,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import * as P from "./protocol.js"
+import * as P from "../inspection/protocol.js"
 
 // ---------------------------------------------------------------------------------------------
 // Errors: every failure's body is `{ _tag, message }`, nothing else (no stack, no internals).

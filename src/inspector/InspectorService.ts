@@ -1,9 +1,10 @@
 /**
  * The inspector's read model: what an object holds and does, and the few actions an operator takes
- * on it, over the wire protocol of `durability/inspector` (`protocol.ts`).
+ * on it, over the wire protocol of `durability/inspector` (`inspection/protocol.ts`).
  *
- * Each capability registers its inspection source on the engine when it is made, so the inspector
- * sees exactly the capabilities this object attached; a request about another is `NotFound`. Reads
+ * Each capability registers its inspection source in the object's `InspectionRegistry` when it is
+ * made, so the inspector sees exactly the capabilities this object made; a request about another is
+ * `NotFound`. The overview's scheduler part is the engine's own summary (`Scheduler.summary`). Reads
  * are bounded SQL (pages of at most `MAX_PAGE`, user data as its stored JSON text cut to a bound);
  * actions are the capabilities' own calls, so events, flows and the alarm follow as for any caller.
  *
@@ -17,14 +18,15 @@ import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { InvalidInputError, StorageError } from "../shared/Errors.js"
 import * as Codec from "../shared/codec.js"
-import { BadRequest, type InspectorError, NotFound, Unavailable } from "./errors.js"
-import * as Protocol from "./protocol.js"
-import type { Source, SourceError } from "./source.js"
+import { BadRequest, type InspectorError, NotFound, Unavailable } from "../inspection/errors.js"
+import { InspectionRegistry } from "../inspection/InspectionRegistry.js"
+import * as Protocol from "../inspection/protocol.js"
+import type { Source, SourceError } from "../inspection/source.js"
 import * as Scheduler from "../engine/Scheduler.js"
 
-export { BadRequest, type InspectorError, NotFound, Unavailable } from "./errors.js"
+export { BadRequest, type InspectorError, NotFound, Unavailable } from "../inspection/errors.js"
 /** The wire protocol: request classes (`new Inspector.JobsQuery({ queue })`), answer schemas, bounds. */
-export * from "./protocol.js"
+export * from "../inspection/protocol.js"
 
 export interface Inspector {
   /** Answers a decoded request, typed by its tag. */
@@ -91,11 +93,15 @@ export const decode = (encoded: unknown): Effect.Effect<Protocol.Request, BadReq
   )
 }
 
-export const make: Effect.Effect<Inspector, never, Scheduler.Scheduler> = Effect.gen(function*() {
-  const { inspection } = yield* Scheduler.Scheduler
+/** A table's kind as the inspector names its capability (a helper table, e.g. the jobs' outbox, keeps its own). */
+const capabilityOf = (kind: string): string => kind === "namedAlarms" ? "alarms" : kind
+
+export const make: Effect.Effect<Inspector, never, Scheduler.Scheduler | InspectionRegistry> = Effect.gen(function*() {
+  const scheduler = yield* Scheduler.Scheduler
+  const registry = yield* InspectionRegistry
 
   const sourceOf = (capability: Protocol.Capability): Effect.Effect<Source, NotFound> =>
-    Effect.flatMap(inspection.sources, (sources) => {
+    Effect.flatMap(registry.sources, (sources) => {
       const found = sources.find((source) => source.capability === capability)
       return found !== undefined
         ? Effect.succeed(found)
@@ -106,10 +112,19 @@ export const make: Effect.Effect<Inspector, never, Scheduler.Scheduler> = Effect
         )
     })
 
+  const summary = Effect.gen(function*() {
+    const { running, ...engine } = yield* scheduler.summary(Protocol.MAX_RUNNING_LISTED)
+    const sources = yield* registry.sources
+    return {
+      ...engine,
+      running: running.map(({ key, kind }) => ({ capability: capabilityOf(kind), key })),
+      capabilities: sources.map((source) => source.capability)
+    } satisfies Protocol.SchedulerSummary
+  })
+
   const overview = Effect.gen(function*() {
-    const scheduler = yield* inspection.summary
-    let value: Protocol.Overview = { scheduler }
-    for (const source of yield* inspection.sources) value = { ...value, ...(yield* source.overview) }
+    let value: Protocol.Overview = { scheduler: yield* summary }
+    for (const source of yield* registry.sources) value = { ...value, ...(yield* source.overview) }
     return value
   })
 
@@ -146,5 +161,5 @@ export const make: Effect.Effect<Inspector, never, Scheduler.Scheduler> = Effect
   return Inspector.of({ inspect, answer })
 })
 
-/** The inspector over the object's engine. */
-export const layer: Layer.Layer<Inspector, never, Scheduler.Scheduler> = Layer.effect(Inspector, make)
+/** The inspector over the object's engine and its registry of inspection sources. */
+export const layer: Layer.Layer<Inspector, never, Scheduler.Scheduler | InspectionRegistry> = Layer.effect(Inspector, make)

@@ -14,7 +14,7 @@ import * as InspectorApi from "./InspectorApi.js"
 import * as Logging from "../engine/Logging.js"
 import { type AuthConfig, makeAuthorize } from "./auth.js"
 import { APP_CSS, APP_JS, INDEX_HTML } from "./page.js"
-import * as P from "./protocol.js"
+import * as P from "../inspection/protocol.js"
 
 /** Request bodies (actions) are at most this many bytes. */
 export const MAX_BODY_BYTES = 16 * 1024

@@ -6,7 +6,7 @@
  * @internal
  */
 import { CORE_JS } from "./pageCore.js"
-import { COUNT_CAP } from "./protocol.js"
+import { COUNT_CAP } from "../inspection/protocol.js"
 import { APP_CSS } from "./pageStyle.js"
 import { VIEWS_JS } from "./pageViews.js"
 

@@ -35,7 +35,8 @@ import {
 import * as Capability from "../engine/capability.js"
 import * as Codec from "../shared/codec.js"
 import * as Add from "./add.js"
-import * as JobsInspect from "../inspector/jobs.js"
+import * as InspectionRegistry from "../inspection/InspectionRegistry.js"
+import * as JobsInspect from "./inspection.js"
 import * as Core from "./core.js"
 import type { AnyQueueDefinition, CurrentJobService, QueueDefinition } from "./definition.js"
 import * as Manage from "./manage.js"
@@ -385,7 +386,7 @@ export const make = <const Defs extends Record<string, AnyQueueDefinition>>(
     yield* Manage.loadOverrides(core)
     yield* Manage.cancelInterrupted(core)
     const calls = new Map([...queues].map(([name, queue]) => [name, queueService(core, queue)] as const))
-    yield* scheduler.inspection.register(JobsInspect.source(core, calls, capability.purgeBefore))
+    yield* InspectionRegistry.register(JobsInspect.source(core, calls, capability.purgeBefore))
     return service(core, calls, capability.purgeBefore) as unknown as JobsService<Defs>
   })
 

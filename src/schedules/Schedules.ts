@@ -27,7 +27,8 @@ import {
 } from "../shared/Errors.js"
 import * as Capability from "../engine/capability.js"
 import * as Codec from "../shared/codec.js"
-import * as SchedulesInspect from "../inspector/schedules.js"
+import * as InspectionRegistry from "../inspection/InspectionRegistry.js"
+import * as SchedulesInspect from "./inspection.js"
 import * as Json from "../shared/json.js"
 import * as ListQuery from "../engine/listQuery.js"
 import type * as Policy from "../engine/policy.js"
@@ -539,7 +540,7 @@ export const make = <const Defs extends Record<string, AnyScheduleDefinition>>(
       service[name] = handleOf
       handles.set(name, handleOf)
     }
-    yield* (yield* Scheduler.Scheduler).inspection.register(SchedulesInspect.source(storage, handles, purgeBefore))
+    yield* InspectionRegistry.register(SchedulesInspect.source(storage, handles, purgeBefore))
     return service as unknown as SchedulesService<Defs>
   })
 

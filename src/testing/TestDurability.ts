@@ -42,9 +42,9 @@ export interface TestObject {
    */
   readonly logs: Effect.Effect<ReadonlyArray<Readonly<Record<string, unknown>>>>
   readonly options: Scheduler.SchedulerOptions
-  readonly context: Context.Context<Scheduler.Services>
+  readonly context: Context.Context<TestScheduler.Services>
   /** Runs an effect against this instance's services. */
-  readonly run: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, Exclude<R, Scheduler.Services>>
+  readonly run: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, Exclude<R, TestScheduler.Services>>
   /**
    * Delivers the physical alarm now, moving the clock to its time if it is still ahead; returns false
    * when no alarm is set. With `alarms: "platform"` (the default) the object's platform delivers it
@@ -96,7 +96,7 @@ export const make = (options: TestObjectOptions = {}): Effect.Effect<TestObject,
       scope
     ))
     const run = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-      collect(Effect.provide(effect, context)) as Effect.Effect<A, E, Exclude<R, Scheduler.Services>>
+      collect(Effect.provide(effect, context)) as Effect.Effect<A, E, Exclude<R, TestScheduler.Services>>
     const evict = Scope.close(scope, Exit.void)
     const mode = options.alarms ?? "platform"
     const platform = PlatformAlarm.make(

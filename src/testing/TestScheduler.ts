@@ -2,7 +2,8 @@
  * The whole engine on in-memory backends, driven by `TestClock`.
  *
  * `layer(storage, options)` builds StorageService, AlarmService, PermitSemaphore
- * and Scheduler over a `MemoryStorage`. Build it in a scope you own to simulate
+ * and Scheduler over a `MemoryStorage`, with an `InspectionRegistry` (so the
+ * `Inspector` sees the capabilities made on it). Build it in a scope you own to simulate
  * eviction: close the scope (running handlers are interrupted, timers vanish),
  * keep the `MemoryStorage`, build the layer again.
  */
@@ -15,16 +16,17 @@ import type { InvalidOptionError } from "../shared/Errors.js"
 import type { AlarmInvocationInfo } from "../shared/platform.js"
 import * as Scheduler from "../engine/Scheduler.js"
 import * as StorageService from "../engine/StorageService.js"
+import * as InspectionRegistry from "../inspection/InspectionRegistry.js"
 import type { MemoryStorage } from "./MemoryStorage.js"
 
-export type Services = Scheduler.Services
+export type Services = Scheduler.Services | InspectionRegistry.InspectionRegistry
 
 export const layer = (
   storage: MemoryStorage,
   background: Layer.Layer<Background.Background>,
   options: Scheduler.SchedulerOptions = {}
 ): Layer.Layer<Services, InvalidOptionError> =>
-  Scheduler.layerWith(StorageService.layer(storage), background, options)
+  Layer.merge(Scheduler.layerWith(StorageService.layer(storage), background, options), InspectionRegistry.layer)
 
 /**
  * Does what the platform does when the physical alarm is due: moves the clock to

@@ -7,7 +7,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
 import * as Inspector from "../../../src/inspector/InspectorService.js"
-import { COUNT_CAP, DETAIL_JSON_CHARS, LIST_JSON_CHARS, MAX_PAGE, MESSAGE_CHARS } from "../../../src/inspector/protocol.js"
+import { COUNT_CAP, DETAIL_JSON_CHARS, LIST_JSON_CHARS, MAX_PAGE, MESSAGE_CHARS } from "../../../src/inspection/protocol.js"
 import * as Jobs from "../../../src/jobs/Jobs.js"
 import * as FaultyStorage from "../../../src/testing/FaultyStorage.js"
 import * as MemoryStorage from "../../../src/testing/MemoryStorage.js"

@@ -8,13 +8,13 @@
 import * as Effect from "effect/Effect"
 import type { InvalidInputError, StorageError } from "../shared/Errors.js"
 import type { StorageService } from "../engine/StorageService.js"
-import * as Rows from "../schedules/rows.js"
-import { TABLE } from "../schedules/schema.js"
-import { BadRequest, NotFound } from "./errors.js"
+import * as Rows from "./rows.js"
+import { TABLE } from "./schema.js"
+import { BadRequest, NotFound } from "../inspection/errors.js"
 import * as ListQuery from "../engine/listQuery.js"
-import * as P from "./protocol.js"
-import type { Source, SourceError } from "./source.js"
-import * as Text from "./text.js"
+import * as P from "../inspection/protocol.js"
+import type { Source, SourceError } from "../inspection/source.js"
+import * as Text from "../inspection/text.js"
 
 /** One handler's calls the actions use. */
 export interface HandleCalls {
