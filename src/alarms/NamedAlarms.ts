@@ -32,6 +32,7 @@ import * as Policy from "../engine/policy.js"
 import * as Validate from "../shared/validate.js"
 import type * as Lifecycle from "../engine/Lifecycle.js"
 import * as Migrations from "../engine/Migrations.js"
+import * as StepMemo from "../steps/memo.js"
 import * as Scheduler from "../engine/Scheduler.js"
 import { type Row, StorageService } from "../engine/StorageService.js"
 
@@ -159,7 +160,7 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
 
 export const CAPABILITY = "namedAlarms"
 
-export const migrate = (target?: string | null) => Migrations.migrate(CAPABILITY, migrations, target)
+export const migrate = (target?: string | null) => StepMemo.migrate(CAPABILITY, migrations, target)
 
 export const IDEMPOTENCY_PREFIX = "durability-alarm:v1:"
 

@@ -11,11 +11,13 @@
  * and a refusal is raised before the first write, so a refused call leaves the
  * database byte-for-byte unchanged. Any failing script rolls back the whole
  * batch, history included.
+ *
+ * Reverting the last recorded migration drops the history table too, and the tables the caller
+ * names as shared (`MigrateOptions.sharedTables`), so reverting everything leaves no trace.
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { MigrationError, StorageError } from "../shared/Errors.js"
-import { MEMO_TABLE } from "../steps/memo.js"
 import { StorageService } from "./StorageService.js"
 
 export interface Migration {
@@ -30,6 +32,15 @@ export interface Migration {
    * split under another name) never re-runs it over live rows.
    */
   readonly presentWhen?: string | undefined
+}
+
+export interface MigrateOptions {
+  /**
+   * Tables several capabilities' migrations make (each `up` creates it if missing) and none drops in
+   * its `down`, as another may still use it: dropped with the history table when the last recorded
+   * migration is reverted. Identifiers, inlined into SQL: the caller's own constants, never user input.
+   */
+  readonly sharedTables?: ReadonlyArray<string> | undefined
 }
 
 export interface MigrationResult {
@@ -87,11 +98,14 @@ const describe = (cause: unknown): string => (cause instanceof Error ? cause.mes
 
 const invalid = (message: string) => new MigrationError({ message })
 
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/
+
 /** Checks what a JavaScript caller could get wrong, before anything touches storage. */
 const validate = (
   capability: unknown,
   migrations: unknown,
-  target: unknown
+  target: unknown,
+  options: unknown = undefined
 ): MigrationError | undefined => {
   if (typeof capability !== "string" || capability.length === 0) {
     return invalid("Durability migration capability must be a non-empty string")
@@ -122,6 +136,13 @@ const validate = (
   }
   if (target !== undefined && target !== null && typeof target !== "string") {
     return invalid(`Durability ${capability} migration target must be a name, null or undefined`)
+  }
+  const shared = (options as { readonly sharedTables?: unknown } | null | undefined)?.sharedTables
+  if (
+    shared !== undefined &&
+    !(Array.isArray(shared) && shared.every((table) => typeof table === "string" && IDENTIFIER.test(table)))
+  ) {
+    return invalid(`Durability ${capability} migration options.sharedTables must be an array of table names`)
   }
   return undefined
 }
@@ -263,7 +284,8 @@ const plan = (
 const execute = (
   sql: StorageService,
   capability: string,
-  { adopt, apply, claim, future, missingColumns, refresh, revert, translate }: Plan
+  { adopt, apply, claim, future, missingColumns, refresh, revert, translate }: Plan,
+  sharedTables: ReadonlyArray<string>
 ): Effect.Effect<void, MigrationError | StorageError> =>
   Effect.gen(function*() {
     const step = <A>(name: string, action: string, effect: Effect.Effect<A, StorageError>) =>
@@ -315,9 +337,11 @@ const execute = (
       )
     }
     const [remaining] = yield* sql.query(Count, `SELECT COUNT(*) AS count FROM ${HISTORY_TABLE}`)
-    // Reverting everything leaves no trace of the library in the object's database: nor the memo
-    // table the capabilities share (each revert keeps it, not knowing whether another uses it).
-    if (remaining?.count === 0) yield* sql.exec(`DROP TABLE ${HISTORY_TABLE}; DROP TABLE IF EXISTS ${MEMO_TABLE}`)
+    // Reverting everything leaves no trace of the library in the object's database: nor the tables
+    // the capabilities share (each revert keeps them, not knowing whether another uses them).
+    if (remaining?.count === 0) {
+      yield* sql.exec([`DROP TABLE ${HISTORY_TABLE}`, ...sharedTables.map((table) => `DROP TABLE IF EXISTS ${table}`)].join("; "))
+    }
   })
 
 /**
@@ -327,10 +351,11 @@ const execute = (
 export const migrate: (
   capability: string,
   migrations: ReadonlyArray<Migration>,
-  target?: string | null
+  target?: string | null,
+  options?: MigrateOptions
 ) => Effect.Effect<MigrationResult, MigrationError | StorageError, StorageService> = Effect.fn("Migrations.migrate")(
-  function*(capability: string, migrations: ReadonlyArray<Migration>, target?: string | null) {
-    const problem = validate(capability, migrations, target)
+  function*(capability: string, migrations: ReadonlyArray<Migration>, target?: string | null, options?: MigrateOptions) {
+    const problem = validate(capability, migrations, target, options)
     if (problem !== undefined) return yield* problem
 
     const resolved = target === undefined ? (migrations[migrations.length - 1]?.name ?? null) : target
@@ -364,7 +389,7 @@ export const migrate: (
       )
       // Nothing to change: skip even the history table setup, so a no-op call writes nothing.
       if (isEmptyPlan(decided)) return { applied: [], rolledBack: [] } satisfies MigrationResult
-      yield* execute(sql, capability, decided)
+      yield* execute(sql, capability, decided, options?.sharedTables ?? [])
       return {
         applied: decided.apply.map((m) => m.name),
         rolledBack: [...decided.future.map((row) => row.name), ...decided.revert.map((m) => m.name)]

@@ -51,7 +51,6 @@ import * as Slot from "../engine/slot.js"
 import * as StepMemo from "../steps/memo.js"
 import * as Validate from "../shared/validate.js"
 import type * as Lifecycle from "../engine/Lifecycle.js"
-import * as Migrations from "../engine/Migrations.js"
 import * as Scheduler from "../engine/Scheduler.js"
 import * as Steps from "../steps/Steps.js"
 import type { StorageService } from "../engine/StorageService.js"
@@ -255,7 +254,7 @@ export const CAPABILITY = "jobs"
 export const TABLE = JobsSchema.JOBS
 export const migrations = JobsSchema.migrations
 
-export const migrate = (target?: string | null) => Migrations.migrate(CAPABILITY, migrations, target)
+export const migrate = (target?: string | null) => StepMemo.migrate(CAPABILITY, migrations, target)
 
 const DEFAULT_WAIT_MS = 30_000
 

@@ -28,11 +28,12 @@ import type {
 import * as Capability from "../engine/capability.js"
 import * as Codec from "../shared/codec.js"
 import type { IsJson } from "../shared/jsonType.js"
-import * as OperationsInspect from "../inspector/operations.js"
+import * as InspectionRegistry from "../inspection/InspectionRegistry.js"
+import * as OperationsInspect from "./inspection.js"
 import type * as Policy from "../engine/policy.js"
 import type * as Lifecycle from "../engine/Lifecycle.js"
-import * as Migrations from "../engine/Migrations.js"
-import * as Scheduler from "../engine/Scheduler.js"
+import * as StepMemo from "../steps/memo.js"
+import type * as Scheduler from "../engine/Scheduler.js"
 import * as Steps from "../steps/Steps.js"
 import type { StorageService } from "../engine/StorageService.js"
 import * as Manage from "./manage.js"
@@ -151,7 +152,7 @@ export interface Operations<Defs extends Record<string, AnyOperationDefinition>>
 }
 
 /** Applies (or reverts to `target`) the operations table's migrations. */
-export const migrate = (target?: string | null) => Migrations.migrate(CAPABILITY, migrations, target)
+export const migrate = (target?: string | null) => StepMemo.migrate(CAPABILITY, migrations, target)
 
 /**
  * Attaches the operations capability to the scheduler: migrates its table,
@@ -170,7 +171,7 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
     const parts = yield* Capability.make(Participant.spec(definitions, options, context))
     const { purgeBefore, storage } = parts
     const cancel = (operation: string, id: string) => Manage.cancel(parts, operation, id)
-    yield* (yield* Scheduler.Scheduler).inspection.register(OperationsInspect.source(storage, { cancel, purgeBefore }))
+    yield* InspectionRegistry.register(OperationsInspect.source(storage, { cancel, purgeBefore }))
     return {
       register: (operation, call) => Register.register(parts, operation, call),
       registerMany: (operation, calls) => Register.registerMany(parts, operation, calls),

@@ -43,7 +43,6 @@ import * as StepMemo from "../steps/memo.js"
 import * as Validate from "../shared/validate.js"
 import type * as Jobs from "../jobs/Jobs.js"
 import type * as Lifecycle from "../engine/Lifecycle.js"
-import * as Migrations from "../engine/Migrations.js"
 import * as Scheduler from "../engine/Scheduler.js"
 import * as Steps from "../steps/Steps.js"
 import type { Row, StorageService } from "../engine/StorageService.js"
@@ -192,7 +191,7 @@ export const migrations = ScheduleSchema.migrations
 export const step = Steps.step
 
 /** Applies (or reverts to `target`) the schedules table's migrations. */
-export const migrate = (target?: string | null) => Migrations.migrate(CAPABILITY, migrations, target)
+export const migrate = (target?: string | null) => StepMemo.migrate(CAPABILITY, migrations, target)
 
 export const DEFAULT_LIST_LIMIT = 100
 export const MAX_LIST_LIMIT = 1_000

@@ -8,13 +8,17 @@
  * and when its generation is replaced (a record run again from scratch). So no path of the engine or
  * of a capability has to remember them. A memo is written only while its record still exists with
  * that generation and is pending: a handler that outlived its record leaves nothing behind.
+ *
+ * This module owns the memo table: its schema (`memoSchema`, in each capability's migrations) and
+ * its end (`migrate` drops it with the last revert).
  * @internal
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Schema from "effect/Schema"
-import { DurableStepError, type StorageError } from "../shared/Errors.js"
+import { DurableStepError, type MigrationError, type StorageError } from "../shared/Errors.js"
+import * as Migrations from "../engine/Migrations.js"
 import type { StorageService } from "../engine/StorageService.js"
 import * as Codec from "../shared/codec.js"
 import * as Json from "../shared/json.js"
@@ -85,6 +89,18 @@ export const memoSchema = (
     presentWhen: `SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = '${prefix}_gone'`
   }
 }
+
+/**
+ * `Migrations.migrate` as the library's capabilities call it: the memo table they share goes with
+ * the history when the last recorded migration is reverted. Every capability migrates through it,
+ * with steps or not, since any of them may be the last one reverted.
+ */
+export const migrate = (
+  capability: string,
+  migrations: ReadonlyArray<Migrations.Migration>,
+  target?: string | null
+): Effect.Effect<Migrations.MigrationResult, MigrationError | StorageError, StorageService> =>
+  Migrations.migrate(capability, migrations, target, { sharedTables: [MEMO_TABLE] })
 
 export interface StepOptions<A, I> {
   /** Stores the step's result in this schema's encoded form (which must be JSON), decodes it on replay. */
