@@ -1,0 +1,133 @@
+/**
+ * Creating or updating a schedule. The same timing, payload and options again write nothing; a
+ * changed timing (or bounds) recomputes the next run from now, never re-running a slot it ran.
+ * @internal
+ */
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import { InvalidInputError } from "../shared/Errors.js"
+import * as Codec from "../shared/codec.js"
+import * as Json from "../shared/json.js"
+import type { SqlValue } from "../engine/StorageService.js"
+import * as Options from "./options.js"
+import * as Plan from "./plan.js"
+import { checked, invalidInput, type Parts, readRow } from "./read.js"
+import * as Rows from "./rows.js"
+import { TABLE } from "./schema.js"
+import * as Timing from "./timing.js"
+import type { AnyScheduleDefinition, TimingInput, UpsertResult } from "./types.js"
+
+const encodePayload = (definition: AnyScheduleDefinition, payload: unknown) =>
+  Effect.gen(function*() {
+    const encoded = yield* Effect.mapError(
+      definition.payload.encode(payload as never),
+      (error) => invalidInput("options.payload", Codec.describeParseError("options.payload", error))
+    )
+    const json = Json.check(encoded)
+    if (!json.ok) return yield* invalidInput("options.payload", `options.payload must be JSON: ${json.reason.replace(/^value/, "payload")}`)
+    const text = Json.encode(encoded)
+    const bytes = Json.oversizedBytes(text)
+    if (bytes !== undefined) {
+      return yield* new InvalidInputError({
+        field: "options.payload",
+        kind: "range",
+        message: `options.payload is ${bytes} bytes as JSON; a stored row is limited to ${Json.MAX_ROW_BYTES} bytes`
+      })
+    }
+    return text
+  })
+
+export const upsert = (
+  parts: Parts,
+  name: string,
+  key: string,
+  timingInput: TimingInput,
+  given?: Options.UpsertOptions<unknown>
+) =>
+  Effect.gen(function*() {
+    const target = yield* checked(parts, name, key)
+    const spec = yield* Either.match(Timing.parse("timing", timingInput), { onLeft: Effect.fail, onRight: Effect.succeed })
+    const resolved = yield* Options.resolve(given)
+    const payload = yield* encodePayload(target.definition, given?.payload ?? null)
+    const now = yield* Clock.currentTimeMillis
+    const timingText = JSON.stringify(spec)
+    const existing = yield* readRow(parts, target.id)
+    const sameTiming = existing !== undefined && existing.timing === timingText &&
+      existing.start_at === resolved.startAt && existing.end_at === resolved.endAt
+    const sameRest = existing !== undefined && existing.payload === payload &&
+      (existing.run_limit === null ? null : Number(existing.run_limit)) === resolved.limit &&
+      existing.catch_up === resolved.catchUp && existing.overlap === resolved.overlap &&
+      Number(existing.grace_ms) === resolved.graceMs
+    if (existing !== undefined && sameTiming && sameRest) {
+      const info = Rows.infoOf(existing, null)
+      return { created: false, changed: false, nextRunAt: info.nextRunAt } satisfies UpsertResult
+    }
+    const anchor = sameTiming
+      ? Number(existing.anchor_at)
+      : resolved.startAt ?? ("everyMs" in spec ? now + spec.everyMs : now)
+    const scheduledRuns = existing === undefined ? 0 : Number(existing.scheduled_runs)
+    const bounds = { ...(resolved.startAt === null ? {} : { startAt: resolved.startAt }), ...(resolved.endAt === null ? {} : { endAt: resolved.endAt }) }
+    const timing = parts.timingOf(timingText, anchor)
+    // A re-timed schedule never runs again a slot it ran (or runs) already: e.g. one re-timed in the
+    // very millisecond of a slot that just ran, whose new timing has that slot too.
+    const ranUpTo = existing === undefined || existing.started_slot === null ? -1 : Number(existing.started_slot)
+    const fresh = Plan.firstFrom({ timing, bounds, limit: resolved.limit, scheduledRuns }, Math.max(now, ranUpTo + 1))
+    // An unchanged timing keeps its cursor (no reset of the next run), unless a new limit ends or revives it.
+    const cursor = !sameTiming
+      ? fresh
+      : resolved.limit !== null && scheduledRuns >= resolved.limit
+      ? null
+      : existing.slot_at === null
+      ? fresh
+      : Number(existing.slot_at)
+    const manualAt = existing === undefined || existing.manual_at === null ? null : Number(existing.manual_at)
+    const running = existing !== undefined && existing.run_slot !== null
+    const due = Plan.dueAt({ cursor, manualAt })
+    const status = running || due !== null ? "pending" : "ended"
+    const nextAttemptAt = running ? Number(existing.next_attempt_at) : due ?? now
+    const paused = existing !== undefined && Number(existing.paused) === 1
+    const write = store(parts, [
+      target.id,
+      name,
+      target.key,
+      crypto.randomUUID(),
+      status,
+      nextAttemptAt,
+      timingText,
+      anchor,
+      resolved.startAt,
+      resolved.endAt,
+      resolved.limit,
+      resolved.catchUp,
+      resolved.overlap,
+      resolved.graceMs,
+      payload,
+      cursor,
+      now,
+      now,
+      sameTiming ? 1 : 0
+    ])
+    const startable = status === "pending" && !running && (!paused || manualAt !== null)
+    yield* parts.handle.writePending(
+      write,
+      () => startable ? { key: target.id, at: nextAttemptAt, start: nextAttemptAt <= now } : undefined,
+      { reconcile: existing !== undefined }
+    )
+    return { created: existing === undefined, changed: true, nextRunAt: due } satisfies UpsertResult
+  }).pipe(Effect.withSpan("Schedules.upsert"))
+
+/** The schedule's row: inserted with a new generation, or updated in place (its generation and any run in progress kept). */
+const store = (parts: Parts, bindings: ReadonlyArray<SqlValue>) =>
+  parts.storage.exec(
+    `INSERT INTO ${TABLE} (key, schedule, schedule_key, generation_id, status, attempt, next_attempt_at, timing,
+       anchor_at, start_at, end_at, run_limit, catch_up, overlap, grace_ms, payload, slot_at, created_at, updated_at)
+     VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+     ON CONFLICT (key) DO UPDATE SET status = excluded.status, next_attempt_at = excluded.next_attempt_at,
+       timing = excluded.timing, anchor_at = excluded.anchor_at, start_at = excluded.start_at,
+       end_at = excluded.end_at, run_limit = excluded.run_limit, catch_up = excluded.catch_up,
+       overlap = excluded.overlap, grace_ms = excluded.grace_ms, payload = excluded.payload,
+       slot_at = excluded.slot_at, waited_at = CASE WHEN ? = 1 THEN waited_at ELSE NULL END,
+       updated_at = excluded.updated_at`,
+    bindings
+  )
