@@ -9,6 +9,7 @@
  * attempt INTEGER, next_attempt_at INTEGER, last_error TEXT, last_error_name TEXT`, indexed on
  * `(status, next_attempt_at)`.
  */
+import * as Data from "effect/Data"
 import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
 import type { StorageError } from "../shared/Errors.js"
@@ -97,7 +98,72 @@ export interface DurableTable<A = unknown> {
    * transaction, after the settle matched, and returns the records it made pending.
    */
   readonly settled?: ((row: Row, settlement: Settlement) => SettledWork | undefined) | undefined
+  /** The table's durable timers (see `Timers`): what runs when one of them comes due. */
+  readonly timers?: Timers | undefined
+  /** The table's records may be leased for work done elsewhere (see `Leases`, `TableHandle.lease`). */
+  readonly leases?: Leases | undefined
 }
+
+/**
+ * Leasing: a record claimed for work done elsewhere (an external worker). `TableHandle.lease` claims it
+ * as an execution is claimed (its attempt counted, the attempt number its fencing token) and sets the
+ * lease's timer; the worker's outcome is settled through `TableHandle.settle`. When the timer comes
+ * due first, `expired` decides from the record as stored (still under that claim) what becomes of it.
+ */
+export interface Leases {
+  readonly expired: (row: Row, now: number) => LeaseExpiry
+}
+
+/**
+ * What becomes of a leased record at its lease's time. Each `write` runs in the transaction that
+ * takes the lease's timer (for `Failed` and `Exhausted`: the settle's), so it happens once for good.
+ * - `Extended`: the lease was extended meanwhile: its timer moves to `at`;
+ * - `Released`: `write` put the record back to waiting (its attempt stays counted), returning the
+ *   records it made pending;
+ * - `Failed`: it fails for good with `error`, settled as any failed attempt (settled work, events);
+ * - `Exhausted`: its attempts are spent: it fails as an exhausted record.
+ */
+export type LeaseExpiry = Data.TaggedEnum<{
+  Extended: { readonly at: number }
+  Released: { readonly write: Effect.Effect<ReadonlyArray<PendingRecord>, StorageError> }
+  Failed: { readonly error: unknown; readonly write: Effect.Effect<void, StorageError> }
+  Exhausted: { readonly write: Effect.Effect<void, StorageError> }
+}>
+
+export const LeaseExpiry = Data.taggedEnum<LeaseExpiry>()
+
+/** One of a table's durable timers, as stored. */
+export interface Timer {
+  readonly key: string
+  readonly at: number
+  readonly data: string | null
+}
+
+/**
+ * What a table's timer does when it comes due (a lease's end, a retention bound, an outbox to
+ * flush): `fire` runs in the transaction that took the timer (so it is gone unless `fire` sets it
+ * again), at the pass's time `now`. Its result is a settled work's: the records of this table it
+ * made pending (covered by the alarm before the commit, started after it) and what to run after.
+ */
+export interface Timers {
+  readonly fire: (timer: Timer, now: number) => SettledWork
+}
+
+/**
+ * What a table decides about a due record just before its claim, in the claim's transaction:
+ * - `Run`: claim it now (the decision may have written to it: the claim returns the row as claimed);
+ * - `Defer`: not before `at` (a rate limit's next token, a schedule's next slot): the engine moves the
+ *   record there and its attempt is not counted;
+ * - `Skip`: the decision wrote the record's new state itself (handed it to a worker elsewhere, ended
+ *   it): nothing is claimed, and the alarm follows whatever it wrote.
+ */
+export type Admission = Data.TaggedEnum<{
+  Run: {}
+  Defer: { readonly at: number }
+  Skip: {}
+}>
+
+export const Admission = Data.taggedEnum<Admission>()
 
 /**
  * Work run in a settle transaction: the records it made pending get the alarm, the timer and an
@@ -148,14 +214,13 @@ export interface Dispatch {
    */
   readonly rank?: { readonly columns: string; readonly of: (row: Row) => ReadonlyArray<number> } | undefined
   /**
-   * A gate decided from the row before its claim (e.g. a token bucket). `undefined`: no gate. The
-   * effect runs in the claim's transaction and says whether the record may start now; when it may
-   * not, the effect moved the record (or its group) to when it may, so the wake-up follows.
+   * The record's admission (see `Admission`), decided from the row as read before its claim (e.g. a
+   * token bucket). `undefined`: it runs. The effect runs in the claim's transaction.
    */
-  readonly admit?: ((row: Row) => ((now: number) => Effect.Effect<boolean, StorageError>) | undefined) | undefined
+  readonly admission?: ((row: Row) => ((now: number) => Effect.Effect<Admission, StorageError>) | undefined) | undefined
   /**
-   * Whether the record under `key` may have a gate (`admit`): when not, it is claimed in one
-   * statement without being read first. Default: every record may.
+   * Whether the record under `key` may have an admission: when not, it is claimed in one statement
+   * without being read first. Default: every record may.
    */
   readonly gated?: ((key: string) => boolean) | undefined
 }
@@ -230,4 +295,31 @@ export interface TableHandle {
   readonly executing: (key: string) => boolean
   /** The keys executing in this isolate now. */
   readonly executingKeys: () => Iterable<string>
+  /** This table's durable timers (the table must have `timers`). */
+  readonly timers: TimerHandle
+  /**
+   * Inside a transaction: leases the record under `key` until `until` (the table must have `leases`):
+   * claims it if it is pending, due by `now` and within its attempts (the one claim every record
+   * takes), and sets the lease's timer. Returns the row as claimed, or `undefined` when it could not
+   * be. The table then writes its own lease state (a worker id, a token of its own) to the row.
+   */
+  readonly lease: (key: string, until: number, now: number) => Effect.Effect<Row | undefined, StorageError>
+  /**
+   * Inside a transaction: `row` (as stored, pending) is leased until `until` under its current claim,
+   * but has no lease timer (a lease stored before the engine kept them): sets it.
+   */
+  readonly resumeLease: (row: Row, until: number) => Effect.Effect<void, StorageError>
+}
+
+/**
+ * A table's durable timers. `set` and `cancel` belong inside a transaction that writes the table
+ * (`write`, `writePending`, settled work, a timer's `fire`): the alarm is made to cover a timer
+ * there, exactly as a pending record.
+ */
+export interface TimerHandle {
+  /** Sets (or moves) the timer `key` to `at`, with `data`. */
+  readonly set: (key: string, at: number, data?: string | undefined) => Effect.Effect<void, StorageError>
+  /** Deletes the timer `key`; returns whether there was one. */
+  readonly cancel: (key: string) => Effect.Effect<boolean, StorageError>
+  readonly get: (key: string) => Effect.Effect<Timer | undefined, StorageError>
 }

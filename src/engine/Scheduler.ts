@@ -18,7 +18,7 @@ import type * as Scope from "effect/Scope"
 import * as AlarmService from "./AlarmService.js"
 import * as Background from "./Background.js"
 import type { DurableTable, TableHandle } from "./DurableTable.js"
-import { InvalidOptionError, ParticipantConflictError, type StorageError } from "../shared/Errors.js"
+import { InvalidOptionError, type MigrationError, ParticipantConflictError, type StorageError } from "../shared/Errors.js"
 import * as Deadlines from "./deadlines.js"
 import type { Engine } from "./engine.js"
 import * as Fork from "../shared/fork.js"
@@ -27,8 +27,10 @@ import * as Participant from "./participant.js"
 import * as Pass from "./pass.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
 import * as TableSql from "./tableSql.js"
+import * as Timers from "./timers.js"
 import * as Upkeep from "./upkeep.js"
 import * as Logging from "./Logging.js"
+import * as Migrations from "./Migrations.js"
 import * as PermitSemaphore from "./PermitSemaphore.js"
 import * as SchedulerConfig from "./SchedulerConfig.js"
 import * as StorageService from "./StorageService.js"
@@ -41,7 +43,12 @@ export type {
   DurableTable,
   Execution,
   PendingRecord,
-  TableHandle
+  LeaseExpiry,
+  Leases,
+  TableHandle,
+  Timer,
+  TimerHandle,
+  Timers
 } from "./DurableTable.js"
 export type { AlarmRetryInfo, SchedulerConfig, SchedulerOptions } from "./SchedulerConfig.js"
 export type { EngineSummary } from "./summary.js"
@@ -51,7 +58,9 @@ export const UPKEEP_DELAY = Upkeep.UPKEEP_DELAY
 
 export interface Scheduler {
   readonly config: SchedulerConfig.SchedulerConfig
-  readonly attach: <A>(table: DurableTable<A>) => Effect.Effect<TableHandle, ParticipantConflictError | InvalidOptionError>
+  readonly attach: <A>(
+    table: DurableTable<A>
+  ) => Effect.Effect<TableHandle, ParticipantConflictError | InvalidOptionError | MigrationError | StorageError>
   /**
    * One alarm pass. Fails only when the pass failed AND its fallback alarm could not be armed, so
    * the platform's own retries are the last resort.
@@ -107,6 +116,8 @@ export const make: Effect.Effect<Scheduler, never, Requirements | Scope.Scope> =
     scope
   )
 
+  // The engine's timers table is made when the first table with timers attaches.
+  let timersReady = false
   const attach = Effect.fn("Scheduler.attach")(function*<A>(table: DurableTable<A>) {
     if (!TableSql.isIdentifier(table.table) || !TableSql.isIdentifier(table.keyColumn)) {
       return yield* new InvalidOptionError({
@@ -121,6 +132,14 @@ export const make: Effect.Effect<Scheduler, never, Requirements | Scope.Scope> =
         message: `A "${table.kind}" helper is already attached to this scheduler: an object takes one helper ` +
           `of each kind, so put all of its handlers in that one helper`
       })
+    }
+    if ((table.timers !== undefined || table.leases !== undefined) && !timersReady) {
+      const ready = Effect.flatMap(
+        Migrations.isCurrent(Timers.CAPABILITY, Timers.MIGRATIONS),
+        (current) => current ? Effect.void : Effect.asVoid(Migrations.migrate(Timers.CAPABILITY, Timers.MIGRATIONS))
+      )
+      yield* Effect.provideService(ready, StorageService.StorageService, storage)
+      timersReady = true
     }
     const participant = Participant.make(table, config.dueBatchSize)
     participants.push(participant as Participant.Participant)

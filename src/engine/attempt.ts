@@ -29,6 +29,7 @@ import type { Run } from "./engine.js"
 import * as Fork from "../shared/fork.js"
 import { type ActiveExecution, begin } from "./participant.js"
 import type { AlarmInvocationInfo } from "../shared/platform.js"
+import * as Timers from "./timers.js"
 
 export interface Start {
   /** Where the record stands among those waiting for its group's slot (`Dispatch.rank`). */
@@ -164,7 +165,7 @@ const own = (run: Run, key: string, entry: ActiveExecution, start: Start): Effec
   const dispatch = participant.table.dispatch
   // A record that may be gated is read first: its gate decides from the row.
   const direct = participant.claimDue !== undefined &&
-    (dispatch?.admit === undefined || dispatch.gated?.(key) === false)
+    (dispatch?.admission === undefined || dispatch.gated?.(key) === false)
   const body = direct ? claimDirectly(run, key, entry, start) : readThenClaim(run, key, entry, start)
   return Effect.onExit(body, (exit) =>
     Effect.zipRight(
@@ -188,32 +189,36 @@ const readThenClaim = (run: Run, key: string, entry: ActiveExecution, start: Sta
     const { dispatch, policy: policyOf } = run.participant.table
     const policy = policyOf(row)
     const { storage } = run.engine
-    const gate = dispatch?.admit?.(row)
+    const admission = dispatch?.admission?.(row)
     const claimAt = (now: number) => {
       const bindings = [key, String(row.generation_id), policy.maxAttempts]
       return storage.exec(
-        gate === undefined ? run.participant.sql.claim : run.participant.sql.claimRow,
+        admission === undefined ? run.participant.sql.claim : run.participant.sql.claimRow,
         dispatch?.startedColumn === undefined ? bindings : [now, ...bindings]
       )
     }
-    const claimed = gate === undefined
+    const claimed = admission === undefined
       ? (dispatch?.startedColumn === undefined ? claimAt(0) : Effect.flatMap(Clock.currentTimeMillis, claimAt))
       : storage.transaction(
-      Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.flatMap(gate(now), (admitted) => {
-        if (admitted) return claimAt(now)
-        // The gate moved the record (or its group) later: the alarm follows now, in this transaction,
-        // and the timer looks again once this key is released.
-        entry.revisit = "refresh"
-        return Effect.as(run.engine.upkeep.reconcile, undefined)
-      }))
-    )
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          Effect.flatMap(admission(now), (decision) => {
+            if (decision._tag === "Run") return claimAt(now)
+            // Not claimed: the alarm follows the record's new time (or whatever the decision wrote) in this
+            // transaction, and the timer looks again once this key is released.
+            entry.revisit = "refresh"
+            const moved = decision._tag === "Defer"
+              ? storage.exec(run.participant.sql.defer, [decision.at, key, String(row.generation_id)])
+              : Effect.void
+            return Effect.as(Effect.zipRight(moved, run.engine.upkeep.reconcile), undefined)
+          }))
+      )
     return Effect.flatMap(claimed, (rows) => {
       if (rows === undefined) return Effect.void
       const [first] = rows
       return first === undefined
         ? exhaust(run, key, row, policy)
-        // A gated record runs as claimed: its gate may have written to it in the claim's transaction.
-        : attempt(run, key, gate === undefined ? row : first, Number(first.attempt), entry, start.platform)
+        // An admitted record runs as claimed: its admission may have written to it in the claim's transaction.
+        : attempt(run, key, admission === undefined ? row : first, Number(first.attempt), entry, start.platform)
     })
   })
 
@@ -318,7 +323,7 @@ interface Settled {
   readonly endedAt: number
   readonly durationMs: number
   /** Run first, in the settle's transaction (an external settle's fencing check); its failure writes nothing. */
-  readonly guard?: Effect.Effect<void, Refused> | undefined
+  readonly guard?: Effect.Effect<void, Refused | StorageError> | undefined
   /** A failure that ends the record whatever the policy (an external worker's `retryable: false`). */
   readonly terminal?: boolean | undefined
 }
@@ -328,7 +333,7 @@ class Refused {
   constructor(readonly error: unknown) {}
 }
 
-const guarded = <A, E>(settled: Settled, body: Effect.Effect<A, E>): Effect.Effect<A, E | Refused> =>
+const guarded = <A, E>(settled: Settled, body: Effect.Effect<A, E>): Effect.Effect<A, E | Refused | StorageError> =>
   settled.guard === undefined ? body : Effect.zipRight(settled.guard, body)
 
 /**
@@ -362,7 +367,13 @@ export const settleExternal = <E>(
       outcome: outcome._tag === "Success" ? Exit.succeed(outcome.value) : Exit.fail(outcome.error),
       endedAt,
       durationMs: typeof started === "number" ? Math.max(0, endedAt - started) : 0,
-      guard: Effect.mapError(guard, (error) => new Refused(error)),
+      guard: Effect.zipRight(
+        Effect.mapError(guard, (error) => new Refused(error)),
+        // A leased record's settle ends its lease: the lease's timer goes with it.
+        table.leases === undefined
+          ? Effect.void
+          : Timers.cancel(run.engine.storage, Timers.leaseOwner(table.kind), execution.key)
+      ),
       terminal: outcome._tag === "Failure" && outcome.terminal === true
     }
     yield* Effect.catchIf(
@@ -550,7 +561,20 @@ const storableError = (error: SerializedError): SerializedError => ({
   message: clip(error.message, MAX_ERROR_MESSAGE_CHARS)
 })
 
-const exhaust = (run: Run, key: string, row: Row, policy: AttemptPolicy) =>
+/**
+ * A leased record whose lease ended with its attempts spent: exhausted as an own record is, in one
+ * transaction that first runs `guard` (its failure writes nothing and is returned).
+ */
+export const exhaustGuarded = <E>(run: Run, row: Row, guard: Effect.Effect<void, E>): Effect.Effect<void, E | StorageError> =>
+  exhaust(run, String(row[run.participant.table.keyColumn]), row, run.participant.table.policy(row), guard)
+
+const exhaust = <E = never>(
+  run: Run,
+  key: string,
+  row: Row,
+  policy: AttemptPolicy,
+  guard?: Effect.Effect<void, E>
+): Effect.Effect<void, E | StorageError> =>
   Effect.gen(function*() {
     const error = new DurableAttemptsExhaustedError({
       message: `Durable ${run.participant.table.describe(row)} exhausted its ${policy.maxAttempts} attempts`,
@@ -562,22 +586,17 @@ const exhaust = (run: Run, key: string, row: Row, policy: AttemptPolicy) =>
       at: yield* Clock.currentTimeMillis,
       error: { name: error._tag, message: error.message }
     })
+    const statement = run.engine.storage.exec(run.participant.sql.exhaust, [
+      error.message,
+      error._tag,
+      key,
+      String(row.generation_id),
+      policy.maxAttempts
+    ])
     const [first] = yield* run.engine.upkeep.settleWrite(
-      withSettled(
-        run,
-        run.engine.storage.exec(run.participant.sql.exhaust, [
-          error.message,
-          error._tag,
-          key,
-          String(row.generation_id),
-          policy.maxAttempts
-        ]),
-        (rows) => rows.length > 0,
-        work,
-        done
-      ),
+      withSettled(run, guard === undefined ? statement : Effect.zipRight(guard, statement), (rows) => rows.length > 0, work, done),
       undefined,
-      work === undefined
+      work === undefined && guard === undefined
     )
     if (first === undefined) return
     yield* logOutcome(run, row, "error", "durability.attempts_exhausted", error.message, {

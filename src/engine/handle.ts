@@ -8,6 +8,8 @@ import type { PendingRecord, TableHandle } from "./DurableTable.js"
 import * as Lifecycle from "./Lifecycle.js"
 import * as Attempt from "./attempt.js"
 import type { Run } from "./engine.js"
+import * as Leases from "./leases.js"
+import * as Timers from "./timers.js"
 
 const asList = (made: PendingRecord | ReadonlyArray<PendingRecord> | undefined): ReadonlyArray<PendingRecord> =>
   made === undefined ? [] : Array.isArray(made) ? made : [made as PendingRecord]
@@ -59,6 +61,21 @@ export const make = (run: Run): TableHandle => {
     settle: (row, outcome, guard) => Attempt.settleExternal(run, row, outcome, guard),
     emit: (build, at) => Lifecycle.emitTo(engine.background, participant.table.onEvent, build, at),
     executing: (key) => participant.active.has(key),
-    executingKeys: () => participant.active.keys()
+    executingKeys: () => participant.active.keys(),
+    timers: {
+      set: (key, at, data) =>
+        Effect.zipRight(
+          Timers.set(engine.storage, participant.table.kind, key, at, data ?? null),
+          // Covered as a pending record is: the alarm in this transaction, the early timer at once (a
+          // fire for a transaction that then failed finds nothing due).
+          Effect.zipRight(upkeep.cover(at), engine.alarms.coverTimer(at))
+        ),
+      cancel: (key) => Timers.cancel(engine.storage, participant.table.kind, key),
+      get: (key) =>
+        Effect.map(Timers.get(engine.storage, participant.table.kind, key), (timer) =>
+          timer === undefined ? undefined : { key: timer.key, at: timer.at, data: timer.data })
+    },
+    lease: (key, until, now) => Leases.claim(run, key, until, now),
+    resumeLease: (row, until) => Leases.resume(run, row, until)
   }
 }

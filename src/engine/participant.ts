@@ -33,6 +33,8 @@ export interface Participant<A = unknown> {
   readonly queued: Set<string>
   /** Claims a due record in one statement (bindings: key, due-by time, then `bindings`), when the limits fit in SQL. */
   readonly claimDue: { readonly sql: string; readonly bindings: ReadonlyArray<SqlValue> } | undefined
+  /** `claimDue`'s lease variant (`TableSql.lease`), when the limits fit in SQL. */
+  readonly claimLease: { readonly sql: string; readonly bindings: ReadonlyArray<SqlValue> } | undefined
 }
 
 /** Bound parameters a claim may spend on per-value limits (SQLite caps a statement's bindings). */
@@ -41,6 +43,7 @@ const MAX_LIMIT_BINDINGS = 64
 export const make = <A>(table: DurableTable<A>, defaultBatchSize: number): Participant<A> => {
   const sql = TableSql.make(table.table, table.keyColumn, table.dispatch)
   let claimDue: Participant["claimDue"]
+  let claimLease: Participant["claimLease"]
   const limits = table.attemptLimits
   if (limits !== undefined && TableSql.isIdentifier(limits.column)) {
     const groups = new Map<number, Array<string>>()
@@ -58,7 +61,10 @@ export const make = <A>(table: DurableTable<A>, defaultBatchSize: number): Parti
       limit += " ELSE ? END"
     }
     bindings.push(limits.otherwise)
-    if (bindings.length <= MAX_LIMIT_BINDINGS) claimDue = { sql: sql.claimDue(limit), bindings }
+    if (bindings.length <= MAX_LIMIT_BINDINGS) {
+      claimDue = { sql: sql.claimDue(limit), bindings }
+      claimLease = { sql: sql.lease(limit), bindings }
+    }
   }
   return {
     table,
@@ -66,7 +72,8 @@ export const make = <A>(table: DurableTable<A>, defaultBatchSize: number): Parti
     dueBatchSize: table.dueBatchSize ?? defaultBatchSize,
     active: new Map(),
     queued: new Set(),
-    claimDue
+    claimDue,
+    claimLease
   }
 }
 

@@ -16,10 +16,14 @@ import * as Background from "./Background.js"
 import type { StorageError } from "../shared/Errors.js"
 import type { AlarmRetryInfo } from "./SchedulerConfig.js"
 import * as Attempt from "./attempt.js"
+import type { PendingRecord } from "./DurableTable.js"
 import { errorOf } from "../shared/cause.js"
 import type { Engine, Run } from "./engine.js"
 import * as Fork from "../shared/fork.js"
 import type { AlarmInvocationInfo } from "../shared/platform.js"
+import * as Leases from "./leases.js"
+import * as Timers from "./timers.js"
+import { timerOwners } from "./upkeep.js"
 
 /** The due rows one table's share of a pass took (queued, so other passes and the timer leave them). */
 interface DueBatch {
@@ -97,11 +101,52 @@ const runBatch = (batch: DueBatch, now: number, platform: AlarmInvocationInfo | 
     if (failed !== undefined) return yield* failed
   })
 
+/** Due timers fired per pass: the rest get the next pass, which the pass's end arms the timer for. */
+const TIMER_BATCH = 100
+
+/**
+ * Fires one due timer: takes it and runs its owner's `fire` in one transaction, covering the records
+ * it made pending; after the commit they start (or get the timer) and the fire's follow-up runs.
+ */
+const fire = (engine: Engine, timer: Timers.Stored, now: number) =>
+  Effect.gen(function*() {
+    const leased = Timers.leaseKindOf(timer.owner)
+    if (leased !== undefined) {
+      const participant = engine.participants.find((p) => p.table.kind === leased)
+      return participant === undefined ? undefined : yield* Leases.expire({ engine, participant }, timer, now)
+    }
+    const participant = engine.participants.find((p) => p.table.kind === timer.owner)
+    const owner = participant?.table.timers
+    if (participant === undefined || owner === undefined) return
+    let made: { readonly pending: ReadonlyArray<PendingRecord>; readonly after?: Effect.Effect<void> | undefined } = { pending: [] }
+    yield* engine.storage.transaction(Effect.gen(function*() {
+      if (!(yield* Timers.take(engine.storage, timer))) return
+      made = yield* owner.fire({ key: timer.key, at: timer.at, data: timer.data }, now)
+      if (made.pending.length > 0) {
+        yield* engine.upkeep.cover(made.pending.reduce((at, record) => Math.min(at, record.at), Number.MAX_SAFE_INTEGER))
+      }
+    }))
+    yield* Attempt.startPending({ engine, participant }, made.pending)
+    if (made.after !== undefined) yield* made.after
+  })
+
+/** The attached tables' timers due by `now`, fired one by one (before the due scans, which see what they made pending). */
+const fireDue = (engine: Engine, now: number): Effect.Effect<void, StorageError> =>
+  Effect.suspend(() => {
+    const owners = timerOwners(engine.participants)
+    if (owners.length === 0) return Effect.void
+    return Effect.flatMap(
+      Timers.due(engine.storage, owners, now, TIMER_BATCH),
+      (timers) => Effect.forEach(timers, (timer) => fire(engine, timer, now), { discard: true })
+    )
+  })
+
 const runDue = (engine: Engine, startedAt: number, info: AlarmInvocationInfo | undefined) =>
   Effect.suspend(() => {
     engine.upkeep.passes.running++
     const batches: Array<DueBatch> = []
     return engine.alarms.whileAwake(Effect.gen(function*() {
+      yield* fireDue(engine, startedAt)
       for (const participant of engine.participants) batches.push(yield* takeDue({ engine, participant }, startedAt))
       // The pass can take long (a handler attached to, a full pool): arm the timer now for later work
       // it did not take, whenever it is due (the object is awake meanwhile). Work already due waits for

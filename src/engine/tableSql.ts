@@ -22,6 +22,13 @@ export interface TableSql {
   readonly claimDue: (limit: string) => string
   readonly exhaust: string
   readonly settleFailure: string
+  /** An admission's `Defer`: the record waits until then (bindings: time, key, generation). */
+  readonly defer: string
+  /**
+   * A lease's claim: as `claimDue`, of a pending record whatever the table's further condition (a
+   * record may wait for its lease). Bindings: [claim time when stamped,] key, due-by time, then the limit's.
+   */
+  readonly lease: (limit: string) => string
 }
 
 /** What a table's dispatch changes in its statements (see `DurableTable.Dispatch`). */
@@ -58,7 +65,11 @@ export const make = (table: string, key: string, shape?: Shape): TableSql => {
     exhaust:
       `UPDATE ${table} SET status = 'failed', last_error = ?, last_error_name = ? WHERE ${current} AND attempt >= ? RETURNING attempt`,
     settleFailure:
-      `UPDATE ${table} SET status = ?, next_attempt_at = ?, last_error = ?, last_error_name = ? WHERE ${current} AND attempt = ? RETURNING attempt`
+      `UPDATE ${table} SET status = ?, next_attempt_at = ?, last_error = ?, last_error_name = ? WHERE ${current} AND attempt = ? RETURNING attempt`,
+    defer: `UPDATE ${table} SET next_attempt_at = ? WHERE ${current}`,
+    lease: (limit) =>
+      `UPDATE ${table} SET attempt = attempt + 1${stamp} WHERE ${key} = ? AND status = 'pending' AND next_attempt_at <= ? ` +
+      `AND attempt < ${limit} RETURNING *`
   }
 }
 

@@ -17,6 +17,7 @@ import type { StorageError } from "../shared/Errors.js"
 import type { StorageService } from "./StorageService.js"
 import type { Participant, Revisit } from "./participant.js"
 import * as TableSql from "./tableSql.js"
+import * as Timers from "./timers.js"
 
 /** How long the engine must stay idle before owed upkeep (reconciling after settles) runs. */
 export const UPKEEP_DELAY = Duration.millis(100)
@@ -52,6 +53,13 @@ export interface Upkeep {
   readonly reported: (effect: Effect.Effect<void, StorageError>) => Effect.Effect<void>
 }
 
+/** The timer owners of the attached tables: their own timers, and the engine's lease timers of those that lease. */
+export const timerOwners = (participants: ReadonlyArray<Participant<any>>): ReadonlyArray<string> =>
+  participants.flatMap((p) => [
+    ...(p.table.timers === undefined ? [] : [p.table.kind]),
+    ...(p.table.leases === undefined ? [] : [Timers.leaseOwner(p.table.kind)])
+  ])
+
 export const make = (options: {
   readonly storage: StorageService
   readonly alarms: AlarmService.AlarmService
@@ -61,13 +69,22 @@ export const make = (options: {
   readonly participants: ReadonlyArray<Participant<any>>
 }): Upkeep => {
   const { alarms, background, participants, storage } = options
-  // One statement over every participant's table for each upkeep read; rebuilt when one attaches.
-  let sql: { readonly tables: number; readonly earliest: string; readonly pending: string } | undefined
+  // One statement over every participant's table (and the timers of those with timers) for each upkeep
+  // read; rebuilt when one attaches.
+  let sql: {
+    readonly tables: number
+    readonly earliest: string
+    readonly owners: ReadonlyArray<string>
+    readonly pending: string
+  } | undefined
   const statements = () => {
     if (sql?.tables !== participants.length) {
+      const owners = timerOwners(participants)
+      const records = TableSql.earliestPendingOf(participants.map((p) => ({ table: p.table.table, shape: p.table.dispatch })))
       sql = {
         tables: participants.length,
-        earliest: TableSql.earliestPendingOf(participants.map((p) => ({ table: p.table.table, shape: p.table.dispatch }))),
+        earliest: owners.length === 0 ? records : `SELECT MIN(at) AS at FROM (${records} UNION ALL ${Timers.earliestOf(owners)})`,
+        owners,
         pending: TableSql.pendingByTimeOf(
           participants.map((p) => ({ table: p.table.table, key: p.table.keyColumn, shape: p.table.dispatch }))
         )
@@ -93,8 +110,8 @@ export const make = (options: {
   const reconcile: Effect.Effect<void, StorageError> = Effect.suspend(() => {
     owed = false
     if (participants.length === 0) return alarms.reconcile(null)
-    return Effect.flatMap(storage.exec(statements().earliest), ([row]) =>
-      alarms.reconcile(typeof row?.at === "number" ? row.at : null))
+    const { earliest, owners } = statements()
+    return Effect.flatMap(storage.exec(earliest, owners), ([row]) => alarms.reconcile(typeof row?.at === "number" ? row.at : null))
   })
 
   const cover = (at: number) => Effect.flatMap(alarms.covers(at), (covered) => covered ? Effect.void : reconcile)
@@ -103,8 +120,11 @@ export const make = (options: {
     Effect.suspend(() => {
       if (participants.length === 0) return alarms.armTimer(null)
       const limits = participants.map((p) => p.active.size + p.queued.size + 1)
-      return Effect.flatMap(storage.exec(statements().pending, limits), (rows) => {
-        let next: number | null = null
+      const { owners, pending } = statements()
+      // A timer has no key lock: the earliest one counts whatever runs.
+      const timers = owners.length === 0 ? Effect.succeed(null) : Timers.earliest(storage, owners)
+      return Effect.flatMap(Effect.zip(storage.exec(pending, limits), timers), ([rows, timer]) => {
+        let next: number | null = timer
         for (const row of rows) {
           const participant = participants[Number(row.p)]
           const key = String(row.key)

@@ -5,6 +5,8 @@
  */
 import type * as Cause from "effect/Cause"
 import { errorOf } from "../shared/cause.js"
+// The Queues consumer's (jobs/consumer.ts), which aborts and rejects with it on either face.
+import { StaleLeaseError } from "../jobs/consumer.js"
 
 const named = <N extends string>(name: N) =>
   class extends Error {
@@ -28,7 +30,7 @@ export class DurableCanceledError extends named("DurableCanceledError") {}
 export class JobCanceledError extends named("JobCanceledError") {}
 export class ChildJobFailedError extends named("ChildJobFailedError") {}
 /** A lease's token no longer holds its job (expired, reclaimed, leased again, settled); nothing was written. */
-export class StaleLeaseError extends named("StaleLeaseError") {}
+export { StaleLeaseError }
 export class JobStalledError extends named("JobStalledError") {}
 /** A durable step's name is invalid or repeated in one attempt, or its result cannot be stored; terminal. */
 export class DurableStepError extends named("DurableStepError") {}

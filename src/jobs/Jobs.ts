@@ -384,6 +384,8 @@ export const make = <const Defs extends Record<string, AnyQueueDefinition>>(
     core.seq.next = Number(last?.seq ?? 0) + 1
     yield* Manage.loadOverrides(core)
     yield* Manage.cancelInterrupted(core)
+    yield* Core.ensureRetention(core)
+    yield* Core.resumeLeases(core)
     const calls = new Map([...queues].map(([name, queue]) => [name, queueService(core, queue)] as const))
     yield* InspectionRegistry.register(JobsInspect.source(core, calls, capability.purgeBefore))
     return service(core, calls, capability.purgeBefore) as unknown as JobsService<Defs>

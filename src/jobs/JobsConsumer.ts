@@ -19,9 +19,9 @@ import {
   type DurableQueuedJob,
   jobsConsumer,
   jobsDeadLetterConsumer
-} from "../facade/jobsConsumer.js"
+} from "./consumer.js"
 
-export type { DurableJobEnvelope as Envelope, DurableQueuedJob as QueuedJob } from "../facade/jobsConsumer.js"
+export type { DurableJobEnvelope as Envelope, DurableQueuedJob as QueuedJob } from "./consumer.js"
 
 export interface Options<Env, R> extends Omit<DurableJobsConsumerOptions<Env>, "handlers"> {
   /** One handler per queue name of the envelopes: its success completes the job, its failure fails the attempt. */

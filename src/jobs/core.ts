@@ -9,7 +9,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as Background from "../engine/Background.js"
-import type { DurableTable, Execution, SettledWork, TableHandle } from "../engine/DurableTable.js"
+import { Admission, type DurableTable, LeaseExpiry, type Execution, type SettledWork, type TableHandle } from "../engine/DurableTable.js"
 import type { RankedSlot } from "../engine/slot.js"
 import {
   DurableResultSerializationError,
@@ -259,7 +259,7 @@ const gate = (core: Core, queue: QueueRuntime, buckets: ReturnType<typeof bucket
           [queue.name, bucket.key, decision.after.tokens, decision.after.updatedAt]
         )
       }
-      return true
+      return Admission.Run()
     }
     // Jobs running now keep their times (their run is not waiting for a token). The gated job counts
     // as executing from before its claim: it must move too, or it stays due and is gated again at once,
@@ -274,65 +274,62 @@ const gate = (core: Core, queue: QueueRuntime, buckets: ReturnType<typeof bucket
         [decision.readyAt, queue.name, decision.readyAt, ...(bucket.key === "" ? [] : [bucket.key.slice(2)]), ...running]
       )
     }
-    return false
+    // This job waits for the last of its empty buckets.
+    return Admission.Defer({ at: Math.max(...empty.map(({ decision }) => decision.take ? now : decision.readyAt)) })
   })
 
 /**
- * Leased jobs (see `lease.ts`). The claim's gate for a leased job, at `leased_until`: a lease extended
- * meanwhile is left alone; an expired one goes back to waiting (its attempt counted), or on to its end
- * through the claim: past its attempts (the engine's exhaustion) or past `maxStalled` (the run fails
- * with `JobStalledError`).
+ * Leased jobs (see `lease.ts`): what becomes of one whose lease's time came (the engine's lease timer).
+ * A lease extended meanwhile is left to its new end; an expired one goes back to waiting (its attempt
+ * counted), or to its end: past its attempts (exhausted) or past `maxStalled` (`JobStalledError`).
  */
-const reclaim = (core: Core, queue: QueueRuntime, row: Row) => (now: number): Effect.Effect<boolean, StorageError> =>
-  Effect.gen(function*() {
-    if (Number(row.leased_until) > now) {
-      // Extended meanwhile: due again at the lease's new end, not before.
-      yield* core.storage.exec(`UPDATE ${JOBS} SET next_attempt_at = leased_until WHERE key = ? AND generation_id = ?`, [
-        String(row.key),
-        String(row.generation_id)
-      ])
-      return false
-    }
-    const settings = queue.options.external!
-    const stalled = Number(row.stalled) + 1
-    const where = [String(row.key), String(row.generation_id)]
-    if (Number(row.attempt) >= queue.maxAttempts || stalled > settings.maxStalled) {
-      // The claim that follows counts no new attempt: the lease counted it already. `leased_until` stays
-      // (an external job is claimable only so); the job's failure clears it.
+const expired = (core: Core, row: Row, now: number): LeaseExpiry => {
+  if (Number(row.leased_until) > now) return LeaseExpiry.Extended({ at: Number(row.leased_until) })
+  const queue = core.queues.get(String(row.queue))
+  const settings = queue?.options.external
+  const stalled = Number(row.stalled) + 1
+  const where = [String(row.key), String(row.generation_id)]
+  // The job's end clears the lease with its settle (`settled`); this keeps the count of its stalls.
+  const counted = core.storage.exec(`UPDATE ${JOBS} SET worker_id = NULL, stalled = ? WHERE key = ? AND generation_id = ?`, [
+    stalled,
+    ...where
+  ])
+  if (queue === undefined || settings === undefined) {
+    return LeaseExpiry.Failed({
+      error: new NonRetryableError({ message: `No external queue "${String(row.queue)}" is defined any more` }),
+      write: Effect.asVoid(counted)
+    })
+  }
+  if (Number(row.attempt) >= queue.maxAttempts) return LeaseExpiry.Exhausted({ write: Effect.asVoid(counted) })
+  if (stalled > settings.maxStalled) {
+    return LeaseExpiry.Failed({
+      error: new JobStalledError({
+        message: `Job "${String(row.id)}" of queue "${queue.name}" stalled: its lease expired ${stalled} times ` +
+          `(maxStalled ${settings.maxStalled})`
+      }),
+      write: Effect.asVoid(counted)
+    })
+  }
+  return LeaseExpiry.Released({
+    write: Effect.gen(function*() {
       yield* core.storage.exec(
-        `UPDATE ${JOBS} SET worker_id = NULL, stalled = ?,
-           attempt = CASE WHEN attempt >= ? THEN attempt ELSE attempt - 1 END
-         WHERE key = ? AND generation_id = ?`,
-        [stalled, queue.maxAttempts, ...where]
+        `UPDATE ${JOBS} SET leased_until = NULL, worker_id = NULL, stalled = ?, next_attempt_at = ? WHERE key = ? AND generation_id = ?`,
+        [stalled, now, ...where]
       )
-      return true
-    }
-    yield* core.storage.exec(
-      `UPDATE ${JOBS} SET leased_until = NULL, worker_id = NULL, stalled = ?, next_attempt_at = ? WHERE key = ? AND generation_id = ?`,
-      [stalled, now, ...where]
-    )
-    if (settings.transport !== undefined && queue.options.concurrency !== undefined) yield* Transport.freeSlot(core, queue, now)
-    return false
+      // A transport's job is dispatched again at once; one it held back at the queue's concurrency too.
+      if (settings.transport === undefined) return []
+      const freed = queue.options.concurrency === undefined ? [] : yield* Transport.freeSlot(core, queue, now)
+      return [String(row.key), ...freed.map((made) => String(made.key))].map((key) => ({ key, at: now, start: true }))
+    })
   })
-
-/** The run of a leased job the engine claimed: only ever one whose leases stalled too often. */
-// Terminal either way: the failure's settle clears the lease with the job's end (`settled`).
-const stalledRun = (queue: QueueRuntime, row: Row) =>
-  Effect.fail(
-    Number(row.stalled) > (queue.options.external?.maxStalled ?? 0)
-      ? new JobStalledError({
-        message: `Job "${String(row.id)}" of queue "${queue.name}" stalled: its lease expired ${Number(row.stalled)} times ` +
-          `(maxStalled ${queue.options.external?.maxStalled ?? 0})`
-      })
-      : new NonRetryableError({ message: `Job "${String(row.id)}" of queue "${queue.name}" is processed externally, not here` })
-  )
+}
 
 /** What the capability attaches: how a job runs, completes, is gated and what its end changes. */
 export const participant = <I>(
   core: Core,
   context: Context.Context<unknown>,
   currentJob: CurrentJobTag<I>
-): Pick<DurableTable<string>, "run" | "complete" | "describe" | "entity" | "completesInOneStatement" | "dispatch" | "settled"> => ({
+): Pick<DurableTable<string>, "run" | "complete" | "describe" | "entity" | "completesInOneStatement" | "dispatch" | "settled" | "timers" | "leases"> => ({
   // Succeeds with the result's stored JSON.
   run: (execution) => {
     const canceled = () => {
@@ -340,11 +337,13 @@ export const participant = <I>(
       return reason === undefined ? undefined : new JobCanceledError({ message: canceledMessage(execution.row, reason) })
     }
     const body = Effect.gen(function*() {
-      if (execution.key === Upkeep.KEY) return yield* retentionUpkeep(core)
       const name = String(execution.row.queue)
       const queue = core.queues.get(name)
       if (queue === undefined) return yield* new NonRetryableError({ message: `No queue "${name}" is defined any more` })
-      if (queue.options.external !== undefined) return yield* stalledRun(queue, execution.row)
+      // Never claimed here: a lease claims them (`expired` ends the ones whose leases expired).
+      if (queue.options.external !== undefined) {
+        return yield* new NonRetryableError({ message: `Job "${String(execution.row.id)}" of queue "${name}" is processed externally, not here` })
+      }
       const payload = yield* Effect.mapError(
         queue.definition.payload.decode(Json.decode(String(execution.row.payload))),
         (cause) => new NonRetryableError({ message: `The stored payload of a job of queue "${name}" does not decode`, cause })
@@ -417,10 +416,11 @@ export const participant = <I>(
   dispatch: {
     order: START_ORDER,
     rank: { columns: "priority, seq", of: rankOf },
-    // Jobs of an external queue without a transport wait for `lease`; a transport's are leased by their claim.
+    // Jobs of an external queue without a transport wait for `lease`; a transport's are leased by their admission.
     pendingWhere: claimable(
       [...core.queues.values()].filter((queue) => queue.options.external !== undefined && queue.options.external.transport === undefined)
-        .map((queue) => queue.name)
+        .map((queue) => queue.name),
+      [...core.queues.values()].some((queue) => queue.options.external !== undefined)
     ),
     startedColumn: "started_at",
     slotOf: (key) => core.queues.get(queueOfKey(key))?.slot,
@@ -434,13 +434,11 @@ export const participant = <I>(
       return queue !== undefined &&
         (queue.options.external !== undefined || rateLimitOf(queue) !== undefined || queue.options.groupRateLimit !== undefined)
     },
-    admit: (row) => {
+    admission: (row) => {
       const queue = core.queues.get(String(row.queue))
       if (queue === undefined) return undefined
       const buckets = bucketsOf(queue, row)
-      // Leased: its rate limits were taken by the lease; the claim at `leased_until` reclaims it.
       if (queue.options.external !== undefined) {
-        if (row.leased_until !== null) return reclaim(core, queue, row)
         if (queue.options.external.transport === undefined || core.objectId === undefined) return undefined
         const limits = buckets.length === 0 ? undefined : gate(core, queue, buckets, String(row.key))
         return Transport.dispatch(core, queue, row, core.objectId, limits)
@@ -448,7 +446,9 @@ export const participant = <I>(
       return buckets.length === 0 ? undefined : gate(core, queue, buckets, String(row.key))
     }
   },
-  settled: (row, settlement) => settled(core, row, settlement)
+  settled: (row, settlement) => settled(core, row, settlement),
+  timers: { fire: (_timer, now) => retentionFire(core, now) },
+  leases: { expired: (row, now) => expired(core, row, now) }
 })
 
 /**
@@ -482,17 +482,44 @@ const ageBounds = (core: Core): ReadonlyArray<Upkeep.AgeBound> =>
       : [{ queue: queue.name, status: "failed" as const, ageMs: queue.options.removeOnFail.ageMs }])
   ])
 
-/** The retention upkeep's run (see `Upkeep`): trims by age and tells the removals; its result is `null`. */
-const retentionUpkeep = (core: Core) =>
+/** The retention timer's fire (see `upkeep.ts`): every queue trimmed by age, the timer set to the next time. */
+export const retentionFire = (core: Core, now: number): SettledWork =>
   Effect.gen(function*() {
     const out = Flow.changes()
-    const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
     const bounds = ageBounds(core)
     yield* Upkeep.trim(core.flow, out, bounds, now)
-    for (const { queue, status } of bounds) core.retained.delete(`${queue}/${status}`)
-    yield* tell(core, out.events)
-    return Json.encode(null)
+    yield* Upkeep.reschedule(core.storage, core.handle.timers, bounds, now)
+    return {
+      pending: out.pending,
+      after: Effect.zipRight(
+        Effect.sync(() => {
+          for (const { queue, status } of bounds) core.retained.delete(`${queue}/${status}`)
+        }),
+        tell(core, out.events)
+      )
+    }
   })
+
+/**
+ * When the jobs are made: every leased job has its lease's timer (leases stored before the engine kept
+ * them had the job's own `next_attempt_at` instead). Only objects with external queues look.
+ */
+export const resumeLeases = (core: Core): Effect.Effect<void, StorageError> =>
+  ![...core.queues.values()].some((queue) => queue.options.external !== undefined)
+    ? Effect.void
+    // Each timer covers itself: no reconciliation (a new instance may not have read its alarm yet).
+    : core.handle.writePending(Effect.flatMap(
+      core.storage.exec(`SELECT * FROM ${JOBS} WHERE status = 'pending' AND leased_until IS NOT NULL`),
+      (rows) => Effect.forEach(rows, (row) => core.handle.resumeLease(row, Number(row.leased_until)), { discard: true })
+    ), () => undefined)
+
+/** When the jobs are made: the retention timer covers every kept job with an age bound. */
+export const ensureRetention = (core: Core): Effect.Effect<void, StorageError> => {
+  const bounds = ageBounds(core)
+  if (bounds.length === 0) return Effect.void
+  return Effect.flatMap(Effect.clockWith((clock) => clock.currentTimeMillis), (now) =>
+    core.handle.writePending(Upkeep.ensure(core.storage, core.handle.timers, bounds, now), () => undefined))
+}
 
 /** What a job's end changes around it (see `Flow`); `undefined` when nothing (the settle keeps one statement). */
 const settled = (
@@ -501,9 +528,6 @@ const settled = (
   settlement: Parameters<NonNullable<DurableTable["settled"]>>[1]
 ): SettledWork | undefined => {
   const key = String(row.key)
-  if (key === Upkeep.KEY) {
-    return Effect.map(Upkeep.reschedule(core.storage, ageBounds(core), settlement.at), (pending) => ({ pending }))
-  }
   const name = String(row.queue)
   const queue = core.queues.get(name)
   const hasParent = row.parent_key !== null && row.parent_key !== undefined
@@ -543,7 +567,7 @@ const settled = (
         const after = yield* Flow.trim(core.flow, out, name, status, retention, at, known === undefined ? undefined : known + 1)
         core.retained.set(counter, after)
         // This job is kept until its age passes: the upkeep wakes the object then, even if nothing else happens.
-        if (retention.ageMs !== undefined) out.pending.push(yield* Upkeep.due(core.storage, at + retention.ageMs + 1, at))
+        if (retention.ageMs !== undefined) yield* Upkeep.due(core.handle.timers, at + retention.ageMs + 1)
       }
       yield* trimChained(core, out, at)
     }

@@ -4,8 +4,8 @@
  * every later write of the worker (`heartbeat`, `log`, `complete`, `fail`) is conditional on that
  * token and on the lease not having expired, so a worker that lost its lease changes nothing.
  *
- * The engine wakes at `leased_until` (the job's `next_attempt_at` while leased): an expired lease is
- * reclaimed there, in the claim's gate (`reclaim` in `core.ts`).
+ * A lease is the engine's (`TableHandle.lease`): its claim counts the attempt and its timer wakes the
+ * object at `leased_until`, where an expired lease is reclaimed (`expired` in `core.ts`).
  * @internal
  */
 import * as Clock from "effect/Clock"
@@ -152,17 +152,19 @@ export const lease = (core: Core, queue: QueueRuntime, options: LeaseOptions = {
       }
       const leased: Array<Row> = []
       for (const key of chosen) {
+        // The engine's claim (the attempt counted, the lease's timer set), then this queue's lease state.
+        if ((yield* core.handle.lease(key, until, now)) === undefined) continue
         const [row] = yield* storage.exec(
-          `UPDATE ${JOBS} SET attempt = attempt + 1, lease_token = lease_token + 1, leased_until = ?, next_attempt_at = ?,
-             worker_id = ?, started_at = ?
-           WHERE key = ? AND status = 'pending' AND leased_until IS NULL RETURNING id, payload, attempt, lease_token, generation_id`,
-          [until, until, workerId, now, key]
+          `UPDATE ${JOBS} SET lease_token = lease_token + 1, leased_until = ?, next_attempt_at = ?, worker_id = ?
+           WHERE key = ? RETURNING id, payload, attempt, lease_token, generation_id`,
+          [until, until, workerId, key]
         )
         if (row !== undefined) leased.push(row)
       }
       return leased
     })
-    const rows = yield* core.handle.writePending(body, (made) => made.map((row) => ({ key: `${queue.name}/${String(row.id)}`, at: until })))
+    // The leases' timers keep the alarm: no record is made pending.
+    const rows = yield* core.handle.writePending(body, () => undefined)
     const leases: Array<Lease> = []
     for (const row of rows) {
       const payload = yield* Effect.orElseSucceed(

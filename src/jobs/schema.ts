@@ -154,6 +154,14 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
     down: `DROP INDEX IF EXISTS ${DEAD_LETTERS}_queue_failed_idx;
       DROP INDEX IF EXISTS ${JOBS}_queue_seq_idx`,
     presentWhen: MigrationSql.indexExists(`${JOBS}_queue_seq_idx`)
+  },
+  {
+    name: "durability_0012_jobs_retention_timer",
+    // Retention by age was a record of its own in this table (key "/retention", queue ""); it is an engine
+    // timer now, which the jobs set again when they are made (a kept job with an age bound gets it back).
+    up: `DELETE FROM ${JOBS} WHERE key = '/retention' AND queue = ''`,
+    // Nothing to put back: a version that wants the record makes it again at its next settle.
+    down: `DELETE FROM ${JOBS} WHERE 0`
   }
 ]
 
@@ -161,14 +169,14 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
 export const NOT_PAUSED = `queue NOT IN (SELECT queue FROM ${QUEUES} WHERE paused = 1)`
 
 /**
- * What the engine may claim: a job of a running inline queue, or a leased job (its claim at
- * `leased_until` reclaims an expired lease, paused queue or not). An external queue's jobs that are
- * not leased wait for `lease`: they neither wake the object nor start here.
+ * What the engine may claim: a job of a running inline queue, or of a transport's queue (its admission
+ * leases it). A leased job waits for its worker (its lease's timer ends it); an external queue's jobs
+ * that are not leased wait for `lease`: they neither wake the object nor start here.
  */
-export const claimable = (externalQueues: ReadonlyArray<string>): string =>
+export const claimable = (externalQueues: ReadonlyArray<string>, leasing: boolean): string =>
   externalQueues.length === 0
-    ? NOT_PAUSED
-    : `leased_until IS NOT NULL OR (queue NOT IN (${externalQueues.map((name) => `'${name.replaceAll("'", "''")}'`).join(", ")}) AND ${NOT_PAUSED})`
+    ? leasing ? `leased_until IS NULL AND ${NOT_PAUSED}` : NOT_PAUSED
+    : `leased_until IS NULL AND queue NOT IN (${externalQueues.map((name) => `'${name.replaceAll("'", "''")}'`).join(", ")}) AND ${NOT_PAUSED}`
 
 /** Start order: higher priority first, then first added. */
 export const START_ORDER = "priority DESC, seq"

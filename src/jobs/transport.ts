@@ -9,7 +9,7 @@
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import type { DurableTable } from "../engine/DurableTable.js"
+import { Admission, type DurableTable, type TableHandle } from "../engine/DurableTable.js"
 import { DurableAttemptTimeoutError, NonRetryableError, type StorageError } from "../shared/Errors.js"
 import type { Row, StorageService } from "../engine/StorageService.js"
 import * as Json from "../shared/json.js"
@@ -21,6 +21,7 @@ import { JOBS, OUTBOX } from "./schema.js"
 /** What of the jobs' state the transport uses (a part of `core.ts`'s `Core`, which imports this module). */
 interface Core {
   readonly storage: StorageService
+  readonly handle: TableHandle
   readonly queues: ReadonlyMap<string, QueueRuntime>
 }
 
@@ -46,18 +47,18 @@ export const MAX_BATCH_MESSAGES = 100
 export const MAX_BATCH_BYTES = 256_000
 
 /**
- * The claim gate of a due transport job that is not leased: leases it and writes its envelope (see the
- * module). Returns false: the engine runs nothing for it; the envelope's record is due at once.
- * At the queue's concurrency, the job waits until a lease ends or settles (`waiting_slot`).
+ * The admission of a due transport job that is not leased: leases it and writes its envelope (see the
+ * module), and `Skip`s: the engine runs nothing for it; the envelope's record is due at once.
+ * At the queue's concurrency, the job is deferred until a lease ends or settles (`waiting_slot`).
  */
 export const dispatch = (
   core: Core,
   queue: QueueRuntime,
   row: Row,
   objectId: string,
-  buckets: ((now: number) => Effect.Effect<boolean, StorageError>) | undefined
+  buckets: ((now: number) => Effect.Effect<Admission, StorageError>) | undefined
 ) =>
-(now: number): Effect.Effect<boolean, StorageError> =>
+(now: number): Effect.Effect<Admission, StorageError> =>
   Effect.gen(function*() {
     const { storage } = core
     const settings = queue.options.external!
@@ -69,23 +70,22 @@ export const dispatch = (
         [queue.name]
       )
       if (Number(out?.n ?? 0) >= queue.options.concurrency) {
-        yield* storage.exec(`UPDATE ${JOBS} SET next_attempt_at = ?, waiting_slot = 1 WHERE key = ? AND generation_id = ?`, [
-          Math.max(now + 1, Number(out?.soonest ?? now + 1)),
-          key,
-          generation
-        ])
-        return false
+        yield* storage.exec(`UPDATE ${JOBS} SET waiting_slot = 1 WHERE key = ? AND generation_id = ?`, [key, generation])
+        return Admission.Defer({ at: Math.max(now + 1, Number(out?.soonest ?? now + 1)) })
       }
     }
-    if (buckets !== undefined && !(yield* buckets(now))) return false
+    if (buckets !== undefined) {
+      const limited = yield* buckets(now)
+      if (limited._tag !== "Run") return limited
+    }
     const until = now + settings.leaseMs
+    if ((yield* core.handle.lease(key, until, now)) === undefined) return Admission.Skip()
     const [leased] = yield* storage.exec(
-      `UPDATE ${JOBS} SET attempt = attempt + 1, lease_token = lease_token + 1, leased_until = ?, next_attempt_at = ?,
-         started_at = ?, waiting_slot = 0
-       WHERE key = ? AND generation_id = ? AND status = 'pending' RETURNING id, lease_token, payload`,
-      [until, until, now, key, generation]
+      `UPDATE ${JOBS} SET lease_token = lease_token + 1, leased_until = ?, next_attempt_at = ?, waiting_slot = 0
+       WHERE key = ? AND generation_id = ? RETURNING id, lease_token, payload`,
+      [until, until, key, generation]
     )
-    if (leased === undefined) return false
+    if (leased === undefined) return Admission.Skip()
     const token = Number(leased.lease_token)
     const envelope: Envelope = {
       v: 1,
@@ -100,7 +100,7 @@ export const dispatch = (
        VALUES (?, ?, ?, ?, 'pending', 0, ?, ?) ON CONFLICT (key) DO NOTHING`,
       [`${key}#${token}`, queue.name, JSON.stringify(envelope), crypto.randomUUID(), now, now]
     )
-    return false
+    return Admission.Skip()
   })
 
 /** A queue at its concurrency: once a lease ends or settles, the first job it held back is due at once. */

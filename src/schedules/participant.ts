@@ -78,7 +78,7 @@ export const spec = <R>(
         startedColumn: "started_at",
         slotOf: () => slot,
         // A run in progress (a retry) is claimed as is; otherwise the plan picks the run first.
-        admit: (row) => row.run_slot === null ? Runs.gate(parts(storage), row) : undefined
+        admission: (row) => row.run_slot === null ? Runs.gate(parts(storage), row) : undefined
       },
       describe: (row) => `schedule "${String(row.schedule)}" (key "${String(row.schedule_key)}")`,
       entity: (row) => ({

@@ -1,11 +1,11 @@
 /**
  * A schedule's two transitions, written where the engine gives them a transaction: which run starts
- * (in the claim's transaction, through the `admit` gate), and where the schedule goes once a run
+ * (in the claim's transaction, as the record's admission), and where the schedule goes once a run
  * ended for good (in the settle's transaction, as its settled work).
  * @internal
  */
 import * as Effect from "effect/Effect"
-import type { PendingRecord, Settlement, SettledWork } from "../engine/DurableTable.js"
+import { Admission, type PendingRecord, type Settlement, type SettledWork } from "../engine/DurableTable.js"
 import type { StorageError } from "../shared/Errors.js"
 import type { Row, StorageService } from "../engine/StorageService.js"
 import * as Plan from "./plan.js"
@@ -19,10 +19,10 @@ export interface Parts {
 }
 
 /**
- * The claim's gate for a record with no run in progress: starts the run the plan picks (true), or
- * moves the schedule to its next slot, or ends it (false: the engine reconciles the alarm).
+ * The admission of a record with no run in progress: starts the run the plan picks (`Run`), or
+ * defers the schedule to its next slot, or ends it (`Skip`: the engine reconciles the alarm).
  */
-export const gate = (parts: Parts, row: Row) => (now: number): Effect.Effect<boolean, StorageError> => {
+export const gate = (parts: Parts, row: Row) => (now: number): Effect.Effect<Admission, StorageError> => {
   const decision = Plan.start(Rows.planState(row, parts.timingOf), now)
   const where = [String(row.key), String(row.generation_id)]
   if (decision._tag === "Run") {
@@ -46,7 +46,7 @@ export const gate = (parts: Parts, row: Row) => (now: number): Effect.Effect<boo
           ...where
         ]
       ),
-      true
+      Admission.Run()
     )
   }
   const at = Plan.dueAt({ cursor: decision.cursor, manualAt: row.manual_at === null ? null : Number(row.manual_at) })
@@ -57,7 +57,7 @@ export const gate = (parts: Parts, row: Row) => (now: number): Effect.Effect<boo
        WHERE key = ? AND generation_id = ?`,
       [decision.cursor, decision.missed, at ?? now, at === null ? 1 : 0, ...where]
     ),
-    false
+    at === null ? Admission.Skip() : Admission.Defer({ at })
   )
 }
 

@@ -44,6 +44,8 @@ export interface TaskTableOptions {
   readonly schedule?: RetryPolicy.RetrySchedule
   readonly onEvent?: Lifecycle.LifecycleHook
   readonly kind?: string
+  /** The table's durable timers. */
+  readonly timers?: Scheduler.Timers
 }
 
 export const table = (options: TaskTableOptions): Effect.Effect<Scheduler.DurableTable, never, StorageService> =>
@@ -70,7 +72,8 @@ export const table = (options: TaskTableOptions): Effect.Effect<Scheduler.Durabl
     ),
   describe: (row) => `task "${String(row.id)}"`,
   entity: (row) => ({ entityKind: "task", id: String(row.id), generation: String(row.generation_id) }),
-  ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent })
+  ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
+  ...(options.timers === undefined ? {} : { timers: options.timers })
 }))
 
 /** Creates the table and attaches a task participant to the scheduler. */

@@ -272,7 +272,8 @@ describe("jobs: the migration in real DO SQLite", () => {
         { name: "durability_0006_jobs_steps" },
         { name: "durability_0009_jobs_leases" },
         { name: "durability_0010_jobs_outbox" },
-        { name: "durability_0011_jobs_queue_order" }
+        { name: "durability_0011_jobs_queue_order" },
+        { name: "durability_0012_jobs_retention_timer" }
       ])
     })
     expect((await jobs.stub.table("logs")).map((line) => line.key)).toEqual(["plain/logged", "plain/kept"])

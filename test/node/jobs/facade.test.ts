@@ -205,7 +205,8 @@ describe("DurabilityJobs", () => {
       "durability_0006_jobs_steps",
       "durability_0009_jobs_leases",
       "durability_0010_jobs_outbox",
-      "durability_0011_jobs_queue_order"
+      "durability_0011_jobs_queue_order",
+      "durability_0012_jobs_retention_timer"
     ])
     const result = DurabilityJobs.migrate(context)
     expect(result).toEqual({ applied: names, rolledBack: [] })
