@@ -20,7 +20,7 @@ import * as ScheduleDecision from "effect/ScheduleDecision"
 import * as ScheduleInterval from "effect/ScheduleInterval"
 import * as ScheduleIntervals from "effect/ScheduleIntervals"
 import { DurableRetryPolicyError } from "../shared/Errors.js"
-import * as Utils from "../utils.js"
+import * as Utils from "../shared/backoff.js"
 
 /** Anything that can be stepped to get the next attempt time. The output is ignored. */
 export type RetrySchedule = Schedule.Schedule<unknown, unknown>
