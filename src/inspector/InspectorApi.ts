@@ -5,7 +5,7 @@
  * program can serve `layer` itself, given a `Backend` (how to reach the objects) and an
  * `Authorization` implementation.
  *
- * Every endpoint is one protocol request (`protocol.ts`) sent to one object's
+ * Every endpoint is one protocol request (`inspection/protocol.ts`) sent to one object's
  * `inspect` method; the answer's failure becomes the status (NotFound 404, BadRequest 400,
  * Unavailable 503). Reads are GET, actions POST.
  */
