@@ -3,7 +3,8 @@
  *
  * fast-check draws random histories of what can happen to one object:
  * register an operation (ids from a small set, so duplicates and re-use after a
- * purge happen), schedule or replace a named alarm, purge, advance the clock,
+ * purge happen), schedule or replace a named alarm, set or move a durable timer
+ * of the engine's (`TableHandle.timers`), purge, advance the clock,
  * fire the physical alarm, evict the object (`restart`), fail the next SQL
  * statement or alarm write (`FaultyStorage`), under a drawn engine config
  * (alarmConcurrency 1/2/10, liveTimers, a short alarmHandoffMs). Each history
@@ -24,9 +25,11 @@
  * rejected call changed nothing, a stale generation never replaced or deleted a
  * newer one), at most one active handler per key, a completed result never
  * changes and was produced by its own generation, a named alarm never runs
- * before its time. At the end, after the object's own wake-ups: nothing pending,
- * every operation completed or failed as its handler dictates, every scheduled
- * name ran its latest occurrence (or failed, for the fatal one).
+ * before its time, a timer fires once, never before its time, and only as last
+ * set (the stored timers are the model's; the lost wake-up check covers them as
+ * records). At the end, after the object's own wake-ups: nothing pending, every
+ * operation completed or failed as its handler dictates, every scheduled name
+ * ran its latest occurrence (or failed, for the fatal one), every timer fired.
  *
  * A history's findings come in two parts (test/shared/Verdict.ts): invariant
  * violations, the checks above; and harness problems, a budget of the driver
@@ -47,6 +50,7 @@ import * as Scheduler from "../../src/engine/Scheduler.js"
 import * as FaultyStorage from "../../src/testing/FaultyStorage.js"
 import * as MemoryStorage from "../../src/testing/MemoryStorage.js"
 import * as TestDurability from "../../src/testing/TestDurability.js"
+import * as TaskTable from "../shared/TaskTable.js"
 import * as Verdict from "../shared/Verdict.js"
 import * as Sim from "./support/sim.js"
 
@@ -56,10 +60,12 @@ const NUM_RUNS = Number(process.env.DURABILITY_MODEL_RUNS ?? 1_000)
 
 type OpKind = "ok" | "flaky" | "doomed" | "slow" | "hang"
 type AlarmName = "x" | "y" | "z"
+type TimerKey = "t1" | "t2"
 
 type Action =
   | { readonly _tag: "register"; readonly id: string; readonly op: OpKind }
   | { readonly _tag: "schedule"; readonly name: AlarmName; readonly delay: number }
+  | { readonly _tag: "timer"; readonly key: TimerKey; readonly delay: number }
   | { readonly _tag: "purge"; readonly target: "operations" | "alarms"; readonly back: number }
   | { readonly _tag: "advance"; readonly ms: number }
   | { readonly _tag: "fire" }
@@ -80,6 +86,14 @@ const action: fc.Arbitrary<Action> = fc.oneof(
     arbitrary: fc.record({
       _tag: fc.constant("schedule" as const),
       name: fc.constantFrom<AlarmName>("x", "y", "z"),
+      delay: fc.constantFrom(0, 500, 3_000, 20_000)
+    })
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      _tag: fc.constant("timer" as const),
+      key: fc.constantFrom<TimerKey>("t1", "t2"),
       delay: fc.constantFrom(0, 500, 3_000, 20_000)
     })
   },
@@ -131,6 +145,7 @@ interface Figures {
   faultsInjected: number
   rejectedCalls: number
   handlerRuns: number
+  timerFires: number
   violations: number
   harnessProblems: number
 }
@@ -172,6 +187,7 @@ const runHistory = (
     // A clean slate on the shared (already migrated) storage.
     inner.sql.exec("DELETE FROM durability_calls")
     inner.sql.exec("DELETE FROM durability_alarms")
+    inner.sql.exec("DELETE FROM durability_timers")
     inner.takeAlarm()
     const storage = FaultyStorage.make(inner)
     const log: Array<LogEntry> = []
@@ -228,6 +244,25 @@ const runHistory = (
       z: NamedAlarms.alarm({ retries: retries(1_000), handler: alarmHandler("z") })
     }
 
+    // A table with timers only (no task is ever registered). Its fire runs in the transaction that took the
+    // timer, and nothing follows it there: a fire recorded here committed.
+    const ticks: TaskTable.TaskTableOptions = {
+      kind: "ticks",
+      handler: () => Effect.void,
+      timers: {
+        fire: (timer, now) =>
+          Effect.sync(() => {
+            const key = timer.key as TimerKey
+            if (now < timer.at) verdict.violation(`timer "${key}" fired at ${now}, before its time ${timer.at}`)
+            if (timerModel.get(key) !== timer.at) {
+              verdict.violation(`timer "${key}" fired for ${timer.at}, the model has ${timerModel.get(key)}`)
+            }
+            timerModel.delete(key)
+            figures.timerFires++
+            return { pending: [] }
+          })
+      }
+    }
     let object = yield* TestDurability.make({
       // This model delivers the alarm itself (and its retries), as the platform would.
       alarms: "manual",
@@ -257,9 +292,10 @@ const runHistory = (
     const makeCapabilities = (target: TestDurability.TestObject) =>
       Effect.all([
         attach(target.run(Operations.make(definitions))),
-        attach(target.run(NamedAlarms.make(alarmDefinitions)))
+        attach(target.run(NamedAlarms.make(alarmDefinitions))),
+        attach(target.run(TaskTable.attach(ticks)))
       ])
-    let [ops, alarms] = yield* makeCapabilities(object)
+    let [ops, alarms, timers] = yield* makeCapabilities(object)
 
     /** The platform's alarm() in flight: it runs alongside the next steps, as in workerd. */
     let pass: Fiber.RuntimeFiber<unknown, unknown> | undefined
@@ -284,6 +320,7 @@ const runHistory = (
       })
 
     // The reference model.
+    const timerModel = new Map<TimerKey, number>()
     const opModel = new Map<string, OpModel>()
     const alarmModel = new Map<AlarmName, AlarmModel>()
     const succeeded = new Set<string>()
@@ -339,6 +376,16 @@ const runHistory = (
           if (!succeeded.has(model.generation)) found.push(`named alarm "${name}" deleted without its occurrence succeeding`)
           alarmModel.delete(name)
         }
+        const storedTimers = Sim.rows(inner, "durability_timers", "key")
+        for (const row of storedTimers) {
+          const model = timerModel.get(String(row.key) as TimerKey)
+          if (row.owner !== "ticks" || model !== row.at) {
+            found.push(`timer ${String(row.owner)}/${String(row.key)} stored at ${String(row.at)}, model ${model}`)
+          }
+        }
+        for (const [key, at] of timerModel) {
+          if (!storedTimers.some((row) => row.key === key)) found.push(`timer "${key}" (at ${at}) lost: neither stored nor fired`)
+        }
         for (const violation of found) verdict.violation(`after ${where}: ${violation}`)
       })
 
@@ -385,6 +432,12 @@ const runHistory = (
             const [row] = inner.sql.exec("SELECT generation_id FROM durability_alarms WHERE name = ?", step.name).toArray()
             alarmModel.set(step.name, { generation: String(row?.generation_id), scheduledAt: now + step.delay, createdAt: now })
           }
+          break
+        }
+        case "timer": {
+          const handle = timers
+          const exit = yield* call(where, object.run(handle.write(handle.timers.set(step.key, now + step.delay))))
+          if (Exit.isSuccess(exit)) timerModel.set(step.key, now + step.delay)
           break
         }
         case "purge": {
@@ -434,7 +487,7 @@ const runHistory = (
           pass = undefined
           object = yield* object.restart
           live = object
-          ;[ops, alarms] = yield* makeCapabilities(object)
+          ;[ops, alarms, timers] = yield* makeCapabilities(object)
           break
         }
         case "fault":
@@ -482,6 +535,7 @@ const runHistory = (
       const ended = name === "z" && row?.status === "failed" && row.generation_id === model.generation
       if (!ended) verdict.violation(`named alarm "${name}" did not end: ${JSON.stringify(row)}`)
     }
+    for (const [key, at] of liveness ? timerModel : []) verdict.violation(`timer "${key}" (at ${at}) never fired`)
     figures.faultsInjected += storage.injected.length
     figures.handlerRuns += log.length
   }).pipe(Effect.ensuring(Effect.suspend(() => live?.evict ?? Effect.void)), Effect.scoped)
@@ -498,6 +552,8 @@ describe("model", () => {
       const object = yield* TestDurability.make({ alarms: "manual", storage: inner })
       yield* object.run(Operations.migrate())
       yield* object.run(NamedAlarms.migrate())
+      // The timers' table and the ticks' (see `ticks`).
+      yield* object.run(TaskTable.attach({ kind: "ticks", handler: () => Effect.void, timers: { fire: () => Effect.succeed({ pending: [] }) } }))
       yield* object.evict
     }).pipe(Effect.scoped))
     const figures: Figures = {
@@ -510,6 +566,7 @@ describe("model", () => {
       faultsInjected: 0,
       rejectedCalls: 0,
       handlerRuns: 0,
+      timerFires: 0,
       violations: 0,
       harnessProblems: 0
     }

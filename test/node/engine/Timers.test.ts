@@ -170,7 +170,7 @@ describe("durable timers", () => {
           // Fails after its own write, so the rollback of the take and of the write shows.
           fire: (timer, now) =>
             Effect.flatMap(inner.fire(timer, now), (made) =>
-              failures-- > 0 ? Effect.fail(new StorageError({ message: "injected fire failure" })) : Effect.succeed(made))
+              failures-- > 0 ? Effect.fail(new StorageError({ operation: "exec", message: "injected fire failure" })) : Effect.succeed(made))
         }
       })
       yield* object.run(withStorage(setTimer(object.handle, "t", 20_000, "task:side")))

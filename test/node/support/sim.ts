@@ -172,13 +172,24 @@ export const rows = (storage: MemoryStorage, table: string, key: string): Readon
 
 const TABLES = [["durability_calls", "id"], ["durability_alarms", "name"]] as const
 
-const pendingRows = (storage: MemoryStorage) =>
-  TABLES.flatMap(([table, key]) =>
+/** The engine's durable timers: pending work as records are (the same wake-up invariant covers them). */
+const TIMERS = "durability_timers"
+
+const timerRows = (storage: MemoryStorage) =>
+  exists(storage, TIMERS)
+    ? storage.sql.exec(`SELECT owner || '/' || key AS key, at FROM ${TIMERS}`).toArray()
+      .map((row) => ({ table: TIMERS, key: String(row.key), at: Number(row.at) }))
+    : []
+
+const pendingRows = (storage: MemoryStorage) => [
+  ...TABLES.flatMap(([table, key]) =>
     exists(storage, table)
       ? storage.sql.exec(`SELECT ${key} AS key, next_attempt_at AS at FROM ${table} WHERE status = 'pending'`)
         .toArray().map((row) => ({ table, key: String(row.key), at: Number(row.at) }))
       : []
-  )
+  ),
+  ...timerRows(storage)
+]
 
 export const pendingCount = (storage: MemoryStorage): number => pendingRows(storage).length
 
@@ -289,9 +300,12 @@ export const checkWakeup = (
   const violations: Array<string> = []
   const alarm = storage.alarmAt
   const pending = read === undefined ? pendingRows(storage) : [
-    ...read.calls.map((row) => ({ table: "durability_calls", key: String(row.id), at: Number(row.next_attempt_at), row })),
-    ...read.alarms.map((row) => ({ table: "durability_alarms", key: String(row.name), at: Number(row.next_attempt_at), row }))
-  ].filter((entry) => entry.row.status === "pending")
+    ...[
+      ...read.calls.map((row) => ({ table: "durability_calls", key: String(row.id), at: Number(row.next_attempt_at), row })),
+      ...read.alarms.map((row) => ({ table: "durability_alarms", key: String(row.name), at: Number(row.next_attempt_at), row }))
+    ].filter((entry) => entry.row.status === "pending"),
+    ...timerRows(storage)
+  ]
   for (const row of pending) {
     const bound = Math.max(row.at, now + minDelayMs)
     const covered = (alarm !== null && alarm <= bound) || (timer !== null && timer <= bound)
@@ -311,6 +325,7 @@ export const image = (storage: MemoryStorage): string =>
     storage.alarmAt,
     rows(storage, "durability_calls", "id"),
     rows(storage, "durability_alarms", "name"),
+    rows(storage, TIMERS, "owner, key"),
     rows(storage, "durability_migrations", "id").map((row) => row.name),
     storage.sql.exec("SELECT name FROM sqlite_master ORDER BY name").toArray()
   ])
