@@ -11,6 +11,7 @@
  */
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
@@ -19,7 +20,9 @@ import * as Schedule from "effect/Schedule"
 import * as ScheduleDecision from "effect/ScheduleDecision"
 import * as ScheduleInterval from "effect/ScheduleInterval"
 import * as ScheduleIntervals from "effect/ScheduleIntervals"
+import * as Time from "../shared/duration.js"
 import { DurableRetryPolicyError } from "../shared/Errors.js"
+import { shown } from "../shared/validate.js"
 import * as Utils from "../shared/backoff.js"
 
 /** Anything that can be stepped to get the next attempt time. The output is ignored. */
@@ -41,22 +44,31 @@ export const DEFAULT_MAX_ATTEMPTS = 5
 export const DEFAULT_ATTEMPT_TIMEOUT_MS = 300_000
 
 /**
- * Builds a schedule from a delay function of the 1-based failed attempt. The
- * raw value is checked here, so NaN, negative (even −0.1), fractional overflow
- * and throwing functions surface as `DurableRetryPolicyError` instead of being
- * clamped by `Duration`.
+ * Builds a schedule from a delay function of the 1-based failed attempt: a
+ * number of milliseconds or a `Duration` ("30 seconds"). The raw value is
+ * checked here, so NaN, negative (even −0.1 or "-1 second"), infinite,
+ * fractional overflow and throwing functions surface as
+ * `DurableRetryPolicyError` instead of being clamped by `Duration`.
  */
-export const fromDelay = (delay: (attempt: number) => number | Effect.Effect<number>): RetrySchedule =>
+export const fromDelay = (
+  delay: (attempt: number) => Duration.DurationInput | Effect.Effect<Duration.DurationInput>
+): RetrySchedule =>
   Schedule.makeWithState(0, (now, _input: unknown, failed: number) => {
     const attempt = failed + 1
     return Effect.suspend(() => {
       const raw = delay(attempt)
       return Effect.isEffect(raw) ? raw : Effect.succeed(raw)
     }).pipe(
-      Effect.map((ms) => {
-        if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0) {
+      Effect.map((raw: unknown) => {
+        const time = Time.millisOf(raw)
+        const ms = time?.millis
+        if (ms === undefined || !Number.isFinite(ms) || ms < 0) {
           throw new DurableRetryPolicyError({
-            message: `Retry delay for attempt ${attempt} must be a finite non-negative number of milliseconds, got ${String(ms)}`
+            message: typeof raw === "number"
+              ? `Retry delay for attempt ${attempt} must be a finite non-negative number of milliseconds, got ${String(raw)}`
+              : `Retry delay for attempt ${attempt} must be a finite non-negative Duration or number of milliseconds, got ${
+                time?.shown ?? shown(raw)
+              }`
           })
         }
         const rounded = Math.round(ms)

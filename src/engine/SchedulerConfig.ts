@@ -4,11 +4,13 @@
  * passes.
  */
 import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Time from "../shared/duration.js"
 import { InvalidOptionError, type SerializedError } from "../shared/Errors.js"
 import type * as Logging from "./Logging.js"
-import { positiveInteger, shown } from "../shared/validate.js"
+import { isPositiveInteger, positiveInteger, shown } from "../shared/validate.js"
 
 /** What `onAlarmRetry` is told after a failed alarm pass armed its own fallback alarm. */
 export interface AlarmRetryInfo {
@@ -19,13 +21,18 @@ export interface AlarmRetryInfo {
   readonly objectId?: string
 }
 
-export interface SchedulerOptions {
+/**
+ * The engine's settings. `Time` is how its times are given: by default (the Effect face) a Duration
+ * ("5 seconds", `Duration.minutes(14)`) or a number of milliseconds; the promise face takes
+ * `SchedulerOptions<number>`, milliseconds only. (The names keep their `Ms` from the promise face.)
+ */
+export interface SchedulerOptions<Time = Duration.DurationInput> {
   /** Permits shared by every execution in the object (eager, timer and alarm). Default 10. */
   readonly alarmConcurrency?: number
-  /** The physical alarm is never set sooner than this after a write (1 000–15 000 ms). Default 15 000. */
-  readonly alarmMinDelayMs?: number
-  /** An alarm pass returns after this long and lets the work continue (platform limit: 15 min). Default 840 000. */
-  readonly alarmHandoffMs?: number
+  /** The physical alarm is never set sooner than this after a write (1 to 15 seconds). Default 15 seconds. */
+  readonly alarmMinDelayMs?: Time
+  /** An alarm pass returns after this long and lets the work continue (platform limit: 15 min). Default 14 minutes. */
+  readonly alarmHandoffMs?: Time
   /** Run work at its exact due time with an in-memory timer. Default false. */
   readonly liveTimers?: boolean
   /** Told after a failed alarm pass armed its fallback alarm. Best effort. */
@@ -65,21 +72,51 @@ export const defaults = {
 const typeError = (field: string, expected: string, value: unknown) =>
   new InvalidOptionError({ field, kind: "type", message: `${field} must be ${expected}, got ${shown(value)}` })
 
-/** Checks options and fills defaults; messages name the field and show the bad value. */
-export const resolve = Effect.fn("SchedulerConfig.resolve")(function*(options: SchedulerOptions) {
+/** How a face gives its times: the Effect face Durations (or milliseconds), the promise face milliseconds only. */
+export type TimeInput = "duration" | "milliseconds"
+
+const MIN_DELAY_RANGE = { number: "between 1000 and 15000", duration: "between 1 second and 15 seconds" }
+
+/** A time option in milliseconds; a number is checked (and named in messages) as the promise face always has. */
+const millis = (field: string, value: unknown, fallback: number, times: TimeInput) =>
+  Effect.suspend(() => {
+    if (value === undefined || typeof value === "number" || times === "milliseconds") {
+      return positiveInteger(field, value, fallback)
+    }
+    const checked = Time.check(field, value, isPositiveInteger, {
+      number: "a positive integer",
+      duration: "a finite Duration of at least 1 millisecond"
+    })
+    return Time.isProblem(checked)
+      ? Effect.fail(new InvalidOptionError({ field, ...checked }))
+      : Effect.succeed(checked.millis)
+  })
+
+/**
+ * Checks options and fills defaults; messages name the field and show the bad value. `times`:
+ * `"milliseconds"` for the promise face, whose options are numbers only.
+ */
+export const resolve = Effect.fn("SchedulerConfig.resolve")(function*(
+  options: SchedulerOptions<unknown>,
+  times: TimeInput = "duration"
+) {
   if (typeof options !== "object" || options === null) {
     return yield* new InvalidOptionError({ field: "options", kind: "type", message: "options must be an object" })
   }
   const alarmConcurrency = yield* positiveInteger("alarmConcurrency", options.alarmConcurrency, defaults.alarmConcurrency)
-  const alarmMinDelayMs = yield* positiveInteger("alarmMinDelayMs", options.alarmMinDelayMs, defaults.alarmMinDelayMs)
+  const alarmMinDelayMs = yield* millis("alarmMinDelayMs", options.alarmMinDelayMs, defaults.alarmMinDelayMs, times)
   if (alarmMinDelayMs < 1_000 || alarmMinDelayMs > 15_000) {
+    const given = options.alarmMinDelayMs
+    const number = typeof given === "number"
     return yield* new InvalidOptionError({
       field: "alarmMinDelayMs",
       kind: "range",
-      message: `alarmMinDelayMs must be between 1000 and 15000, got ${alarmMinDelayMs}`
+      message: `alarmMinDelayMs must be ${number ? MIN_DELAY_RANGE.number : MIN_DELAY_RANGE.duration}, got ${
+        number ? alarmMinDelayMs : Time.millisOf(given)?.shown
+      }`
     })
   }
-  const alarmHandoffMs = yield* positiveInteger("alarmHandoffMs", options.alarmHandoffMs, defaults.alarmHandoffMs)
+  const alarmHandoffMs = yield* millis("alarmHandoffMs", options.alarmHandoffMs, defaults.alarmHandoffMs, times)
   if (options.liveTimers !== undefined && typeof options.liveTimers !== "boolean") {
     return yield* typeError("liveTimers", "a boolean", options.liveTimers)
   }
@@ -104,7 +141,7 @@ export const resolve = Effect.fn("SchedulerConfig.resolve")(function*(options: S
   } satisfies SchedulerConfig
 })
 
-/** The settings from options; the layer fails to build on a bad option. */
+/** The settings from options (times as Durations or milliseconds); the layer fails to build on a bad option. */
 export const layer = (options: SchedulerOptions = {}): Layer.Layer<SchedulerConfig, InvalidOptionError> =>
   Layer.effect(SchedulerConfig, resolve(options))
 

@@ -1,10 +1,14 @@
 /**
  * Per-capability and per-method execution options (`attemptTimeoutMs`,
  * `retries`), checked once at construction with messages that name the field.
+ * The Effect face's types: times are Durations (a number is milliseconds); the
+ * promise face has its own millisecond types and passes them through here.
  * @internal
  */
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
+import * as Time from "../shared/duration.js"
 import { InvalidOptionError } from "../shared/Errors.js"
 import * as RetryPolicy from "./RetryPolicy.js"
 import { isPositiveInteger, shown } from "../shared/validate.js"
@@ -12,15 +16,18 @@ import { isPositiveInteger, shown } from "../shared/validate.js"
 export interface RetriesOptions {
   /** Total attempts, the first included. Default 5. */
   readonly maxAttempts?: number | undefined
-  /** Delay after failed attempt n (1-based), in ms. Default: `jitter(exponential(n))`. */
-  readonly delay?: ((attempt: number) => number) | undefined
+  /** Delay after failed attempt n (1-based): a Duration or milliseconds. Default: `jitter(exponential(n))`. */
+  readonly delay?: ((attempt: number) => Duration.DurationInput) | undefined
   /** An Effect `Schedule` instead of `delay`; stepped to get the next attempt time, never slept. */
   readonly schedule?: RetryPolicy.RetrySchedule | undefined
 }
 
 export interface ExecutionOptions {
-  /** Per-attempt timeout in ms. Default 300 000. */
-  readonly attemptTimeoutMs?: number | undefined
+  /**
+   * Per-attempt timeout: a Duration ("30 seconds") or milliseconds, whole milliseconds at least 1.
+   * Default 5 minutes. (The name keeps its `Ms` from the promise face, where it is milliseconds only.)
+   */
+  readonly attemptTimeoutMs?: Duration.DurationInput | undefined
   readonly retries?: RetriesOptions | undefined
 }
 
@@ -50,9 +57,16 @@ export const resolve = (
     if (typeof options !== "object" || options === null) {
       return Effect.fail(invalid(prefix.replace(/\.$/, "") || "options", "type", "must be an object", options))
     }
-    const { attemptTimeoutMs, retries } = options
-    if (attemptTimeoutMs !== undefined && !isPositiveInteger(attemptTimeoutMs)) {
-      return Effect.fail(invalid(`${prefix}attemptTimeoutMs`, "range", "must be a positive integer", attemptTimeoutMs))
+    const { retries } = options
+    let attemptTimeoutMs: number | undefined
+    if (options.attemptTimeoutMs !== undefined) {
+      const field = `${prefix}attemptTimeoutMs`
+      const timeout = Time.check(field, options.attemptTimeoutMs, isPositiveInteger, {
+        number: "a positive integer",
+        duration: "a finite Duration of at least 1 millisecond"
+      })
+      if (Time.isProblem(timeout)) return Effect.fail(new InvalidOptionError({ field, ...timeout }))
+      attemptTimeoutMs = timeout.millis
     }
     if (retries !== undefined && (typeof retries !== "object" || retries === null)) {
       return Effect.fail(invalid(`${prefix}retries`, "type", "must be an object", retries))

@@ -58,8 +58,8 @@ export interface DurabilityQueueOptions<P = unknown> extends DurabilityMethodOpt
   readonly concurrency?: number | undefined
   readonly rateLimit?: Types.RateLimit | undefined
   readonly groupRateLimit?: GroupRateLimit<P> | undefined
-  readonly removeOnComplete?: Retention | undefined
-  readonly removeOnFail?: Retention | undefined
+  readonly removeOnComplete?: Retention<number> | undefined
+  readonly removeOnFail?: Retention<number> | undefined
   readonly deadLetter?: boolean | undefined
   readonly keepLogs?: number | undefined
   readonly maxPayloadBytes?: number | undefined

@@ -16,7 +16,8 @@ import { toError } from "./errors.js"
 export type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
 export type { AlarmRetryInfo } from "../engine/SchedulerConfig.js"
 
-export type DurabilitySchedulerOptions = Omit<SchedulerConfig.SchedulerOptions, "objectId">
+/** Times in milliseconds (the Effect face's `Scheduler.layerDurableObject` takes Durations too). */
+export type DurabilitySchedulerOptions = Omit<SchedulerConfig.SchedulerOptions<number>, "objectId">
 
 export interface DurabilitySchedulerConfig extends DurabilitySchedulerOptions {
   /** The object's `ctx` (`DurableObjectState`) of a SQLite-backed class. */
@@ -68,7 +69,7 @@ export class DurabilityScheduler {
     const context = checkContext(config.context)
     const { context: _context, ...options } = config
     const resolved = Effect.runSync(
-      Effect.either(SchedulerConfig.resolve({ ...options, objectId: objectIdOf(context) }))
+      Effect.either(SchedulerConfig.resolve({ ...options, objectId: objectIdOf(context) }, "milliseconds"))
     )
     if (Either.isLeft(resolved)) throw toError(resolved.left)
     const existing = byStorage.get(context.storage)

@@ -33,7 +33,7 @@ export interface DurableScheduleRun<P = unknown> extends Schedules.ScheduleRun<P
 }
 export type DurableScheduleInfo<P = unknown> = Schedules.ScheduleInfo<P>
 export type DurableScheduleTiming = Schedules.TimingInput
-export type DurableScheduleOptions<P = unknown> = Schedules.UpsertOptions<P>
+export type DurableScheduleOptions<P = unknown> = Schedules.UpsertOptions<P, number>
 export type DurableScheduleUpsertResult = Schedules.UpsertResult
 export type DurableSchedulePage<P = unknown> = Schedules.SchedulePage<P>
 

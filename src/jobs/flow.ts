@@ -192,7 +192,7 @@ export const trim = (
   out: Changes,
   queue: string,
   status: "completed" | "failed",
-  retention: Options.Retention,
+  retention: Options.Retention<number>,
   at: number,
   known: number | undefined
 ): Effect.Effect<number | undefined, StorageError> =>

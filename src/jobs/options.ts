@@ -3,7 +3,9 @@
  * name the field (`queues.email.rateLimit.capacity`).
  * @internal
  */
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Time from "../shared/duration.js"
 import { InvalidOptionError } from "../shared/Errors.js"
 import * as Json from "../shared/json.js"
 import { isPositiveInteger, shown } from "../shared/validate.js"
@@ -19,10 +21,13 @@ export interface GroupRateLimit<P = unknown> extends RateLimit {
   readonly key: (payload: P) => string
 }
 
-/** How many finished jobs a queue keeps: the newest `count`, none older than `ageMs`. */
-export interface Retention {
+/**
+ * How many finished jobs a queue keeps: the newest `count`, none older than `ageMs`. `Time`: a
+ * Duration or milliseconds on the Effect face, milliseconds (`Retention<number>`) on the promise face.
+ */
+export interface Retention<Time = Duration.DurationInput> {
   readonly count?: number | undefined
-  readonly ageMs?: number | undefined
+  readonly ageMs?: Time | undefined
 }
 
 export interface QueueOptions {
@@ -43,8 +48,8 @@ export interface QueueOptions {
    * elsewhere, who settle them with the lease's fencing token. Default `"inline"`.
    */
   readonly processing?: "inline" | "external" | Transport | undefined
-  /** An external queue's default lease (ms, 1 000 to 86 400 000; default 30 000). */
-  readonly leaseMs?: number | undefined
+  /** An external queue's default lease: a Duration or milliseconds, 1 second to 1 day (default 30 seconds). */
+  readonly leaseMs?: Duration.DurationInput | undefined
   /** An external queue's leases a job may let expire before it fails (`JobStalledError`); default 1. */
   readonly maxStalled?: number | undefined
 }
@@ -81,8 +86,8 @@ export interface Resolved {
   readonly concurrency: number | undefined
   readonly rateLimit: RateLimit | undefined
   readonly groupRateLimit: GroupRateLimit<unknown> | undefined
-  readonly removeOnComplete: Retention | undefined
-  readonly removeOnFail: Retention | undefined
+  readonly removeOnComplete: Retention<number> | undefined
+  readonly removeOnFail: Retention<number> | undefined
   readonly deadLetter: boolean
   readonly keepLogs: number
   readonly maxPayloadBytes: number
@@ -116,15 +121,23 @@ export const rateLimitProblem = (
   return undefined
 }
 
-const retention = (field: string, value: unknown): Effect.Effect<Retention | undefined, InvalidOptionError> => {
+const isNonNegative = (ms: number) => Number.isSafeInteger(ms) && ms >= 0
+
+const retention = (field: string, value: unknown): Effect.Effect<Retention<number> | undefined, InvalidOptionError> => {
   if (value === undefined) return Effect.succeed(undefined)
   if (!isObject(value)) return Effect.fail(invalid(field, "type", "must be an object { count?, ageMs? }", value))
-  const { ageMs, count } = value
+  const { count } = value
   if (count !== undefined && !(typeof count === "number" && Number.isSafeInteger(count) && count >= 0)) {
     return Effect.fail(invalid(`${field}.count`, "range", "must be a non-negative integer", count))
   }
-  if (ageMs !== undefined && !(typeof ageMs === "number" && Number.isSafeInteger(ageMs) && ageMs >= 0)) {
-    return Effect.fail(invalid(`${field}.ageMs`, "range", "must be a non-negative safe integer", ageMs))
+  let ageMs: number | undefined
+  if (value.ageMs !== undefined) {
+    const age = Time.check(`${field}.ageMs`, value.ageMs, isNonNegative, {
+      number: "a non-negative safe integer",
+      duration: "a finite Duration"
+    })
+    if (Time.isProblem(age)) return Effect.fail(new InvalidOptionError({ field: `${field}.ageMs`, ...age }))
+    ageMs = age.millis
   }
   return Effect.succeed({
     ...(count === undefined ? {} : { count }),
@@ -167,7 +180,7 @@ export const resolve = (prefix: string, options: QueueOptions): Effect.Effect<Re
         maxPayloadBytes
       )
     }
-    const { leaseMs, maxStalled, processing } = options
+    const { maxStalled, processing } = options
     const transport = isObject(processing) ? processing as unknown as Transport : undefined
     if (processing !== undefined && processing !== "inline" && processing !== "external" && transport === undefined) {
       return yield* invalid(`${prefix}processing`, "type", `must be "inline", "external" or { queue: <a Queues producer binding> }`, processing)
@@ -181,10 +194,16 @@ export const resolve = (prefix: string, options: QueueOptions): Effect.Effect<Re
       }
     }
     const externallyProcessed = processing === "external" || transport !== undefined
-    const leaseMsOk = (value: unknown) =>
-      typeof value === "number" && Number.isSafeInteger(value) && value >= MIN_LEASE_MS && value <= MAX_LEASE_MS
-    if (leaseMs !== undefined && !leaseMsOk(leaseMs)) {
-      return yield* invalid(`${prefix}leaseMs`, "range", `must be an integer from ${MIN_LEASE_MS} to ${MAX_LEASE_MS}`, leaseMs)
+    let leaseMs: number | undefined
+    if (options.leaseMs !== undefined) {
+      const lease = Time.check(
+        `${prefix}leaseMs`,
+        options.leaseMs,
+        (ms) => Number.isSafeInteger(ms) && ms >= MIN_LEASE_MS && ms <= MAX_LEASE_MS,
+        { number: `an integer from ${MIN_LEASE_MS} to ${MAX_LEASE_MS}`, duration: "a Duration from 1 second to 1 day" }
+      )
+      if (Time.isProblem(lease)) return yield* new InvalidOptionError({ field: `${prefix}leaseMs`, ...lease })
+      leaseMs = lease.millis
     }
     if (maxStalled !== undefined && !(typeof maxStalled === "number" && Number.isSafeInteger(maxStalled) && maxStalled >= 0)) {
       return yield* invalid(`${prefix}maxStalled`, "range", "must be a non-negative integer", maxStalled)

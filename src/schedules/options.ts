@@ -3,12 +3,18 @@
  * named by its field, unknown keys refused (a typo would silently drop its option).
  * @internal
  */
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Time from "../shared/duration.js"
 import { InvalidInputError } from "../shared/Errors.js"
 import * as Validate from "../shared/validate.js"
 import * as Plan from "./plan.js"
 
-export interface UpsertOptions<P = unknown> {
+/**
+ * `Time`: how `graceMs` is given, a Duration or milliseconds on the Effect face, milliseconds
+ * (`UpsertOptions<P, number>`) on the promise face.
+ */
+export interface UpsertOptions<P = unknown, Time = Duration.DurationInput> {
   /** What every run of the schedule is given (JSON, or the schedule's payload Schema's input). Default `null`. */
   readonly payload?: P | undefined
   /** No slot before this time (epoch ms or a `Date`). An `everyMs` schedule's slots count from it. */
@@ -21,8 +27,8 @@ export interface UpsertOptions<P = unknown> {
   readonly catchUp?: Plan.CatchUp | undefined
   /** Slots that come due while a run is active: `"wait"` (default) or `"skip"`. */
   readonly overlap?: Plan.Overlap | undefined
-  /** A slot that starts at most this late still counts as on time (default 60 000). */
-  readonly graceMs?: number | undefined
+  /** A slot that starts at most this late still counts as on time (default 1 minute). */
+  readonly graceMs?: Time | undefined
 }
 
 export interface Resolved {
@@ -48,13 +54,25 @@ const oneOf = <S extends string>(field: string, value: unknown, allowed: Readonl
 const optional = <A>(value: unknown, check: (value: unknown) => Effect.Effect<A, InvalidInputError>) =>
   value === undefined ? Effect.succeed(null) : check(value)
 
+// A number keeps the promise face's check and message.
+const grace = (value: unknown): Effect.Effect<number, InvalidInputError> => {
+  if (typeof value === "number") return Validate.milliseconds("options.graceMs", value)
+  const checked = Time.check("options.graceMs", value, (ms) => Number.isSafeInteger(ms) && ms >= 0, {
+    number: "a non-negative safe integer",
+    duration: "a finite Duration"
+  })
+  return Time.isProblem(checked)
+    ? Effect.fail(new InvalidInputError({ field: "options.graceMs", ...checked }))
+    : Effect.succeed(checked.millis)
+}
+
 export const resolve = (options: unknown): Effect.Effect<Resolved, InvalidInputError> =>
   Effect.gen(function*() {
     if (options === undefined) options = {}
     if (typeof options !== "object" || options === null || Array.isArray(options)) {
       return yield* invalid("options", "type", `options must be an object, got ${Validate.shown(options)}`)
     }
-    const given = options as UpsertOptions
+    const given = options as UpsertOptions<unknown, unknown>
     for (const key of Object.keys(given)) {
       if (!KNOWN.has(key)) return yield* invalid(`options.${key}`, "type", `options.${key} is not a schedule option`)
     }
@@ -67,9 +85,7 @@ export const resolve = (options: unknown): Effect.Effect<Resolved, InvalidInputE
       typeof value === "number" && Number.isSafeInteger(value) && value >= 1
         ? Effect.succeed(value)
         : Effect.fail(invalid("options.limit", "range", `options.limit must be a positive integer, got ${Validate.shown(value)}`)))
-    const graceMs = given.graceMs === undefined
-      ? Plan.DEFAULT_GRACE_MS
-      : yield* Validate.milliseconds("options.graceMs", given.graceMs)
+    const graceMs = given.graceMs === undefined ? Plan.DEFAULT_GRACE_MS : yield* grace(given.graceMs)
     return {
       startAt,
       endAt,
