@@ -4,10 +4,12 @@
  * contract a higher one builds on (the engine's `DurableTable`, the inspection's `Source`), so it
  * must never need the higher one.
  *
- *   shared < engine < inspection < steps < operations, alarms, jobs < schedules < inspector < facade < testing
+ *   shared < engine < inspection < steps < operations, alarms, jobs < schedules < inspector
+ *     < facade, effect < testing
  *
- * Operations, alarms and jobs are one layer: none imports another. The entry points (`src/*.ts`) may
- * import anything, and nothing imports them.
+ * Operations, alarms and jobs are one layer: none imports another; so are the two faces, facade
+ * (promises) and effect (what `durability/effect` shows). The entry points (`src/*.ts`) may import
+ * anything, and nothing imports them.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { readdirSync, readFileSync, statSync } from "node:fs"
@@ -28,6 +30,7 @@ const LAYERS: Readonly<Record<string, number>> = {
   schedules: 5,
   inspector: 6,
   facade: 7,
+  effect: 7,
   testing: 8
 }
 
