@@ -69,7 +69,8 @@ export interface Core {
   readonly flow: Flow.Context
   /** The object's id, for the envelopes of a Queues transport (`SchedulerConfig.objectId`). */
   readonly objectId: string | undefined
-  handle: TableHandle
+  /** The table's handle, once attached (as `watchers` and `seq`: see `setup.ts`). */
+  readonly handle: TableHandle
 }
 
 /** Tells the events (after the commit) and wakes the waiters of finished keys. */
@@ -447,7 +448,10 @@ export const participant = <I>(
     }
   },
   settled: (row, settlement) => settled(core, row, settlement),
-  timers: { fire: (_timer, now) => retentionFire(core, now) },
+  // The jobs' timers: retention by age, and each transport queue's outbox.
+  timers: {
+    fire: (timer, now) => timer.key.startsWith(Transport.OUTBOX_TIMER) ? Transport.flush(core, timer.key, now) : retentionFire(core, now)
+  },
   leases: { expired: (row, now) => expired(core, row, now) }
 })
 

@@ -1,0 +1,147 @@
+/**
+ * How the job queues are made, in dependency order: the queues' runtimes from their definitions,
+ * the core, and the capability's spec over it.
+ *
+ * The core is complete when it is built, before the table is attached: its participant needs it,
+ * and attaching the participant is what gives the table's handle. So what only attaching gives (the
+ * handle, the settle watchers, and the insertion order read from the migrated table) is `Attached`,
+ * read through a `Late` cell that `Jobs.make` sets right after; the participant reads it only when
+ * jobs run, and the calls only once `make` returned.
+ * @internal
+ */
+import type * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import type { TableHandle } from "../engine/DurableTable.js"
+import {
+  DurableAttemptTimeoutError,
+  DurableResultSerializationError,
+  InvalidOptionError,
+  JobCanceledError,
+  JobStalledError
+} from "../shared/Errors.js"
+import type * as Capability from "../engine/capability.js"
+import type * as Late from "../shared/late.js"
+import type * as Lifecycle from "../engine/Lifecycle.js"
+import * as Policy from "../engine/policy.js"
+import * as Slot from "../engine/slot.js"
+import * as StepMemo from "../steps/memo.js"
+import type * as Watchers from "../engine/watchers.js"
+import * as Core from "./core.js"
+import type { AnyQueueDefinition, CurrentJobTag } from "./definition.js"
+import * as Options from "./options.js"
+import * as JobsSchema from "./schema.js"
+import type * as Types from "./types.js"
+
+export const CAPABILITY = "jobs"
+
+/** Each queue's settings and policy, checked (a definition that is not an object is left to the capability's check). */
+export const queuesOf = (definitions: unknown, options: Policy.ExecutionOptions) =>
+  Effect.gen(function*() {
+    const queues = new Map<string, Core.QueueRuntime>()
+    if (typeof definitions !== "object" || definitions === null) return queues
+    const base = yield* Policy.resolve("", options, Policy.defaults)
+    for (const [name, definition] of Object.entries(definitions as Readonly<Record<string, AnyQueueDefinition>>)) {
+      if (typeof definition !== "object" || definition === null) continue
+      if (name.includes("/")) {
+        return yield* new InvalidOptionError({ field: `queues.${name}`, kind: "type", message: `A queue name cannot contain "/": ${JSON.stringify(name)}` })
+      }
+      const resolved = yield* Options.resolve(`queues.${name}.`, definition)
+      const policy = yield* Policy.resolve(`queues.${name}.`, definition, base)
+      queues.set(name, {
+        name,
+        definition,
+        options: resolved,
+        maxAttempts: policy.maxAttempts,
+        slot: resolved.concurrency === undefined ? undefined : Slot.make(resolved.concurrency),
+        override: undefined,
+        paused: false
+      })
+    }
+    return queues
+  })
+
+/** What of the core only attaching the table gives (see the module). */
+export interface Attached {
+  readonly handle: TableHandle
+  readonly watchers: Watchers.Watchers
+  readonly seq: { next: number }
+}
+
+/** The core, complete: what attaching gives is read from `attached` (set once the table is attached). */
+export const makeCore = (known: Omit<Core.Core, keyof Attached>, attached: Late.Late<Attached>): Core.Core => ({
+  ...known,
+  get handle() {
+    return attached.get().handle
+  },
+  get watchers() {
+    return attached.get().watchers
+  },
+  get seq() {
+    return attached.get().seq
+  }
+})
+
+/** The engine's events about jobs, told to the user's hook as job events. */
+export const engineEvents = (
+  hook: Types.JobEventHook | undefined,
+  canceling: Map<string, string>
+): Lifecycle.LifecycleHook | undefined =>
+  hook === undefined ? undefined : (event) => {
+    // Queue "" is the library's own retention upkeep, not a user's job.
+    if (event.type === "purged" || event.entityKind !== "job" || event.queue === "") return
+    const base = { entityKind: "job" as const, queue: String(event.queue), id: String(event.jobId), timestamp: event.timestamp }
+    switch (event.type) {
+      case "attempt_started":
+        return hook({ ...base, type: "started", attempt: event.attempt })
+      case "attempt_settled":
+        if (event.outcome === "completed") {
+          const reason = canceling.get(event.id)
+          return hook(
+            reason === undefined
+              ? { ...base, type: "completed", attempt: event.attempt, durationMs: event.durationMs }
+              : { ...base, type: "canceled", reason }
+          )
+        }
+        if (event.outcome === "retry_scheduled") {
+          return hook({ ...base, type: "retry_scheduled", attempt: event.attempt, error: event.error, nextAttemptAt: event.nextAttemptAt })
+        }
+        return event.error.name === "JobCanceledError"
+          ? hook({ ...base, type: "canceled", reason: canceling.get(event.id) ?? event.error.message })
+          : hook({ ...base, type: "failed", attempt: event.attempt, error: event.error })
+      case "terminal":
+        return hook({ ...base, type: "failed", attempt: event.attempt, error: event.error })
+      default:
+        return
+    }
+  }
+
+const isTerminal = (error: unknown) =>
+  error instanceof JobCanceledError || error instanceof DurableResultSerializationError || error instanceof JobStalledError ||
+  StepMemo.isStepFailure(error)
+
+/** How the capability skeleton makes the jobs' table: the core's participant, its handlers run in `context`. */
+export const spec = <I>(
+  definitions: Readonly<Record<string, AnyQueueDefinition>>,
+  options: Capability.CapabilityOptions,
+  core: Core.Core,
+  context: Context.Context<unknown>,
+  currentJob: CurrentJobTag<I>
+): Capability.Spec<AnyQueueDefinition, string> => ({
+  kind: CAPABILITY,
+  owner: "DurabilityJobs",
+  module: "Jobs",
+  table: JobsSchema.JOBS,
+  keyColumn: "key",
+  nameColumn: "queue",
+  entityKind: "job",
+  definitionsField: "queues",
+  migrations: JobsSchema.migrations,
+  definitions,
+  options,
+  timeoutError: (name) => (timeoutMs) =>
+    new DurableAttemptTimeoutError({ message: `A job of queue "${name}" timed out after ${timeoutMs}ms`, timeoutMs }),
+  isTerminal: () => isTerminal,
+  releaseKeysOnPurge: true,
+  purgeReason: () => new JobCanceledError({ message: "The job was purged" }),
+  participant: () => Core.participant(core, context, currentJob)
+})
