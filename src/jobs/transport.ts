@@ -1,20 +1,21 @@
 /**
- * The Cloudflare Queues transport of an external queue: when one of its jobs comes due, the engine's
- * claim gate leases it (its token, its lease's end armed) and writes its envelope to the outbox, in
- * the claim's transaction. The outbox is a table of its own on the engine: each envelope is a record
- * whose run sends it (with the other envelopes waiting, `sendBatch` of at most 100 / 256 KB) and
- * whose completion deletes it, so a failed send is retried by the scheduler, and one an eviction cut
- * is sent again (a duplicate is harmless: its token is stale or its job settled).
+ * The Cloudflare Queues transport of an external queue: when one of its jobs comes due, its admission
+ * leases it (the engine's lease: its attempt counted, its lease's timer set) and writes its envelope
+ * to the outbox, in the claim's transaction, with the queue's outbox timer due at once. The timer's
+ * fire takes the waiting envelopes for one `sendBatch` (at most 100 / 256 KB) and sends them after its
+ * commit; a sent envelope is deleted, a failed send is tried again later, and one an eviction cut is
+ * sent again once its send's time is up (a duplicate is harmless: its token is stale or its job settled).
  * @internal
  */
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import { Admission, type DurableTable, type TableHandle } from "../engine/DurableTable.js"
+import * as Background from "../engine/Background.js"
+import { Admission, type SettledWork, type TableHandle } from "../engine/DurableTable.js"
 import { DurableAttemptTimeoutError, NonRetryableError, type StorageError } from "../shared/Errors.js"
 import type { Row, StorageService } from "../engine/StorageService.js"
 import * as Json from "../shared/json.js"
-import type * as Policy from "../engine/policy.js"
-import * as Slot from "../engine/slot.js"
 import type * as Options from "./options.js"
 import { JOBS, OUTBOX } from "./schema.js"
 
@@ -22,6 +23,7 @@ import { JOBS, OUTBOX } from "./schema.js"
 interface Core {
   readonly storage: StorageService
   readonly handle: TableHandle
+  readonly background: Background.Background
   readonly queues: ReadonlyMap<string, QueueRuntime>
 }
 
@@ -100,6 +102,7 @@ export const dispatch = (
        VALUES (?, ?, ?, ?, 'pending', 0, ?, ?) ON CONFLICT (key) DO NOTHING`,
       [`${key}#${token}`, queue.name, JSON.stringify(envelope), crypto.randomUUID(), now, now]
     )
+    yield* flushBy(core, queue.name, now)
     return Admission.Skip()
   })
 
@@ -113,63 +116,131 @@ export const freeSlot = (core: Core, queue: QueueRuntime, now: number) =>
     [now, queue.name]
   )
 
-/** The outbox's engine table: one record per envelope; at most one send at a time. */
-export const outbox = (core: Core, policy: Policy.Resolved): DurableTable<void> => {
-  const slot = Slot.make(1)
-  const { storage } = core
-  return {
-    kind: "jobsOutbox",
-    table: OUTBOX,
-    keyColumn: "key",
-    policy: () => ({
-      maxAttempts: policy.maxAttempts,
-      schedule: policy.schedule,
-      attemptTimeoutMs: policy.attemptTimeoutMs,
-      timeoutError: (timeoutMs) =>
-        new DurableAttemptTimeoutError({ message: `Sending job envelopes timed out after ${timeoutMs}ms`, timeoutMs })
-    }),
-    run: (execution) =>
+/** The jobs' timer that sends a queue's waiting envelopes (see `flush`). */
+export const OUTBOX_TIMER = "outbox/"
+
+/** How long a send may take; an envelope taken for a send cut short (an eviction) is sent again after it. */
+export const SEND_TIMEOUT_MS = 30_000
+
+/** Sends tried per envelope before it is given up (`status = 'failed'`, kept for inspection). */
+export const MAX_SENDS = 12
+
+const timerOf = (queue: string) => `${OUTBOX_TIMER}${queue}`
+
+/** In a transaction that wrote envelopes of `queue` due at `at`: the queue's outbox timer fires by then. */
+export const flushBy = (core: Core, queue: string, at: number): Effect.Effect<void, StorageError> =>
+  Effect.flatMap(core.handle.timers.get(timerOf(queue)), (timer) =>
+    timer !== undefined && timer.at <= at ? Effect.void : core.handle.timers.set(timerOf(queue), at))
+
+/** In a transaction: the queue's outbox timer at its next waiting envelope's time, or gone when none waits. */
+const reschedule = (core: Core, queue: string, now: number): Effect.Effect<void, StorageError> =>
+  Effect.flatMap(
+    core.storage.exec(`SELECT MIN(next_attempt_at) AS at FROM ${OUTBOX} WHERE queue = ? AND status = 'pending'`, [queue]),
+    ([row]) =>
+      typeof row?.at === "number"
+        ? core.handle.timers.set(timerOf(queue), Math.max(row.at, now))
+        : Effect.asVoid(core.handle.timers.cancel(timerOf(queue)))
+  )
+
+/**
+ * The outbox timer of `queue` came due (in the transaction that took it): its due envelopes, oldest
+ * first (one `sendBatch`: at most 100 messages and 256 KB), are taken for a send (a send counted, due
+ * again once the send's time is up, so a send cut short is tried again), and the timer follows the
+ * envelopes still waiting. The send itself runs after the commit (network I/O has no place in a
+ * synchronous transaction).
+ */
+export const flush = (core: Core, timerKey: string, now: number): SettledWork =>
+  Effect.gen(function*() {
+    const queue = timerKey.slice(OUTBOX_TIMER.length)
+    const due = yield* core.storage.exec(
+      `SELECT key, body FROM ${OUTBOX} WHERE queue = ? AND status = 'pending' AND next_attempt_at <= ?
+       ORDER BY created_at, key LIMIT ?`,
+      [queue, now, MAX_BATCH_MESSAGES]
+    )
+    const batch: Array<Row> = []
+    let bytes = 0
+    for (const row of due) {
+      bytes += String(row.body).length
+      if (batch.length > 0 && bytes > MAX_BATCH_BYTES) break
+      batch.push(row)
+    }
+    const keys = batch.map((row) => String(row.key))
+    if (keys.length > 0) {
+      yield* core.storage.exec(
+        `UPDATE ${OUTBOX} SET attempt = attempt + 1, next_attempt_at = ? WHERE key IN (${keys.map(() => "?").join(", ")})`,
+        [now + SEND_TIMEOUT_MS, ...keys]
+      )
+    }
+    yield* reschedule(core, queue, now)
+    return { pending: [], ...(keys.length === 0 ? {} : { after: send(core, queue, batch) }) }
+  })
+
+/**
+ * One `sendBatch` of taken envelopes: deleted once sent; after a failure, due again after 1 s, doubling
+ * up to a minute, or given up after `MAX_SENDS` sends (or at once when the queue has no producer any more).
+ */
+const send = (core: Core, queue: string, batch: ReadonlyArray<Row>): Effect.Effect<void> => {
+  const keys = batch.map((row) => String(row.key))
+  const among = `key IN (${keys.map(() => "?").join(", ")})`
+  const sent = Effect.suspend(() => {
+    const producer = core.queues.get(queue)?.options.external?.transport?.producer
+    if (producer === undefined) {
+      return Effect.fail(new NonRetryableError({ message: `Queue "${queue}" has no Cloudflare Queue to send its jobs to any more` }))
+    }
+    return Effect.tryPromise({
+      try: () => producer.sendBatch(batch.map((row) => ({ body: JSON.parse(String(row.body)) as unknown, contentType: "json" as const }))),
+      catch: (cause) => cause
+    }).pipe(Effect.timeoutFail({
+      duration: Duration.millis(SEND_TIMEOUT_MS),
+      onTimeout: () =>
+        new DurableAttemptTimeoutError({ message: `Sending job envelopes timed out after ${SEND_TIMEOUT_MS}ms`, timeoutMs: SEND_TIMEOUT_MS })
+    }))
+  })
+  return Effect.gen(function*() {
+    const outcome = yield* Effect.either(sent)
+    const now = yield* Clock.currentTimeMillis
+    if (outcome._tag === "Right") {
+      yield* core.handle.writePending(
+        Effect.zipRight(core.storage.exec(`DELETE FROM ${OUTBOX} WHERE ${among}`, keys), reschedule(core, queue, now)),
+        () => undefined
+      )
+      return
+    }
+    const error = Background.serializeError(outcome.left)
+    const final = outcome.left instanceof NonRetryableError
+    const failed = yield* core.handle.writePending(
       Effect.gen(function*() {
-        const name = String(execution.row.queue)
-        const producer = core.queues.get(name)?.options.external?.transport?.producer
-        if (producer === undefined) {
-          return yield* new NonRetryableError({ message: `Queue "${name}" has no Cloudflare Queue to send its jobs to any more` })
-        }
-        const now = yield* Clock.currentTimeMillis
-        // The envelopes waiting with this one go in the same batch (they are deleted once sent).
-        const others = yield* storage.exec(
-          `SELECT key, body FROM ${OUTBOX} WHERE queue = ? AND status = 'pending' AND attempt = 0 AND next_attempt_at <= ? AND key <> ?
-           ORDER BY created_at, key LIMIT ?`,
-          [name, now, execution.key, MAX_BATCH_MESSAGES - 1]
+        const rows = yield* core.storage.exec(
+          `UPDATE ${OUTBOX} SET last_error = ?, last_error_name = ?,
+             status = CASE WHEN ? = 1 OR attempt >= ? THEN 'failed' ELSE status END,
+             next_attempt_at = CASE WHEN ? = 1 OR attempt >= ? THEN next_attempt_at ELSE ? + MIN(60000, 1000 * (1 << (attempt - 1))) END
+           WHERE status = 'pending' AND ${among} RETURNING key, status, attempt`,
+          [error.message, error.name, final ? 1 : 0, MAX_SENDS, final ? 1 : 0, MAX_SENDS, now, ...keys]
         )
-        const batch: Array<Row> = [execution.row]
-        let bytes = String(execution.row.body).length
-        for (const row of others) {
-          bytes += String(row.body).length
-          if (bytes > MAX_BATCH_BYTES) break
-          batch.push(row)
-        }
-        yield* Effect.tryPromise({
-          try: () => producer.sendBatch(batch.map((row) => ({ body: JSON.parse(String(row.body)) as unknown, contentType: "json" as const }))),
-          catch: (cause) => cause
-        })
-        const sent = batch.slice(1).map((row) => String(row.key))
-        if (sent.length > 0) {
-          yield* storage.exec(`DELETE FROM ${OUTBOX} WHERE attempt = 0 AND key IN (${sent.map(() => "?").join(", ")})`, sent)
-        }
+        yield* reschedule(core, queue, now)
+        return rows.filter((row) => row.status === "failed")
       }),
-    complete: (execution) =>
-      Effect.map(
-        storage.exec(
-          `DELETE FROM ${OUTBOX} WHERE key = ? AND generation_id = ? AND status = 'pending' AND attempt = ? RETURNING key`,
-          [execution.key, execution.generation, execution.attempt]
-        ),
-        (rows) => rows.length > 0
-      ),
-    completesInOneStatement: true,
-    describe: (row) => `envelope "${String(row.key)}"`,
-    entity: (row) => ({ entityKind: "job_envelope", id: String(row.key), generation: String(row.generation_id) }),
-    dispatch: { slotOf: () => slot }
-  }
+      () => undefined
+    )
+    for (const row of failed) {
+      yield* Effect.logError(`Durable envelope "${String(row.key)}" failed for good after ${Number(row.attempt)} sends: ${error.name}: ${error.message}`)
+        .pipe(Effect.annotateLogs({ event: "durability.attempt.failed", entityKind: "job_envelope", id: String(row.key), error }))
+    }
+  }).pipe(
+    Effect.catchAllCause((cause) =>
+      core.background.report("durability.background_execution.failed", { kind: "jobsOutbox", error: Background.serializeError(Cause.squash(cause)) }))
+  )
 }
 
+/** The envelopes waiting when the jobs are made (stored before the outbox had a timer, or by an instance evicted since): their queues' timers. */
+export const resumeOutbox = (core: Core, queues: ReadonlyArray<string>): Effect.Effect<void, StorageError> =>
+  queues.length === 0 ? Effect.void : core.handle.writePending(
+    Effect.flatMap(
+      core.storage.exec(
+        `SELECT queue, MIN(next_attempt_at) AS at FROM ${OUTBOX} WHERE status = 'pending' AND queue IN (${queues.map(() => "?").join(", ")}) GROUP BY queue`,
+        queues
+      ),
+      (rows) => Effect.forEach(rows, (row) => flushBy(core, String(row.queue), Number(row.at)), { discard: true })
+    ),
+    () => undefined
+  )
