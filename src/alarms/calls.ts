@@ -1,0 +1,106 @@
+/**
+ * The named alarms' calls: schedule a name (replacing its pending occurrence), read one or all
+ * stored occurrences, cancel one.
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { DurableCanceledError, InvalidInputError } from "../shared/Errors.js"
+import type * as Capability from "../engine/capability.js"
+import type { Row } from "../engine/StorageService.js"
+import * as Validate from "../shared/validate.js"
+import { IDEMPOTENCY_PREFIX } from "./schema.js"
+import type { AnyAlarmDefinition, NamedAlarmState } from "./types.js"
+
+/** What the calls read and write through: the capability as attached. */
+export type Parts = Capability.Capability<AnyAlarmDefinition>
+
+const checkName = (parts: Parts, name: unknown) =>
+  typeof name === "string" && parts.definitionOf(name) !== undefined
+    ? Effect.succeed(name)
+    : Effect.fail(
+      new InvalidInputError({ field: "name", kind: "type", message: `Unknown named alarm ${Validate.shown(name)}` })
+    )
+
+/** The occurrence stored in `row`, which is `name`'s. */
+const stateOf = <Name extends string>(row: Row, name: Name): NamedAlarmState<Name> => ({
+  name,
+  status: row.status === "failed" ? "failed" : "pending",
+  scheduledTime: Number(row.scheduled_at),
+  nextAttemptAt: Number(row.next_attempt_at),
+  attempt: Number(row.attempt),
+  lastError: row.last_error === null
+    ? null
+    : { name: row.last_error_name === null ? "Error" : String(row.last_error_name), message: String(row.last_error) },
+  idempotencyKey: `${IDEMPOTENCY_PREFIX}${String(row.generation_id)}`,
+  createdAt: Number(row.created_at)
+})
+
+export const get = Effect.fn("NamedAlarms.get")(function*<Name extends string>(parts: Parts, name: Name) {
+  yield* checkName(parts, name)
+  const [row] = yield* parts.storage.exec("SELECT * FROM durability_alarms WHERE name = ?", [name])
+  return Option.map(Option.fromNullable(row), (found) => stateOf(found, name))
+})
+
+/** Every stored occurrence, soonest first. */
+export const list = (parts: Parts) =>
+  Effect.map(
+    parts.storage.exec("SELECT * FROM durability_alarms ORDER BY next_attempt_at, name"),
+    (rows) => rows.map((row) => stateOf(row, String(row.name)))
+  )
+
+export const cancel = Effect.fn("NamedAlarms.cancel")(function*(parts: Parts, name: string) {
+  const { handle, storage, watchers } = parts
+  yield* checkName(parts, name)
+  const [row] = yield* handle.write(
+    storage.exec("DELETE FROM durability_alarms WHERE name = ? RETURNING status, attempt, generation_id", [name])
+  )
+  if (row === undefined) return false
+  const error = new DurableCanceledError({ message: `Durable alarm "${name}" was canceled` })
+  yield* handle.abort((key) => key === name, error)
+  if (row.status !== "pending") {
+    // No event settles it (its waiters learn from the event otherwise).
+    watchers.notify(name)
+    return true
+  }
+  yield* handle.emit((timestamp) => ({
+    type: "terminal",
+    entityKind: "named_alarm",
+    alarm: name,
+    id: name,
+    generation: String(row.generation_id),
+    timestamp,
+    attempt: Number(row.attempt),
+    reason: "canceled",
+    error: { name: error._tag, message: error.message }
+  }))
+  return true
+})
+
+// Untraced: this is the hot path, and a span (with its captured call site) costs more than the write (bench B1).
+export const schedule = Effect.fnUntraced(function*(parts: Parts, name: string, scheduledTime: number | Date) {
+  const { handle, storage } = parts
+  yield* checkName(parts, name)
+  const at = yield* Validate.timestamp("scheduledTime", scheduledTime)
+  const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+  const generation = crypto.randomUUID()
+  yield* handle.writePending(storage.exec(
+    `INSERT INTO durability_alarms
+       (name, generation_id, status, scheduled_at, next_attempt_at, attempt, last_error, last_error_name, created_at)
+     VALUES (?, ?, 'pending', ?, ?, 0, NULL, NULL, ?)
+     ON CONFLICT (name) DO UPDATE SET generation_id = excluded.generation_id, status = 'pending',
+       scheduled_at = excluded.scheduled_at, next_attempt_at = excluded.next_attempt_at, attempt = 0,
+       last_error = NULL, last_error_name = NULL, created_at = excluded.created_at`,
+    [name, generation, at, at, now]
+  ), () => ({ key: name, at }))
+  yield* handle.emit((timestamp) => ({
+    type: "scheduled",
+    entityKind: "named_alarm",
+    alarm: name,
+    id: name,
+    generation,
+    timestamp,
+    attempt: 0,
+    scheduledTime: at
+  }))
+})

@@ -1,0 +1,56 @@
+/**
+ * The named alarms' data types: a definition, what its handler is called with and a name's stored
+ * occurrence, as the public module re-exports them (its private parts build on them).
+ * @internal
+ */
+import type * as Effect from "effect/Effect"
+import type { SerializedError } from "../shared/Errors.js"
+import type { AlarmInvocationInfo } from "../shared/platform.js"
+import type * as Policy from "../engine/policy.js"
+
+/** What a named-alarm handler is called with. */
+export interface DurableAlarmInfo<Name extends string = string> {
+  readonly name: Name
+  /** The time the occurrence was scheduled for. */
+  readonly scheduledTime: number
+  /** 1-based; already durably counted. */
+  readonly attempt: number
+  readonly isRetry: boolean
+  readonly retryCount: number
+  /** `durability-alarm:v1:<generation>`: stable across retries of one occurrence, new for a replacement. */
+  readonly idempotencyKey: string
+  readonly signal: AbortSignal
+  /** The platform's alarm info when a physical alarm started this attempt. */
+  readonly platform: AlarmInvocationInfo | undefined
+}
+
+export interface AlarmDefinition<E, Req> extends Policy.ExecutionOptions {
+  readonly handler: (info: DurableAlarmInfo) => Effect.Effect<unknown, E, Req>
+  /** Retry an attempt that timed out (default false: a timeout is terminal). */
+  readonly retryTimeouts?: boolean | undefined
+}
+
+export interface AnyAlarmDefinition extends Policy.ExecutionOptions {
+  readonly handler: (info: DurableAlarmInfo) => Effect.Effect<unknown, unknown, unknown>
+  readonly retryTimeouts?: boolean | undefined
+}
+
+export type RequirementsOf<Defs> = {
+  readonly [K in keyof Defs]: Defs[K] extends AlarmDefinition<infer _E, infer Req> ? Req : never
+}[keyof Defs]
+
+/** A name's stored occurrence: pending (waiting, running or retrying) or failed for good. */
+export interface NamedAlarmState<Name extends string = string> {
+  readonly name: Name
+  readonly status: "pending" | "failed"
+  /** The time it was scheduled for. */
+  readonly scheduledTime: number
+  /** When its next attempt is due (its scheduled time, or a retry's time). */
+  readonly nextAttemptAt: number
+  /** Attempts claimed so far. */
+  readonly attempt: number
+  readonly lastError: SerializedError | null
+  /** The `idempotencyKey` its handler gets (stable across this occurrence's retries). */
+  readonly idempotencyKey: string
+  readonly createdAt: number
+}
