@@ -154,12 +154,16 @@ export interface Timers {
  * - `Run`: claim it now (the decision may have written to it: the claim returns the row as claimed);
  * - `Defer`: not before `at` (a rate limit's next token, a schedule's next slot): the engine moves the
  *   record there and its attempt is not counted;
- * - `Skip`: the decision wrote the record's new state itself (handed it to a worker elsewhere, ended
- *   it): nothing is claimed, and the alarm follows whatever it wrote.
+ * - `Lease`: claim it for work done elsewhere (a Cloudflare Queue's consumer) until `until`, as
+ *   `TableHandle.lease` does: nothing runs here; `leased` writes the table's lease state (and what
+ *   hands the record over) with the claim. Past its attempts, it is exhausted as any claim would be;
+ * - `Skip`: the decision wrote the record's new state itself (ended it): nothing is claimed, and the
+ *   alarm follows whatever it wrote.
  */
 export type Admission = Data.TaggedEnum<{
   Run: {}
   Defer: { readonly at: number }
+  Lease: { readonly until: number; readonly leased: (row: Row) => Effect.Effect<void, StorageError> }
   Skip: {}
 }>
 

@@ -29,6 +29,7 @@ import type { Run } from "./engine.js"
 import * as Fork from "../shared/fork.js"
 import { type ActiveExecution, begin } from "./participant.js"
 import type { AlarmInvocationInfo } from "../shared/platform.js"
+import * as LeaseClaim from "./leaseClaim.js"
 import * as Timers from "./timers.js"
 
 export interface Start {
@@ -203,6 +204,14 @@ const readThenClaim = (run: Run, key: string, entry: ActiveExecution, start: Sta
         Effect.flatMap(Clock.currentTimeMillis, (now) =>
           Effect.flatMap(admission(now), (decision) => {
             if (decision._tag === "Run") return claimAt(now)
+            if (decision._tag === "Lease") {
+              // Claimed here, run elsewhere: the lease's timer covers its end; past its attempts, exhausted.
+              return Effect.flatMap(LeaseClaim.claim(run, key, decision.until, now), (claimed) => {
+                if (claimed === undefined) return Effect.succeed([])
+                entry.revisit = "refresh"
+                return Effect.as(decision.leased(claimed), undefined)
+              })
+            }
             // Not claimed: the alarm follows the record's new time (or whatever the decision wrote) in this
             // transaction, and the timer looks again once this key is released.
             entry.revisit = "refresh"

@@ -8,7 +8,7 @@ import type { PendingRecord, TableHandle } from "./DurableTable.js"
 import * as Lifecycle from "./Lifecycle.js"
 import * as Attempt from "./attempt.js"
 import type { Run } from "./engine.js"
-import * as Leases from "./leases.js"
+import * as LeaseClaim from "./leaseClaim.js"
 import * as Timers from "./timers.js"
 
 const asList = (made: PendingRecord | ReadonlyArray<PendingRecord> | undefined): ReadonlyArray<PendingRecord> =>
@@ -75,7 +75,7 @@ export const make = (run: Run): TableHandle => {
         Effect.map(Timers.get(engine.storage, participant.table.kind, key), (timer) =>
           timer === undefined ? undefined : { key: timer.key, at: timer.at, data: timer.data })
     },
-    lease: (key, until, now) => Leases.claim(run, key, until, now),
-    resumeLease: (row, until) => Leases.resume(run, row, until)
+    lease: (key, until, now) => LeaseClaim.claim(run, key, until, now),
+    resumeLease: (row, until) => LeaseClaim.resume(run, row, until)
   }
 }

@@ -21,7 +21,7 @@ import { errorOf } from "../shared/cause.js"
 import type { Engine, Run } from "./engine.js"
 import * as Fork from "../shared/fork.js"
 import type { AlarmInvocationInfo } from "../shared/platform.js"
-import * as Leases from "./leases.js"
+import * as LeaseExpiry from "./leaseExpiry.js"
 import * as Timers from "./timers.js"
 import { timerOwners } from "./upkeep.js"
 
@@ -113,7 +113,7 @@ const fire = (engine: Engine, timer: Timers.Stored, now: number) =>
     const leased = Timers.leaseKindOf(timer.owner)
     if (leased !== undefined) {
       const participant = engine.participants.find((p) => p.table.kind === leased)
-      return participant === undefined ? undefined : yield* Leases.expire({ engine, participant }, timer, now)
+      return participant === undefined ? undefined : yield* LeaseExpiry.expire({ engine, participant }, timer, now)
     }
     const participant = engine.participants.find((p) => p.table.kind === timer.owner)
     const owner = participant?.table.timers

@@ -49,8 +49,8 @@ export const MAX_BATCH_MESSAGES = 100
 export const MAX_BATCH_BYTES = 256_000
 
 /**
- * The admission of a due transport job that is not leased: leases it and writes its envelope (see the
- * module), and `Skip`s: the engine runs nothing for it; the envelope's record is due at once.
+ * The admission of a due transport job that is not leased: a `Lease`, whose claim writes the job's
+ * lease state and its envelope (see the module): the engine runs nothing for it; the outbox sends it.
  * At the queue's concurrency, the job is deferred until a lease ends or settles (`waiting_slot`).
  */
 export const dispatch = (
@@ -80,30 +80,34 @@ export const dispatch = (
       const limited = yield* buckets(now)
       if (limited._tag !== "Run") return limited
     }
-    const until = now + settings.leaseMs
-    if ((yield* core.handle.lease(key, until, now)) === undefined) return Admission.Skip()
-    const [leased] = yield* storage.exec(
-      `UPDATE ${JOBS} SET lease_token = lease_token + 1, leased_until = ?, next_attempt_at = ?, waiting_slot = 0
-       WHERE key = ? AND generation_id = ? RETURNING id, lease_token, payload`,
-      [until, until, key, generation]
-    )
-    if (leased === undefined) return Admission.Skip()
-    const token = Number(leased.lease_token)
-    const envelope: Envelope = {
-      v: 1,
-      object: objectId,
-      queue: queue.name,
-      jobId: String(leased.id),
-      token,
-      ...(settings.transport?.includePayload === true ? { payload: Json.decode(String(leased.payload)) } : {})
-    }
-    yield* storage.exec(
-      `INSERT INTO ${OUTBOX} (key, queue, body, generation_id, status, attempt, next_attempt_at, created_at)
-       VALUES (?, ?, ?, ?, 'pending', 0, ?, ?) ON CONFLICT (key) DO NOTHING`,
-      [`${key}#${token}`, queue.name, JSON.stringify(envelope), crypto.randomUUID(), now, now]
-    )
-    yield* flushBy(core, queue.name, now)
-    return Admission.Skip()
+    return Admission.Lease({
+      until: now + settings.leaseMs,
+      leased: (claimed) =>
+        Effect.gen(function*() {
+          const until = now + settings.leaseMs
+          const [leased] = yield* storage.exec(
+            `UPDATE ${JOBS} SET lease_token = lease_token + 1, leased_until = ?, next_attempt_at = ?, waiting_slot = 0
+             WHERE key = ? AND generation_id = ? RETURNING id, lease_token, payload`,
+            [until, until, key, String(claimed.generation_id)]
+          )
+          if (leased === undefined) return
+          const token = Number(leased.lease_token)
+          const envelope: Envelope = {
+            v: 1,
+            object: objectId,
+            queue: queue.name,
+            jobId: String(leased.id),
+            token,
+            ...(settings.transport?.includePayload === true ? { payload: Json.decode(String(leased.payload)) } : {})
+          }
+          yield* storage.exec(
+            `INSERT INTO ${OUTBOX} (key, queue, body, generation_id, status, attempt, next_attempt_at, created_at)
+             VALUES (?, ?, ?, ?, 'pending', 0, ?, ?) ON CONFLICT (key) DO NOTHING`,
+            [`${key}#${token}`, queue.name, JSON.stringify(envelope), crypto.randomUUID(), now, now]
+          )
+          yield* flushBy(core, queue.name, now)
+        })
+    })
   })
 
 /** A queue at its concurrency: once a lease ends or settles, the first job it held back is due at once. */
