@@ -25,18 +25,17 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import { BadRequest, NotFound, Unavailable } from "../inspection/errors.js"
 import * as P from "../inspection/protocol.js"
 
 // ---------------------------------------------------------------------------------------------
-// Errors: every failure's body is `{ _tag, message }`, nothing else (no stack, no internals).
+// Errors: every failure's body is `{ _tag, message }`, nothing else (no stack, no internals). An
+// inspection's own failures (`BadRequest`, `NotFound`, `Unavailable`) are the protocol's classes, given
+// their status here; the others are the HTTP layer's.
+
+export { BadRequest, NotFound, Unavailable }
 
 const errorFields = { message: Schema.String }
-
-export class BadRequest extends Schema.TaggedError<BadRequest>("durability/inspector/BadRequest")(
-  "BadRequest",
-  errorFields,
-  HttpApiSchema.annotations({ status: 400, description: "The request is malformed; the message names the field." })
-) {}
 
 export class Unauthorized extends Schema.TaggedError<Unauthorized>("durability/inspector/Unauthorized")(
   "Unauthorized",
@@ -48,12 +47,6 @@ export class Forbidden extends Schema.TaggedError<Forbidden>("durability/inspect
   "Forbidden",
   errorFields,
   HttpApiSchema.annotations({ status: 403, description: "The inspector is off, or read-only and this is an action." })
-) {}
-
-export class NotFound extends Schema.TaggedError<NotFound>("durability/inspector/NotFound")(
-  "NotFound",
-  errorFields,
-  HttpApiSchema.annotations({ status: 404, description: "No such endpoint, object, capability, queue, job or schedule." })
 ) {}
 
 export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>("durability/inspector/PayloadTooLarge")(
@@ -72,12 +65,6 @@ export class InternalError extends Schema.TaggedError<InternalError>("durability
   "InternalError",
   errorFields,
   HttpApiSchema.annotations({ status: 500, description: "An unexpected error (logged on the server, never described here)." })
-) {}
-
-export class Unavailable extends Schema.TaggedError<Unavailable>("durability/inspector/Unavailable")(
-  "Unavailable",
-  errorFields,
-  HttpApiSchema.annotations({ status: 503, description: "The object did not answer." })
 ) {}
 
 /** The errors the API answers with (each is its own status). */
@@ -286,12 +273,14 @@ export class InspectorApi extends HttpApi.make("durability-inspector")
   .add(jobs)
   .add(maintenance)
   .add(meta)
-  .addError(BadRequest)
-  .addError(NotFound)
+  .addError(BadRequest.annotations({ description: "The request is malformed; the message names the field." }), { status: 400 })
+  .addError(NotFound.annotations({ description: "No such endpoint, object, capability, queue, job or schedule." }), {
+    status: 404
+  })
   .addError(PayloadTooLarge)
   .addError(UnsupportedMediaType)
   .addError(InternalError)
-  .addError(Unavailable)
+  .addError(Unavailable.annotations({ description: "The object did not answer." }), { status: 503 })
   // The last middleware added runs first: who is asking, then what the request carries.
   .middleware(RequestGuard)
   .middleware(Authorization)
