@@ -1,0 +1,32 @@
+/**
+ * `Scheduler` as `durability/effect` shows it: the engine's service, the layers a user builds it
+ * with, and the types of `attach` (a table of your own). The engine's own constructors (`make`,
+ * `layer` over services a user never provides, the facade's `layerDurableObjectResolved`) stay
+ * internal, so changing them is no breaking change.
+ */
+export {
+  layerDurableObject,
+  layerWith,
+  Scheduler,
+  type Services,
+  UPKEEP_DELAY
+} from "../engine/Scheduler.js"
+export type {
+  AlarmInvocationInfo,
+  AlarmRetryInfo,
+  AttemptLimits,
+  AttemptPolicy,
+  DurabilityContext,
+  DurableTable,
+  EngineSummary,
+  Execution,
+  LeaseExpiry,
+  Leases,
+  PendingRecord,
+  SchedulerConfig,
+  SchedulerOptions,
+  TableHandle,
+  Timer,
+  TimerHandle,
+  Timers
+} from "../engine/Scheduler.js"
