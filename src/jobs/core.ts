@@ -362,16 +362,12 @@ export const participant = <I>(
         Effect.provide(Context.add(Context.make(currentJob, { job }), Steps.CurrentCall, steps))
       ) as Effect.Effect<unknown, unknown, unknown>
       const value = yield* provideCaptured(handled, context)
-      const encoded = yield* Effect.mapError(
-        queue.definition.result.encode(value as never),
-        (cause) => unstorable(name, "does not match its schema", cause)
-      )
-      const checked = Json.check(encoded)
-      if (!checked.ok) return yield* unstorable(name, `is not JSON-serializable: ${checked.reason.replace(/^value/, "result")}`)
-      const text = Json.encode(encoded)
-      const bytes = Json.oversizedBytes(text)
-      if (bytes !== undefined) return yield* unstorable(name, `is ${bytes} bytes as JSON; a stored row is limited to ${Json.MAX_ROW_BYTES} bytes`)
-      return text
+      return yield* Effect.mapError(Json.encodeStored(queue.definition.result, value, "result"), (failure) =>
+        failure._tag === "Schema"
+          ? unstorable(name, "does not match its schema", failure.cause)
+          : failure._tag === "NotJson"
+          ? unstorable(name, `is not JSON-serializable: ${failure.reason}`)
+          : unstorable(name, Json.tooLarge(failure.bytes)))
     })
     // A cancel aborts the handler by interrupting this fiber, and an interrupted fiber's exit carries no
     // failure of its own (the engine would record a plain interruption and retry it), nor the value of

@@ -247,13 +247,10 @@ export const complete = (core: Core, queue: QueueRuntime, id: string, token: num
   Effect.gen(function*() {
     yield* external(queue)
     const fence = yield* tokenOf(token)
-    const encoded = yield* Effect.mapError(
-      queue.definition.result.encode(result as never),
-      (cause) => invalidInput("result", "type", `result does not match the queue's result schema: ${String(cause.message).slice(0, 300)}`)
-    )
-    const text = yield* Validate.json("result", encoded)
-    const bytes = Json.oversizedBytes(text)
-    if (bytes !== undefined) return yield* invalidInput("result", "range", `result is ${bytes} bytes as JSON; a stored row is limited to ${Json.MAX_ROW_BYTES} bytes`)
+    const text = yield* Effect.mapError(Json.encodeStored(queue.definition.result, result, "result"), (failure) =>
+      failure._tag === "Schema"
+        ? invalidInput("result", "type", `result does not match the queue's result schema: ${String(failure.cause.message).slice(0, 300)}`)
+        : Validate.unstorableInput("result", failure))
     const { guard, row } = yield* held(core, queue, id, fence)
     yield* core.handle.settle(row, { _tag: "Success", value: text }, guard)
     yield* afterSettle(core, queue)

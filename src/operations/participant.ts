@@ -119,20 +119,12 @@ const run = <R>(
       ),
       context
     )
-    const encoded = yield* Effect.mapError(
-      definition.result.encode(result as never),
-      (cause) => unstorable(operation, "does not match its schema", cause)
-    )
-    const checked = Json.check(encoded)
-    if (!checked.ok) {
-      return yield* unstorable(operation, `is not JSON-serializable: ${checked.reason.replace(/^value/, "result")}`)
-    }
     // Over the row limit the completing write would fail, and the attempt (with its side effect)
     // would run again; `complete` also maps the storage's own refusal of payload + result.
-    const text = Json.encode(encoded)
-    const bytes = Json.oversizedBytes(text)
-    if (bytes !== undefined) {
-      return yield* unstorable(operation, `is ${bytes} bytes as JSON; a stored row is limited to ${Json.MAX_ROW_BYTES} bytes`)
-    }
-    return text
+    return yield* Effect.mapError(Json.encodeStored(definition.result, result, "result"), (failure) =>
+      failure._tag === "Schema"
+        ? unstorable(operation, "does not match its schema", failure.cause)
+        : failure._tag === "NotJson"
+        ? unstorable(operation, `is not JSON-serializable: ${failure.reason}`)
+        : unstorable(operation, Json.tooLarge(failure.bytes)))
   })

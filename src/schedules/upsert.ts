@@ -19,24 +19,12 @@ import * as Timing from "./timing.js"
 import type { AnyScheduleDefinition, TimingInput, UpsertResult } from "./types.js"
 
 const encodePayload = (definition: AnyScheduleDefinition, payload: unknown) =>
-  Effect.gen(function*() {
-    const encoded = yield* Effect.mapError(
-      definition.payload.encode(payload as never),
-      (error) => invalidInput("options.payload", Codec.describeParseError("options.payload", error))
-    )
-    const json = Json.check(encoded)
-    if (!json.ok) return yield* invalidInput("options.payload", `options.payload must be JSON: ${json.reason.replace(/^value/, "payload")}`)
-    const text = Json.encode(encoded)
-    const bytes = Json.oversizedBytes(text)
-    if (bytes !== undefined) {
-      return yield* new InvalidInputError({
-        field: "options.payload",
-        kind: "range",
-        message: `options.payload is ${bytes} bytes as JSON; a stored row is limited to ${Json.MAX_ROW_BYTES} bytes`
-      })
-    }
-    return text
-  })
+  Effect.mapError(Json.encodeStored(definition.payload, payload, "payload"), (failure) =>
+    failure._tag === "Schema"
+      ? invalidInput("options.payload", Codec.describeParseError("options.payload", failure.cause))
+      : failure._tag === "NotJson"
+      ? invalidInput("options.payload", `options.payload must be JSON: ${failure.reason}`)
+      : new InvalidInputError({ field: "options.payload", kind: "range", message: `options.payload ${Json.tooLarge(failure.bytes)}` }))
 
 export const upsert = (
   parts: Parts,

@@ -6,6 +6,10 @@
  * (`{"kind":"undefined"}` / `{"kind":"value","value":…}`).
  * @internal
  */
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import type * as ParseResult from "effect/ParseResult"
+import type * as Codec from "./codec.js"
 
 /** The row size limit of Durable Object SQLite storage. */
 export const MAX_ROW_BYTES = 2 * 1024 * 1024
@@ -77,3 +81,37 @@ export const oversizedBytes = (text: string): number | undefined => {
   const bytes = byteLength(text)
   return bytes > MAX_ROW_BYTES ? bytes : undefined
 }
+
+/**
+ * Why a value cannot be stored. Each caller words it as its own error (its class and message are
+ * the caller's contract), so this says only what went wrong.
+ */
+export type Unstorable =
+  /** Its schema does not encode it. */
+  | { readonly _tag: "Schema"; readonly cause: ParseResult.ParseError }
+  /** Its encoded form is not plain JSON; `reason` names the value as the caller's `subject`. */
+  | { readonly _tag: "NotJson"; readonly reason: string }
+  /** Its stored text is over the row limit. */
+  | { readonly _tag: "TooLarge"; readonly bytes: number }
+
+/** The end of a `TooLarge` message: "is … bytes as JSON; a stored row is limited to … bytes". */
+export const tooLarge = (bytes: number): string => `is ${bytes} bytes as JSON; a stored row is limited to ${MAX_ROW_BYTES} bytes`
+
+/**
+ * The stored text of a value already in its stored form: checked as plain JSON, encoded, and its
+ * size checked (over the row limit the write would fail, after a handler's side effect ran).
+ */
+export const stored = (value: unknown, subject: string): Either.Either<string, Exclude<Unstorable, { readonly _tag: "Schema" }>> => {
+  const checked = check(value)
+  if (!checked.ok) return Either.left({ _tag: "NotJson", reason: checked.reason.replace(/^value/, subject) })
+  const text = encode(value)
+  const bytes = oversizedBytes(text)
+  return bytes === undefined ? Either.right(text) : Either.left({ _tag: "TooLarge", bytes })
+}
+
+/** The stored text of `value`: encoded by its codec (its schema's encoded form), then as `stored`. */
+export const encodeStored = (codec: Codec.AnyCodec, value: unknown, subject: string): Effect.Effect<string, Unstorable> =>
+  Effect.flatMap(
+    Effect.mapError(codec.encode(value as never), (cause): Unstorable => ({ _tag: "Schema", cause })),
+    (encoded) => stored(encoded, subject)
+  )

@@ -73,30 +73,16 @@ export const timestamp = (field: string, value: unknown): Effect.Effect<number, 
 
 /** Stored text of a JSON value, or why it cannot be stored. */
 export const json = (field: string, value: unknown): Effect.Effect<string, InvalidInputError> =>
-  Effect.suspend(() => {
-    const checked = Json.check(value)
-    if (!checked.ok) {
-      return Effect.fail(
-        new InvalidInputError({
-          field,
-          kind: "type",
-          message: `${field} must be JSON-serializable: ${checked.reason.replace(/^value/, field)}`
-        })
-      )
-    }
-    const text = Json.encode(value)
-    const bytes = Json.oversizedBytes(text)
-    if (bytes !== undefined) {
-      return Effect.fail(
-        new InvalidInputError({
-          field,
-          kind: "range",
-          message: `${field} is ${bytes} bytes as JSON; a stored row is limited to ${Json.MAX_ROW_BYTES} bytes`
-        })
-      )
-    }
-    return Effect.succeed(text)
-  })
+  Effect.suspend(() => Effect.mapError(Json.stored(value, field), (failure) => unstorableInput(field, failure)))
+
+/** The `InvalidInputError` of a field whose value is not plain JSON, or too large to store. */
+export const unstorableInput = (
+  field: string,
+  failure: Exclude<Json.Unstorable, { readonly _tag: "Schema" }>
+): InvalidInputError =>
+  failure._tag === "NotJson"
+    ? new InvalidInputError({ field, kind: "type", message: `${field} must be JSON-serializable: ${failure.reason}` })
+    : new InvalidInputError({ field, kind: "range", message: `${field} ${Json.tooLarge(failure.bytes)}` })
 
 export const isPositiveInteger = (value: unknown): value is number =>
   typeof value === "number" && Number.isSafeInteger(value) && value > 0

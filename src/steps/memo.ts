@@ -215,31 +215,22 @@ export const runner = (
           ))
       }
       const value = yield* effect
-      const encoded = yield* Effect.mapError(codec.encode(value), (cause) =>
-        stepError(
-          name,
-          "unstorable",
-          `The result of step "${name}" does not match its result schema: ${Codec.describeParseError("result", cause)}`,
-          cause
-        ))
-      const json = Json.check(encoded)
-      if (!json.ok) {
-        return yield* stepError(
-          name,
-          "unstorable",
-          `The result of step "${name}" is not JSON-serializable: ${json.reason.replace(/^value/, "result")} ` +
-            "(give the step a result schema that encodes it to JSON)"
-        )
-      }
-      const text = Json.encode(encoded)
-      const bytes = Json.oversizedBytes(text)
-      if (bytes !== undefined) {
-        return yield* stepError(
-          name,
-          "unstorable",
-          `The result of step "${name}" is ${bytes} bytes as JSON; a stored row is limited to ${Json.MAX_ROW_BYTES} bytes`
-        )
-      }
+      const text = yield* Effect.mapError(Json.encodeStored(codec, value, "result"), (failure) =>
+        failure._tag === "Schema"
+          ? stepError(
+            name,
+            "unstorable",
+            `The result of step "${name}" does not match its result schema: ${Codec.describeParseError("result", failure.cause)}`,
+            failure.cause
+          )
+          : failure._tag === "NotJson"
+          ? stepError(
+            name,
+            "unstorable",
+            `The result of step "${name}" is not JSON-serializable: ${failure.reason} ` +
+              "(give the step a result schema that encodes it to JSON)"
+          )
+          : stepError(name, "unstorable", `The result of step "${name}" ${Json.tooLarge(failure.bytes)}`))
       const now = yield* Clock.currentTimeMillis
       yield* storage.exec(sql.write, [o.capability, o.key, o.generation, name, text, now, o.key, o.generation]).pipe(
         Effect.catchIf((error) => error.message.includes("SQLITE_TOOBIG"), (error) =>
