@@ -95,9 +95,10 @@ export interface DurableTable<A = unknown> {
    * Work that must commit with a record's end (a parent released, a retention bound kept): decided
    * from the row as claimed, before the settle runs. Returns `undefined` when there is none (the
    * settle then keeps its one-statement path); otherwise the effect runs inside the settle
-   * transaction, after the settle matched, and returns the records it made pending.
+   * transaction, after the settle matched, and returns the records it made pending (it may set the
+   * table's timers with `timers`).
    */
-  readonly settled?: ((row: Row, settlement: Settlement) => SettledWork | undefined) | undefined
+  readonly settled?: ((row: Row, settlement: Settlement, timers: TimerHandle) => SettledWork | undefined) | undefined
   /** The table's durable timers (see `Timers`): what runs when one of them comes due. */
   readonly timers?: Timers | undefined
   /** The table's records may be leased for work done elsewhere (see `Leases`, `TableHandle.lease`). */
@@ -146,7 +147,7 @@ export interface Timer {
  * made pending (covered by the alarm before the commit, started after it) and what to run after.
  */
 export interface Timers {
-  readonly fire: (timer: Timer, now: number) => SettledWork
+  readonly fire: (timer: Timer, now: number, timers: TimerHandle) => SettledWork
 }
 
 /**
@@ -326,4 +327,6 @@ export interface TimerHandle {
   /** Deletes the timer `key`; returns whether there was one. */
   readonly cancel: (key: string) => Effect.Effect<boolean, StorageError>
   readonly get: (key: string) => Effect.Effect<Timer | undefined, StorageError>
+  /** How many timers the table has. */
+  readonly count: Effect.Effect<number, StorageError>
 }

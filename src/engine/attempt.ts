@@ -404,7 +404,7 @@ const settle = (run: Run, settled: Settled): Effect.Effect<void, StorageError | 
     return settleFailure(run, settled, error, settled.terminal === true || (policy.isTerminal?.(error) ?? false))
   }
   const done = made()
-  const work = run.participant.table.settled?.(execution.row, { outcome: "completed", at: endedAt })
+  const work = run.participant.table.settled?.(execution.row, { outcome: "completed", at: endedAt }, Timers.handleOf(run))
   return Effect.flatMap(
     Effect.either(run.engine.upkeep.settleWrite(
       withSettled(run, guarded(settled, run.participant.table.complete(execution, outcome.value, endedAt)), (matched) => matched, work, done),
@@ -502,7 +502,7 @@ const settleFailure = (run: Run, settled: Settled, error: unknown, terminal: boo
     const nextAttemptAt = retryAt ?? Number(execution.row.next_attempt_at)
     const done = made()
     const work = decision._tag === "Fail"
-      ? participant.table.settled?.(execution.row, { outcome: "failed", at: settled.endedAt, error: recorded })
+      ? participant.table.settled?.(execution.row, { outcome: "failed", at: settled.endedAt, error: recorded }, Timers.handleOf(run))
       : undefined
     const matched = yield* run.engine.upkeep.settleWrite(
       withSettled(run, guarded(settled, run.engine.storage.exec(participant.sql.settleFailure, [
@@ -594,7 +594,7 @@ const exhaust = <E = never>(
       outcome: "failed",
       at: yield* Clock.currentTimeMillis,
       error: { name: error._tag, message: error.message }
-    })
+    }, Timers.handleOf(run))
     const statement = run.engine.storage.exec(run.participant.sql.exhaust, [
       error.message,
       error._tag,

@@ -62,19 +62,7 @@ export const make = (run: Run): TableHandle => {
     emit: (build, at) => Lifecycle.emitTo(engine.background, participant.table.onEvent, build, at),
     executing: (key) => participant.active.has(key),
     executingKeys: () => participant.active.keys(),
-    timers: {
-      set: (key, at, data) =>
-        Effect.zipRight(
-          Timers.set(engine.storage, participant.table.kind, key, at, data ?? null),
-          // Covered as a pending record is: the alarm in this transaction, the early timer at once (a
-          // fire for a transaction that then failed finds nothing due).
-          Effect.zipRight(upkeep.cover(at), engine.alarms.coverTimer(at))
-        ),
-      cancel: (key) => Timers.cancel(engine.storage, participant.table.kind, key),
-      get: (key) =>
-        Effect.map(Timers.get(engine.storage, participant.table.kind, key), (timer) =>
-          timer === undefined ? undefined : { key: timer.key, at: timer.at, data: timer.data })
-    },
+    timers: Timers.handleOf(run),
     lease: (key, until, now) => LeaseClaim.claim(run, key, until, now),
     resumeLease: (row, until) => LeaseClaim.resume(run, row, until)
   }

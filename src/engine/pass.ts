@@ -121,7 +121,7 @@ const fire = (engine: Engine, timer: Timers.Stored, now: number) =>
     let made: { readonly pending: ReadonlyArray<PendingRecord>; readonly after?: Effect.Effect<void> | undefined } = { pending: [] }
     yield* engine.storage.transaction(Effect.gen(function*() {
       if (!(yield* Timers.take(engine.storage, timer))) return
-      made = yield* owner.fire({ key: timer.key, at: timer.at, data: timer.data }, now)
+      made = yield* owner.fire({ key: timer.key, at: timer.at, data: timer.data }, now, Timers.handleOf({ engine, participant }))
       if (made.pending.length > 0) {
         yield* engine.upkeep.cover(made.pending.reduce((at, record) => Math.min(at, record.at), Number.MAX_SAFE_INTEGER))
       }
