@@ -1,11 +1,11 @@
 /**
  * A schedule's two transitions, written where the engine gives them a transaction: which run starts
- * (in the claim's transaction, as the record's admission), and where the schedule goes once a run
+ * (in its slot timer's fire, see `slots.ts`), and where the schedule goes once a run
  * ended for good (in the settle's transaction, as its settled work).
  * @internal
  */
 import * as Effect from "effect/Effect"
-import { Admission, type PendingRecord, type Settlement, type SettledWork } from "../engine/DurableTable.js"
+import { Admission, type Settlement, type SettledWork, type TimerHandle } from "../engine/DurableTable.js"
 import type { StorageError } from "../shared/Errors.js"
 import type { Row, StorageService } from "../engine/StorageService.js"
 import * as Plan from "./plan.js"
@@ -19,10 +19,10 @@ export interface Parts {
 }
 
 /**
- * The admission of a record with no run in progress: starts the run the plan picks (`Run`), or
- * defers the schedule to its next slot, or ends it (`Skip`: the engine reconciles the alarm).
+ * The slot timer of a schedule waiting for its run came due (in its transaction): starts the run the
+ * plan picks (the record is claimable from now), or moves the schedule to its next slot, or ends it.
  */
-export const gate = (parts: Parts, row: Row) => (now: number): Effect.Effect<Admission, StorageError> => {
+export const pick = (parts: Parts, row: Row, now: number): Effect.Effect<Picked, StorageError> => {
   const decision = Plan.start(Rows.planState(row, parts.timingOf), now)
   const where = [String(row.key), String(row.generation_id)]
   if (decision._tag === "Run") {
@@ -46,7 +46,7 @@ export const gate = (parts: Parts, row: Row) => (now: number): Effect.Effect<Adm
           ...where
         ]
       ),
-      Admission.Run()
+      { run: true } as const
     )
   }
   const at = Plan.dueAt({ cursor: decision.cursor, manualAt: row.manual_at === null ? null : Number(row.manual_at) })
@@ -57,16 +57,24 @@ export const gate = (parts: Parts, row: Row) => (now: number): Effect.Effect<Adm
        WHERE key = ? AND generation_id = ?`,
       [decision.cursor, decision.missed, at ?? now, at === null ? 1 : 0, ...where]
     ),
-    at === null ? Admission.Skip() : Admission.Defer({ at })
+    { run: false, at } as const
   )
 }
 
+/** What `pick` did: started the run, or moved the schedule to `at` (ended it: `null`). */
+export type Picked = { readonly run: true } | { readonly run: false; readonly at: number | null }
+
+/** `pick` as the record's admission (while schedules waited as records). */
+export const gate = (parts: Parts, row: Row) => (now: number): Effect.Effect<Admission, StorageError> =>
+  Effect.map(pick(parts, row, now), (picked) =>
+    picked.run ? Admission.Run() : picked.at === null ? Admission.Skip() : Admission.Defer({ at: picked.at }))
+
 /**
  * After a run ended for good (completed, or failed with no retry left): the schedule goes on from
- * its cursor with a fresh generation (so the run's step memos go) and attempt 0. A failed run never
- * stops the schedule.
+ * its cursor with a fresh generation (so the run's step memos go) and attempt 0, waiting for its slot
+ * timer. A failed run never stops the schedule.
  */
-export const advance = (parts: Parts, claimed: Row, settlement: Settlement): SettledWork =>
+export const advance = (parts: Parts, claimed: Row, settlement: Settlement, timers?: TimerHandle): SettledWork =>
   Effect.gen(function*() {
     const key = String(claimed.key)
     const [row] = yield* parts.storage.exec(`SELECT * FROM ${TABLE} WHERE key = ? AND generation_id = ?`, [
@@ -111,6 +119,8 @@ export const advance = (parts: Parts, claimed: Row, settlement: Settlement): Set
       ]
     )
     const claimable = !state.paused || next.manualAt !== null
-    const pending: Array<PendingRecord> = at === null || !claimable ? [] : [{ key, at, start: at <= settlement.at }]
-    return { pending }
+    if (timers === undefined) return { pending: at === null || !claimable ? [] : [{ key, at, start: at <= settlement.at }] }
+    // Waiting for its next slot (or a manual run asked meanwhile): its slot timer, due at once if that time passed.
+    if (at !== null && claimable) yield* timers.set(key, at)
+    return { pending: [] }
   })

@@ -1,0 +1,67 @@
+/**
+ * A schedule's slots are durable timers: a schedule waiting for its next run (no run in progress)
+ * has one timer of the schedules' table, under its row's key, at its `next_attempt_at` (its next
+ * slot, or a manual run asked for). The timer's fire picks the run in its transaction (`Runs.pick`):
+ * a run starts (the record is claimable then, and only then), or the schedule moves to its next slot
+ * (the timer with it), or it ends. The engine's claim path sees runs alone.
+ *
+ * Every write that changes a waiting schedule's time or its pause ends with `sync`, in its transaction.
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import type { PendingRecord, TimerHandle } from "../engine/DurableTable.js"
+import type { Row, StorageService } from "../engine/StorageService.js"
+import type { StorageError } from "../shared/Errors.js"
+import * as Runs from "./runs.js"
+import { TABLE } from "./schema.js"
+
+/** `waits` in SQL. */
+const WAITING = "status = 'pending' AND run_slot IS NULL AND (paused = 0 OR manual_at IS NOT NULL)"
+
+/** Whether the schedule as stored waits for a slot timer: pending, no run in progress, not paused (or a manual run asked). */
+export const waits = (row: Row): boolean =>
+  row.status === "pending" && row.run_slot === null && (Number(row.paused) === 0 || row.manual_at !== null)
+
+/** In a transaction: the schedule's timer as its row says (set at its time while it waits, gone otherwise). */
+export const sync = (storage: StorageService, timers: TimerHandle, key: string): Effect.Effect<void, StorageError> =>
+  Effect.flatMap(storage.exec(`SELECT * FROM ${TABLE} WHERE key = ?`, [key]), ([row]) => syncRow(timers, key, row))
+
+const syncRow = (timers: TimerHandle, key: string, row: Row | undefined): Effect.Effect<void, StorageError> =>
+  row !== undefined && waits(row) ? timers.set(key, Number(row.next_attempt_at)) : Effect.asVoid(timers.cancel(key))
+
+/**
+ * The slot timer came due (in the transaction that took it): the run the plan picks starts (made
+ * pending, started at once while a permit is free), or the schedule moves to its next slot, or ends.
+ * A schedule no longer waiting (removed, paused, running) has nothing to do.
+ */
+export const fire = (parts: Runs.Parts, timers: TimerHandle, key: string, now: number): Effect.Effect<
+  { readonly pending: ReadonlyArray<PendingRecord> },
+  StorageError
+> =>
+  Effect.gen(function*() {
+    const [row] = yield* parts.storage.exec(`SELECT * FROM ${TABLE} WHERE key = ?`, [key])
+    if (row === undefined || !waits(row)) return { pending: [] }
+    // Moved later meanwhile (a timer left behind is only taken): its own timer follows its time.
+    if (Number(row.next_attempt_at) > now) {
+      yield* syncRow(timers, key, row)
+      return { pending: [] }
+    }
+    const picked = yield* Runs.pick(parts, row, now)
+    if (picked.run) return { pending: [{ key, at: Number(row.next_attempt_at), start: true }] }
+    yield* sync(parts.storage, timers, key)
+    return { pending: [] }
+  })
+
+/**
+ * When the schedules are made: every waiting schedule has its timer (schedules stored before slots
+ * were timers waited as records). Counted first, so an object whose timers are all there pays two counts.
+ */
+export const resync = (storage: StorageService, timers: TimerHandle): Effect.Effect<void, StorageError> =>
+  Effect.gen(function*() {
+    const [counted] = yield* storage.exec(`SELECT COUNT(*) AS n FROM ${TABLE} WHERE ${WAITING}`)
+    if (Number(counted?.n ?? 0) === (yield* timers.count)) return
+    for (const row of yield* storage.exec(`SELECT key, next_attempt_at FROM ${TABLE} WHERE ${WAITING}`)) {
+      const timer = yield* timers.get(String(row.key))
+      if (timer === undefined) yield* timers.set(String(row.key), Number(row.next_attempt_at))
+    }
+  })
