@@ -33,6 +33,7 @@ import * as Late from "../shared/late.js"
 import * as Add from "./add.js"
 import * as InspectionRegistry from "../inspection/InspectionRegistry.js"
 import * as JobsInspect from "./inspection.js"
+import * as JobsTable from "./jobsTable.js"
 import * as Core from "./core.js"
 import type { AnyQueueDefinition, CurrentJobService, QueueDefinition } from "./definition.js"
 import * as Manage from "./manage.js"
@@ -219,8 +220,8 @@ export const make = <const Defs extends Record<string, AnyQueueDefinition>>(
         CurrentJob
       )
     )
-    const [last] = yield* storage.exec(`SELECT MAX(seq) AS seq FROM ${JobsSchema.JOBS}`)
-    attached.set({ handle: capability.handle, watchers: capability.watchers, seq: { next: Number(last?.seq ?? 0) + 1 } })
+    const last = yield* JobsTable.lastSeq(storage)
+    attached.set({ handle: capability.handle, watchers: capability.watchers, seq: { next: last + 1 } })
     yield* Manage.loadOverrides(core)
     yield* Manage.cancelInterrupted(core)
     yield* Core.ensureRetention(core)

@@ -14,9 +14,9 @@ import * as Json from "../shared/json.js"
 import * as Validate from "../shared/validate.js"
 import { type Core, invalidInput, type QueueRuntime, readJob, tell, utf8Bytes } from "./core.js"
 import * as Flow from "./flow.js"
+import * as JobsTable from "./jobsTable.js"
 import { isObject } from "./options.js"
 import * as Rows from "./rows.js"
-import { DEDUP, JOBS } from "./schema.js"
 import type { AddResult, FlowResult, JobEventDraft } from "./types.js"
 
 /** What `Json.encode` adds around a defined value: `{"kind":"value","value":` and `}`. */
@@ -135,37 +135,28 @@ const groupOf = (queue: QueueRuntime, payload: unknown, prefix: string): Effect.
     : Effect.fail(invalid(`${prefix}payload`, "type", `groupRateLimit.key of queue "${queue.name}" returned no group: ${problem}`))
 }
 
-const INSERT = `INSERT INTO ${JOBS} (key, queue, id, generation_id, status, attempt, next_attempt_at, run_at, priority, seq,
-    payload, group_key, parent_key, on_failure, children_pending, created_at)
-  VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-  ON CONFLICT (key) DO NOTHING RETURNING key`
-
 const insert = (
   core: Core,
   job: Prepared,
   now: number,
   flow?: { readonly parentKey: string | null; readonly onFailure: string; readonly children: number }
 ): Effect.Effect<boolean, StorageError> =>
-  Effect.map(
-    core.storage.exec(INSERT, [
-      job.key,
-      job.queue.name,
-      job.id,
-      crypto.randomUUID(),
-      flow !== undefined && flow.children > 0 ? "waiting_children" : "pending",
-      job.at,
-      job.at,
-      job.priority,
-      core.seq.next++,
-      job.payload,
-      job.group,
-      flow?.parentKey ?? null,
-      flow?.onFailure ?? "fail",
-      flow?.children ?? 0,
-      now
-    ]),
-    (rows) => rows.length > 0
-  )
+  JobsTable.insert(core.storage, {
+    key: job.key,
+    queue: job.queue.name,
+    id: job.id,
+    generation: crypto.randomUUID(),
+    status: flow !== undefined && flow.children > 0 ? "waiting_children" : "pending",
+    at: job.at,
+    priority: job.priority,
+    seq: core.seq.next++,
+    payload: job.payload,
+    group: job.group,
+    parentKey: flow?.parentKey ?? null,
+    onFailure: flow?.onFailure ?? "fail",
+    children: flow?.children ?? 0,
+    createdAt: now
+  })
 
 interface Added {
   readonly result: AddResult
@@ -188,10 +179,7 @@ const addOne = (core: Core, job: Prepared, now: number): Effect.Effect<Added, St
         const row = yield* readJob(core, job.key)
         if (row !== undefined) return existing(core, job, row, now)
       }
-      const [taken] = yield* storage.exec(`SELECT job_id, expires_at FROM ${DEDUP} WHERE queue = ? AND dedup_key = ?`, [
-        queue,
-        job.dedup.key
-      ])
+      const taken = yield* JobsTable.dedupHolder(storage, queue, job.dedup.key)
       if (taken !== undefined) {
         const holderId = String(taken.job_id)
         const holderKey = Flow.keyOf(queue, holderId)
@@ -202,10 +190,7 @@ const addOne = (core: Core, job: Prepared, now: number): Effect.Effect<Added, St
           const replaceable = job.dedup.replace && holder !== undefined && holder.status === "pending" &&
             Number(holder.attempt) === 0 && !core.handle.executing(holderKey)
           if (replaceable) {
-            yield* storage.exec(
-              `UPDATE ${JOBS} SET payload = ?, next_attempt_at = ?, run_at = ?, priority = ?, group_key = ? WHERE key = ?`,
-              [job.payload, job.at, job.at, job.priority, job.group, holderKey]
-            )
+            yield* JobsTable.replace(storage, holderKey, job)
           }
           return {
             result: {
@@ -229,11 +214,7 @@ const addOne = (core: Core, job: Prepared, now: number): Effect.Effect<Added, St
           }
         }
       }
-      yield* storage.exec(
-        `INSERT INTO ${DEDUP} (queue, dedup_key, job_id, expires_at) VALUES (?, ?, ?, ?)
-         ON CONFLICT (queue, dedup_key) DO UPDATE SET job_id = excluded.job_id, expires_at = excluded.expires_at`,
-        [queue, job.dedup.key, job.id, job.dedup.ttlMs === undefined ? null : now + job.dedup.ttlMs]
-      )
+      yield* JobsTable.keepDedup(storage, queue, job.dedup.key, job.id, job.dedup.ttlMs === undefined ? null : now + job.dedup.ttlMs)
     }
     if (!(yield* insert(core, job, now))) {
       const row = yield* readJob(core, job.key)

@@ -20,7 +20,7 @@ import {
   type StorageError
 } from "../shared/Errors.js"
 import * as Lifecycle from "../engine/Lifecycle.js"
-import type { Row, SqlValue, StorageService } from "../engine/StorageService.js"
+import type { Row, StorageService } from "../engine/StorageService.js"
 import { provideCaptured } from "../engine/capability.js"
 import * as Json from "../shared/json.js"
 import * as StepMemo from "../steps/memo.js"
@@ -28,13 +28,15 @@ import * as Validate from "../shared/validate.js"
 import * as Steps from "../steps/Steps.js"
 import type * as Watchers from "../engine/watchers.js"
 import * as Bucket from "./bucket.js"
+import * as BucketsTable from "./bucketsTable.js"
 import type { AnyQueueDefinition, CurrentJobTag } from "./definition.js"
 import * as Flow from "./flow.js"
+import * as JobsTable from "./jobsTable.js"
+import * as LogsTable from "./logsTable.js"
 import * as Options from "./options.js"
 import * as Rows from "./rows.js"
 import * as Transport from "./transport.js"
 import * as Upkeep from "./upkeep.js"
-import { BUCKETS, claimable, JOBS, LOGS, START_ORDER } from "./schema.js"
 import type { ChildValue, JobContext, JobEvent, JobEventDraft, JobEventHook, RateLimit } from "./types.js"
 
 export const IDEMPOTENCY_PREFIX = "durability-job:v1:"
@@ -89,8 +91,7 @@ export const queueOfKey = (key: string): string => key.slice(0, key.indexOf("/")
 export const rankOf = (row: Row): ReadonlyArray<number> => [-Number(row.priority), Number(row.seq)]
 
 /** The stored job under `key`, if any. */
-export const readJob = (core: Core, key: string): Effect.Effect<Row | undefined, StorageError> =>
-  Effect.map(core.storage.exec(`SELECT * FROM ${JOBS} WHERE key = ?`, [key]), ([row]) => row)
+export const readJob = (core: Core, key: string): Effect.Effect<Row | undefined, StorageError> => JobsTable.read(core.storage, key)
 
 /** A bad argument of a call, naming the field. */
 export const invalidInput = (field: string, kind: "range" | "type", message: string): InvalidInputError =>
@@ -132,8 +133,8 @@ export const logLine = (message: unknown): Effect.Effect<string, InvalidInputErr
 }
 
 /**
- * Appends a line to the log of the job under `key` while it meets `holds` (a condition on its row, with its
- * bindings), keeping the newest `keep` lines. Returns whether the line was appended.
+ * Appends a line to the log of the job under `key` while it meets `holds` (a condition on its row),
+ * keeping the newest `keep` lines. Returns whether the line was appended.
  */
 export const appendLog = (
   core: Core,
@@ -141,18 +142,13 @@ export const appendLog = (
   message: string,
   at: number,
   keep: number,
-  holds: { readonly sql: string; readonly bindings: ReadonlyArray<SqlValue> }
+  holds: JobsTable.Condition
 ): Effect.Effect<boolean, StorageError> =>
   Effect.gen(function*() {
-    const [added] = yield* core.storage.exec(
-      `INSERT INTO ${LOGS} (key, seq, at, message)
-       SELECT ?, next, ?, ? FROM (SELECT COALESCE(MAX(seq), 0) + 1 AS next FROM ${LOGS} WHERE key = ?)
-       WHERE EXISTS (SELECT 1 FROM ${JOBS} WHERE key = ? AND ${holds.sql}) RETURNING seq`,
-      [key, at, message, key, key, ...holds.bindings]
-    )
+    const [added] = yield* LogsTable.append(core.storage, key, message, at, JobsTable.holding(key, holds))
     if (added === undefined) return false
     const seq = Number(added.seq)
-    if (seq > keep) yield* core.storage.exec(`DELETE FROM ${LOGS} WHERE key = ? AND seq <= ?`, [key, seq - keep])
+    if (seq > keep) yield* LogsTable.trim(core.storage, key, seq - keep)
     return true
   })
 
@@ -173,10 +169,7 @@ const jobContext = (core: Core, execution: Execution, queue: QueueRuntime, paylo
     progress: (value) =>
       Effect.gen(function*() {
         const text = yield* progressText(value)
-        const [updated] = yield* storage.exec(
-          `UPDATE ${JOBS} SET progress = ? WHERE key = ? AND generation_id = ? AND status = 'pending' RETURNING key`,
-          [text, key, execution.generation]
-        )
+        const [updated] = yield* JobsTable.setProgress(storage, key, execution.generation, text)
         if (updated !== undefined) yield* tell(core, [{ type: "progress", queue: queue.name, id, progress: value }])
       }),
     log: (message) =>
@@ -187,16 +180,10 @@ const jobContext = (core: Core, execution: Execution, queue: QueueRuntime, paylo
         const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
         // Only while this job (this generation) is unfinished, as for progress: a handler still running
         // after its job ended, or was removed and added again under the same id, writes nothing.
-        yield* appendLog(core, key, line, now, keep, {
-          sql: "generation_id = ? AND status = 'pending'",
-          bindings: [execution.generation]
-        })
+        yield* appendLog(core, key, line, now, keep, JobsTable.unfinished(execution.generation))
       }),
     childrenValues: Effect.map(
-      storage.exec(
-        `SELECT queue, id, status, next_attempt_at, result, last_error, last_error_name FROM ${JOBS} WHERE parent_key = ?`,
-        [key]
-      ),
+      JobsTable.childValues(storage, key),
       (rows) => {
         const values: Record<string, ChildValue> = {}
         for (const child of rows) {
@@ -241,10 +228,7 @@ export const bucketsOf = (queue: QueueRuntime, row: Row): Array<{ readonly key: 
 const gate = (core: Core, queue: QueueRuntime, buckets: ReturnType<typeof bucketsOf>, self: string) => (now: number) =>
   Effect.gen(function*() {
     const { storage } = core
-    const stored = yield* storage.exec(
-      `SELECT group_key, tokens, updated_at FROM ${BUCKETS} WHERE queue = ? AND group_key IN (${buckets.map(() => "?").join(", ")})`,
-      [queue.name, ...buckets.map((bucket) => bucket.key)]
-    )
+    const stored = yield* BucketsTable.readSome(storage, queue.name, buckets.map((bucket) => bucket.key))
     const stateOf = (key: string): Bucket.State | undefined => {
       const found = stored.find((bucket) => bucket.group_key === key)
       return found === undefined ? undefined : { tokens: Number(found.tokens), updatedAt: Number(found.updated_at) }
@@ -254,11 +238,7 @@ const gate = (core: Core, queue: QueueRuntime, buckets: ReturnType<typeof bucket
     if (empty.length === 0) {
       for (const { bucket, decision } of decisions) {
         if (!decision.take) continue
-        yield* storage.exec(
-          `INSERT INTO ${BUCKETS} (queue, group_key, tokens, updated_at) VALUES (?, ?, ?, ?)
-           ON CONFLICT (queue, group_key) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at`,
-          [queue.name, bucket.key, decision.after.tokens, decision.after.updatedAt]
-        )
+        yield* BucketsTable.store(storage, queue.name, bucket.key, decision.after.tokens, decision.after.updatedAt)
       }
       return Admission.Run()
     }
@@ -266,14 +246,9 @@ const gate = (core: Core, queue: QueueRuntime, buckets: ReturnType<typeof bucket
     // as executing from before its claim: it must move too, or it stays due and is gated again at once,
     // in a loop that never lets the clock move.
     const running = executingIn(core, queue.name).filter((key) => key !== self).slice(0, MAX_EXCLUDED)
-    const notRunning = running.length === 0 ? "" : ` AND key NOT IN (${running.map(() => "?").join(", ")})`
     for (const { bucket, decision } of empty) {
       if (decision.take) continue
-      const group = bucket.key === "" ? "" : " AND group_key = ?"
-      yield* storage.exec(
-        `UPDATE ${JOBS} SET next_attempt_at = ? WHERE queue = ? AND status = 'pending' AND next_attempt_at < ?${group}${notRunning}`,
-        [decision.readyAt, queue.name, decision.readyAt, ...(bucket.key === "" ? [] : [bucket.key.slice(2)]), ...running]
-      )
+      yield* JobsTable.holdUntil(storage, queue.name, decision.readyAt, bucket.key === "" ? undefined : bucket.key.slice(2), running)
     }
     // This job waits for the last of its empty buckets.
     return Admission.Defer({ at: Math.max(...empty.map(({ decision }) => decision.take ? now : decision.readyAt)) })
@@ -289,12 +264,10 @@ const expired = (core: Core, row: Row, now: number): LeaseExpiry => {
   const queue = core.queues.get(String(row.queue))
   const settings = queue?.options.external
   const stalled = Number(row.stalled) + 1
-  const where = [String(row.key), String(row.generation_id)]
+  const key = String(row.key)
+  const generation = String(row.generation_id)
   // The job's end clears the lease with its settle (`settled`); this keeps the count of its stalls.
-  const counted = core.storage.exec(`UPDATE ${JOBS} SET worker_id = NULL, stalled = ? WHERE key = ? AND generation_id = ?`, [
-    stalled,
-    ...where
-  ])
+  const counted = JobsTable.countStall(core.storage, key, generation, stalled)
   if (queue === undefined || settings === undefined) {
     return LeaseExpiry.Failed({
       error: new NonRetryableError({ message: `No external queue "${String(row.queue)}" is defined any more` }),
@@ -313,10 +286,7 @@ const expired = (core: Core, row: Row, now: number): LeaseExpiry => {
   }
   return LeaseExpiry.Released({
     write: Effect.gen(function*() {
-      yield* core.storage.exec(
-        `UPDATE ${JOBS} SET leased_until = NULL, worker_id = NULL, stalled = ?, next_attempt_at = ? WHERE key = ? AND generation_id = ?`,
-        [stalled, now, ...where]
-      )
+      yield* JobsTable.releaseLease(core.storage, key, generation, stalled, now)
       // A transport's job is dispatched again at once; one it held back at the queue's concurrency too.
       if (settings.transport === undefined) return []
       const freed = queue.options.concurrency === undefined ? [] : yield* Transport.freeSlot(core, queue, now)
@@ -352,8 +322,7 @@ export const participant = <I>(
       const job = jobContext(core, execution, queue, payload)
       const steps = StepMemo.runner(core.storage, {
         capability: "jobs",
-        table: JOBS,
-        keyColumn: "key",
+        current: JobsTable.IS_CURRENT,
         key: execution.key,
         generation: execution.generation
       })
@@ -392,15 +361,7 @@ export const participant = <I>(
     )
   },
   complete: (execution, text, settledAt) =>
-    Effect.map(
-      core.storage.exec(
-        `UPDATE ${JOBS} SET status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'completed' END,
-           result = ?, finished_at = ?, last_error = NULL, last_error_name = NULL
-         WHERE key = ? AND generation_id = ? AND status = 'pending' AND attempt = ? RETURNING key`,
-        [text, settledAt, execution.key, execution.generation, execution.attempt]
-      ),
-      (rows) => rows.length > 0
-    ),
+    Effect.map(JobsTable.complete(core.storage, execution, text, settledAt), (rows) => rows.length > 0),
   completesInOneStatement: true,
   describe: (row) => `job "${String(row.id)}" of queue "${String(row.queue)}"`,
   entity: (row) => ({
@@ -411,10 +372,10 @@ export const participant = <I>(
     jobId: String(row.id)
   }),
   dispatch: {
-    order: START_ORDER,
-    rank: { columns: "priority, seq", of: rankOf },
+    order: JobsTable.START_ORDER,
+    rank: { columns: JobsTable.RANK_COLUMNS, of: rankOf },
     // Jobs of an external queue without a transport wait for `lease`; a transport's are leased by their admission.
-    pendingWhere: claimable(
+    pendingWhere: JobsTable.claimable(
       [...core.queues.values()].filter((queue) => queue.options.external !== undefined && queue.options.external.transport === undefined)
         .map((queue) => queue.name),
       [...core.queues.values()].some((queue) => queue.options.external !== undefined)
@@ -509,7 +470,7 @@ export const resumeLeases = (core: Core): Effect.Effect<void, StorageError> =>
     ? Effect.void
     // Each timer covers itself: no reconciliation (a new instance may not have read its alarm yet).
     : core.handle.writePending(Effect.flatMap(
-      core.storage.exec(`SELECT * FROM ${JOBS} WHERE status = 'pending' AND leased_until IS NOT NULL`),
+      JobsTable.leased(core.storage),
       (rows) => Effect.forEach(rows, (row) => core.handle.resumeLease(row, Number(row.leased_until)), { discard: true })
     ), () => undefined)
 
@@ -540,15 +501,10 @@ const settled = (
     const { at } = settlement
     // The row as the settle left it (a cancel asked meanwhile turned its end into `canceled`).
     const [current] = settlement.outcome === "failed"
-      ? yield* core.storage.exec(
-        // A leased job that failed (its last lease expired: exhausted) holds no lease any more.
-        `UPDATE ${JOBS} SET finished_at = ?, status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE status END,
-           leased_until = NULL, worker_id = NULL
-         WHERE key = ? AND status = 'failed' RETURNING *`,
-        [at, key]
-      )
+      // A leased job that failed (its last lease expired: exhausted) holds no lease any more.
+      ? yield* JobsTable.finishFailed(core.storage, key, at)
       : hasParent || canceling
-      ? yield* core.storage.exec(`SELECT * FROM ${JOBS} WHERE key = ?`, [key])
+      ? [yield* JobsTable.read(core.storage, key)]
       : [{ ...row, status: "completed" }]
     if (current !== undefined) {
       if (current.status === "completed") yield* Flow.completed(core.flow, out, current, at)

@@ -10,8 +10,9 @@ import * as Effect from "effect/Effect"
 import type { PendingRecord } from "../engine/DurableTable.js"
 import type { SerializedError, StorageError } from "../shared/Errors.js"
 import type { Row, StorageService } from "../engine/StorageService.js"
+import * as DeadLettersTable from "./deadLettersTable.js"
+import * as JobsTable from "./jobsTable.js"
 import type * as Options from "./options.js"
-import { DEAD_LETTERS, JOBS } from "./schema.js"
 import type { JobEventDraft } from "./types.js"
 
 export interface Changes {
@@ -45,14 +46,7 @@ export const childEnded = (
   Effect.gen(function*() {
     const { storage } = context
     if (outcome.ok || child.onFailure === "ignore") {
-      // SET sees the row as it was: the last child to finish releases the parent.
-      const [parent] = yield* storage.exec(
-        `UPDATE ${JOBS} SET children_pending = children_pending - 1,
-           status = CASE WHEN children_pending <= 1 THEN 'pending' ELSE status END,
-           next_attempt_at = CASE WHEN children_pending <= 1 THEN MAX(next_attempt_at, ?) ELSE next_attempt_at END
-         WHERE key = ? AND status = 'waiting_children' RETURNING status, next_attempt_at`,
-        [at, child.parentKey]
-      )
+      const [parent] = yield* JobsTable.childFinished(storage, child.parentKey, at)
       if (parent?.status === "pending") out.pending.push({ key: child.parentKey, at: Number(parent.next_attempt_at), start: true })
       return
     }
@@ -60,11 +54,7 @@ export const childEnded = (
       name: "ChildJobFailedError",
       message: `Child job "${child.id}" of queue "${child.queue}" failed: ${outcome.error.name}: ${outcome.error.message}`
     }
-    const [parent] = yield* storage.exec(
-      `UPDATE ${JOBS} SET status = 'failed', last_error = ?, last_error_name = ?, finished_at = ?
-       WHERE key = ? AND status = 'waiting_children' RETURNING *`,
-      [error.message, error.name, at, child.parentKey]
-    )
+    const [parent] = yield* JobsTable.failWaiting(storage, child.parentKey, error, at)
     if (parent === undefined) return
     yield* failed(context, out, parent, error, at, depth + 1, true)
     yield* cancelNotStarted(context, out, child.parentKey, at, "its parent failed")
@@ -92,13 +82,14 @@ export const failed = (
       out.finished.push(String(row.key))
     }
     if (context.queueOf(queue)?.deadLetter === true) {
-      yield* context.storage.exec(
-        `INSERT INTO ${DEAD_LETTERS} (queue, id, payload, attempts, error_name, error_message, failed_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?)
-         ON CONFLICT (queue, id) DO UPDATE SET payload = excluded.payload, attempts = excluded.attempts,
-           error_name = excluded.error_name, error_message = excluded.error_message, failed_at = excluded.failed_at`,
-        [queue, id, String(row.payload), Number(row.attempt), error.name, error.message, at]
-      )
+      yield* DeadLettersTable.put(context.storage, {
+        queue,
+        id,
+        payload: String(row.payload),
+        attempts: Number(row.attempt),
+        error,
+        failedAt: at
+      })
       out.events.push({ type: "dead_lettered", queue, id, error })
     }
     yield* childEndedOf(context, out, row, { ok: false, error }, at, depth)
@@ -160,16 +151,7 @@ export const cancelNotStarted = (
   reason: string
 ): Effect.Effect<void, StorageError> =>
   Effect.map(
-    context.storage.exec(
-      `WITH RECURSIVE doomed(key) AS (
-         SELECT key FROM ${JOBS} WHERE parent_key = ? AND status IN ('pending', 'waiting_children') AND attempt = 0
-         UNION SELECT j.key FROM ${JOBS} j JOIN doomed d ON j.parent_key = d.key
-           WHERE j.status IN ('pending', 'waiting_children') AND j.attempt = 0
-       )
-       UPDATE ${JOBS} SET status = 'canceled', finished_at = ?, cancel_reason = ?
-       WHERE key IN (SELECT key FROM doomed) RETURNING key, queue, id`,
-      [rootKey, at, reason]
-    ),
+    JobsTable.cancelNotStarted(context.storage, rootKey, at, reason),
     (rows) => {
       for (const row of rows) {
         out.events.push({ type: "canceled", queue: String(row.queue), id: String(row.id), reason })
@@ -177,11 +159,6 @@ export const cancelNotStarted = (
       }
     }
   )
-
-/** A child whose parent has not run yet keeps its row: the parent reads its value (`childrenValues`). */
-const PARENT_DONE = `(j.parent_key IS NULL OR NOT EXISTS (
-  SELECT 1 FROM ${JOBS} p WHERE p.key = j.parent_key AND p.status IN ('pending', 'waiting_children')
-))`
 
 /**
  * Keeps `status` jobs of `queue` within `retention`: older than `ageMs`, and beyond the newest
@@ -201,27 +178,16 @@ export const trim = (
     const removed: Array<Row> = []
     if (retention.ageMs !== undefined) {
       removed.push(
-        ...(yield* storage.exec(
-          `DELETE FROM ${JOBS} WHERE key IN (
-             SELECT key FROM ${JOBS} j WHERE queue = ? AND status = ? AND finished_at < ? AND ${PARENT_DONE}
-           ) RETURNING id`,
-          [queue, status, at - retention.ageMs]
-        ))
+        ...(yield* JobsTable.removeFinishedBefore(storage, queue, status, at - retention.ageMs))
       )
     }
     let count = known === undefined ? undefined : known - removed.length
     if (retention.count !== undefined) {
       if (count === undefined) {
-        const [row] = yield* storage.exec(`SELECT COUNT(*) AS n FROM ${JOBS} WHERE queue = ? AND status = ?`, [queue, status])
-        count = Number(row?.n ?? 0)
+        count = yield* JobsTable.countInStatus(storage, queue, status)
       }
       if (count > retention.count) {
-        const over = yield* storage.exec(
-          `DELETE FROM ${JOBS} WHERE key IN (
-             SELECT key FROM ${JOBS} j WHERE queue = ? AND status = ? AND ${PARENT_DONE} ORDER BY finished_at, seq LIMIT ?
-           ) RETURNING id`,
-          [queue, status, count - retention.count]
-        )
+        const over = yield* JobsTable.removeOldestFinished(storage, queue, status, count - retention.count)
         removed.push(...over)
         count -= over.length
       }

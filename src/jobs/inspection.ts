@@ -7,13 +7,14 @@
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import type { InvalidInputError, StorageError } from "../shared/Errors.js"
-import type { Row, SqlValue } from "../engine/StorageService.js"
+import type { Row } from "../engine/StorageService.js"
 import { type Core, executingIn, type QueueRuntime } from "./core.js"
+import * as DeadLettersTable from "./deadLettersTable.js"
 import * as Flow from "./flow.js"
-import * as Read from "./read.js"
+import * as JobsTable from "./jobsTable.js"
+import * as LogsTable from "./logsTable.js"
 import * as Rows from "./rows.js"
 import { JOB_STATES } from "./types.js"
-import { DEAD_LETTERS, JOBS, LOGS } from "./schema.js"
 import * as ListQuery from "../engine/listQuery.js"
 import { BadRequest, NotFound } from "../inspection/errors.js"
 import * as P from "../inspection/protocol.js"
@@ -90,12 +91,9 @@ export const source = (core: Core, calls: ReadonlyMap<string, QueueCalls>, purge
 
   const rowOf = (queue: QueueRuntime, id: string, select: string) =>
     Effect.flatMap(
-      storage.exec(`SELECT ${select} FROM ${JOBS} WHERE key = ?`, [Flow.keyOf(queue.name, id)]),
-      ([row]) => row === undefined ? Effect.fail(new NotFound({ message: `No job ${JSON.stringify(id)} in queue ${JSON.stringify(queue.name)}` })) : Effect.succeed(row)
+      JobsTable.read(storage, Flow.keyOf(queue.name, id), select),
+      (row) => row === undefined ? Effect.fail(new NotFound({ message: `No job ${JSON.stringify(id)} in queue ${JSON.stringify(queue.name)}` })) : Effect.succeed(row)
     )
-
-  const count = (table: string, where: string, bindings: ReadonlyArray<SqlValue>) =>
-    Effect.map(storage.exec(Text.cappedCount(table, where), bindings), ([row]) => Number(row?.n ?? 0))
 
   // Capped counts (`COUNT_CAP`), not `queue.counts()`: that one is exact, so it reads every job of the queue.
   const overview = Effect.gen(function*() {
@@ -104,16 +102,13 @@ export const source = (core: Core, calls: ReadonlyMap<string, QueueCalls>, purge
     for (const queue of core.queues.values()) {
       const executing = executingIn(core, queue.name)
       const counts = {} as Record<P.JobState, number>
-      for (const state of JOB_STATES) {
-        const condition = Read.stateCondition(state, now, executing)
-        counts[state] = yield* count(JOBS, `queue = ? AND ${condition.sql}`, [queue.name, ...condition.bindings])
-      }
+      for (const state of JOB_STATES) counts[state] = yield* JobsTable.cappedCount(storage, queue.name, state, now, executing)
       queues.push({
         name: queue.name,
         processing: processingOf(queue),
         paused: queue.paused,
         counts,
-        deadLetters: yield* count(DEAD_LETTERS, "queue = ?", [queue.name])
+        deadLetters: yield* DeadLettersTable.cappedCount(storage, queue.name)
       })
     }
     return { jobs: { queues } }
@@ -125,12 +120,15 @@ export const source = (core: Core, calls: ReadonlyMap<string, QueueCalls>, purge
       const after = yield* seqCursor(request.cursor)
       const limit = request.limit ?? P.DEFAULT_PAGE
       const now = yield* Clock.currentTimeMillis
-      const state = request.state === undefined ? undefined : Read.stateCondition(request.state, now, executingIn(core, queue.name))
-      const rows = yield* storage.exec(
-        `SELECT ${columns(P.LIST_JSON_CHARS)} FROM ${JOBS} WHERE queue = ? AND seq > ?${state === undefined ? "" : ` AND ${state.sql}`}
-         ORDER BY seq LIMIT ?`,
-        [queue.name, after, ...(state?.bindings ?? []), limit + 1]
-      )
+      const rows = yield* JobsTable.page(storage, {
+        columns: columns(P.LIST_JSON_CHARS),
+        queue: queue.name,
+        after,
+        states: request.state === undefined ? [] : [request.state],
+        now,
+        active: executingIn(core, queue.name),
+        take: limit + 1
+      })
       return ListQuery.page(rows, limit, (row) => itemOf(core, queue, row, now, P.LIST_JSON_CHARS), seqAfter)
     })
 
@@ -140,23 +138,20 @@ export const source = (core: Core, calls: ReadonlyMap<string, QueueCalls>, purge
       const row = yield* rowOf(queue, request.id, columns(P.DETAIL_JSON_CHARS))
       const now = yield* Clock.currentTimeMillis
       const key = String(row.key)
-      const lines = yield* storage.exec(`SELECT seq, at, ${Text.messageOf("message")} FROM ${LOGS} WHERE key = ? ORDER BY seq LIMIT ?`, [key, P.DETAIL_LOG_LINES])
-      const [logTotal] = yield* storage.exec(`SELECT COUNT(*) AS n FROM ${LOGS} WHERE key = ?`, [key])
-      const children = yield* storage.exec(
-        `SELECT key, queue, id, status, next_attempt_at, leased_until FROM ${JOBS} WHERE parent_key = ? ORDER BY seq LIMIT ?`,
-        [key, P.DETAIL_CHILDREN]
-      )
-      const [childTotal] = yield* storage.exec(`SELECT COUNT(*) AS n FROM ${JOBS} WHERE parent_key = ?`, [key])
+      const lines = yield* LogsTable.page(storage, key, undefined, P.DETAIL_LOG_LINES, Text.messageOf("message"))
+      const logTotal = yield* LogsTable.count(storage, key)
+      const children = yield* JobsTable.children(storage, key, P.DETAIL_CHILDREN)
+      const childTotal = yield* JobsTable.childCount(storage, key)
       return {
         job: itemOf(core, queue, row, now, P.DETAIL_JSON_CHARS),
-        logs: { items: lines.map(lineOf), total: Number(logTotal?.n ?? 0) },
+        logs: { items: lines.map(lineOf), total: logTotal },
         children: {
           items: children.map((child) => ({
             queue: String(child.queue),
             id: String(child.id),
             state: Rows.stateOf(child, now, core.handle.executing(String(child.key)))
           })),
-          total: Number(childTotal?.n ?? 0)
+          total: childTotal
         }
       }
     })
@@ -167,10 +162,7 @@ export const source = (core: Core, calls: ReadonlyMap<string, QueueCalls>, purge
       const row = yield* rowOf(queue, request.id, "key")
       const after = yield* seqCursor(request.cursor)
       const limit = request.limit ?? P.DEFAULT_PAGE
-      const rows = yield* storage.exec(
-        `SELECT seq, at, ${Text.messageOf("message")} FROM ${LOGS} WHERE key = ? AND seq > ? ORDER BY seq LIMIT ?`,
-        [String(row.key), after, limit + 1]
-      )
+      const rows = yield* LogsTable.page(storage, String(row.key), after, limit + 1, Text.messageOf("message"))
       return ListQuery.page(rows, limit, lineOf, seqAfter)
     })
 
@@ -179,11 +171,12 @@ export const source = (core: Core, calls: ReadonlyMap<string, QueueCalls>, purge
       const { queue } = yield* queueOf(request.queue)
       // The keyset of `deadLetters.list`: `<failedAt>:<id>` cursors.
       const { after, limit } = yield* ListQuery.parse({ cursor: request.cursor, limit: request.limit }, P.DEFAULT_PAGE, P.MAX_PAGE, [])
-      const rows = yield* storage.exec(
-        `SELECT queue, id, attempts, error_name, ${Text.messageOf("error_message")}, failed_at, ${Text.headOf("payload", P.LIST_JSON_CHARS)}
-         FROM ${DEAD_LETTERS} WHERE queue = ?${after === undefined ? "" : " AND (failed_at > ? OR (failed_at = ? AND id > ?))"}
-         ORDER BY failed_at, id LIMIT ?`,
-        [queue.name, ...(after === undefined ? [] : [after.at, after.at, after.key]), limit + 1]
+      const rows = yield* DeadLettersTable.page(
+        storage,
+        `queue, id, attempts, error_name, ${Text.messageOf("error_message")}, failed_at, ${Text.headOf("payload", P.LIST_JSON_CHARS)}`,
+        queue.name,
+        after,
+        limit + 1
       )
       return ListQuery.page(rows, limit, (row): P.DeadLetterItem => ({
         id: String(row.id),

@@ -15,6 +15,7 @@ import type { Row } from "../engine/StorageService.js"
 import * as Json from "../shared/json.js"
 import * as Validate from "../shared/validate.js"
 import * as Bucket from "./bucket.js"
+import * as BucketsTable from "./bucketsTable.js"
 import {
   appendLog,
   bucketsOf,
@@ -28,9 +29,10 @@ import {
   readJob,
   tell
 } from "./core.js"
+import * as JobsTable from "./jobsTable.js"
 import * as Options from "./options.js"
+import * as QueuesTable from "./queuesTable.js"
 import * as Transport from "./transport.js"
-import { BUCKETS, JOBS, QUEUES, START_ORDER } from "./schema.js"
 
 /** A job handed to an external worker. */
 export interface Lease<P = unknown> {
@@ -83,9 +85,6 @@ const stale = (queue: QueueRuntime, id: string, token: number) =>
       "(it expired or was reclaimed, or the job was leased again, settled, canceled or removed); nothing was written"
   })
 
-/** The condition every lease-holder's write carries: this token, its lease not expired, the job unfinished. */
-const HOLDS = "lease_token = ? AND leased_until IS NOT NULL AND leased_until >= ? AND status = 'pending'"
-
 /**
  * Leases up to `limit` due jobs of the queue, by priority then insertion order, within its
  * concurrency (leases out at once), its rate limits and its pause, in one transaction.
@@ -107,29 +106,22 @@ export const lease = (core: Core, queue: QueueRuntime, options: LeaseOptions = {
     const until = now + length
     const { storage } = core
     const body = Effect.gen(function*() {
-      const [paused] = yield* storage.exec(`SELECT paused FROM ${QUEUES} WHERE queue = ?`, [queue.name])
+      const [paused] = yield* QueuesTable.readPaused(storage, queue.name)
       if (Number(paused?.paused ?? 0) === 1) return []
       let room = limit
       if (queue.options.concurrency !== undefined) {
-        const [out] = yield* storage.exec(
-          `SELECT COUNT(*) AS n FROM ${JOBS} WHERE queue = ? AND status = 'pending' AND leased_until IS NOT NULL`,
-          [queue.name]
-        )
+        const [out] = yield* JobsTable.leasedCount(storage, queue.name)
         room = Math.min(room, queue.options.concurrency - Number(out?.n ?? 0))
       }
       if (room <= 0) return []
       const limited = rateLimitOf(queue) !== undefined || queue.options.groupRateLimit !== undefined
       // With group limits some candidates may be skipped for an empty group bucket: look a little further.
-      const candidates = yield* storage.exec(
-        `SELECT key, group_key FROM ${JOBS} WHERE queue = ? AND status = 'pending' AND leased_until IS NULL AND next_attempt_at <= ?
-         ORDER BY ${START_ORDER} LIMIT ?`,
-        [queue.name, now, limited ? Math.min(room * 4, 400) : room]
-      )
+      const candidates = yield* JobsTable.leasable(storage, queue.name, now, limited ? Math.min(room * 4, 400) : room)
       const chosen: Array<string> = []
       if (!limited) chosen.push(...candidates.map((row) => String(row.key)))
       else {
         const states = new Map<string, Bucket.State | undefined>()
-        for (const row of yield* storage.exec(`SELECT group_key, tokens, updated_at FROM ${BUCKETS} WHERE queue = ?`, [queue.name])) {
+        for (const row of yield* BucketsTable.readAll(storage, queue.name)) {
           states.set(String(row.group_key), { tokens: Number(row.tokens), updatedAt: Number(row.updated_at) })
         }
         for (const row of candidates) {
@@ -143,22 +135,14 @@ export const lease = (core: Core, queue: QueueRuntime, options: LeaseOptions = {
         }
         for (const [key, state] of states) {
           if (state === undefined) continue
-          yield* storage.exec(
-            `INSERT INTO ${BUCKETS} (queue, group_key, tokens, updated_at) VALUES (?, ?, ?, ?)
-             ON CONFLICT (queue, group_key) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at`,
-            [queue.name, key, state.tokens, state.updatedAt]
-          )
+          yield* BucketsTable.store(storage, queue.name, key, state.tokens, state.updatedAt)
         }
       }
       const leased: Array<Row> = []
       for (const key of chosen) {
         // The engine's claim (the attempt counted, the lease's timer set), then this queue's lease state.
         if ((yield* core.handle.lease(key, until, now)) === undefined) continue
-        const [row] = yield* storage.exec(
-          `UPDATE ${JOBS} SET lease_token = lease_token + 1, leased_until = ?, next_attempt_at = ?, worker_id = ?
-           WHERE key = ? RETURNING id, payload, attempt, lease_token, generation_id`,
-          [until, until, workerId, key]
-        )
+        const [row] = yield* JobsTable.lease(storage, key, until, workerId)
         if (row !== undefined) leased.push(row)
       }
       return leased
@@ -200,12 +184,7 @@ export const heartbeat = (
     const progress = options.progress === undefined ? null : yield* progressText(options.progress)
     const now = yield* Clock.currentTimeMillis
     // Only later: the alarm armed for the old end fires, finds nothing due and moves on.
-    const [row] = yield* core.storage.exec(
-      `UPDATE ${JOBS} SET leased_until = MAX(leased_until, ?), next_attempt_at = MAX(leased_until, ?),
-         progress = COALESCE(?, progress)
-       WHERE key = ? AND ${HOLDS} RETURNING leased_until`,
-      [now + extend, now + extend, progress, `${queue.name}/${id}`, held, now]
-    )
+    const [row] = yield* JobsTable.extendLease(core.storage, `${queue.name}/${id}`, held, now, now + extend, progress)
     if (row === undefined) return yield* stale(queue, id, held)
     if (progress !== null) yield* tell(core, [{ type: "progress", queue: queue.name, id, progress: options.progress }])
     return { leaseUntil: Number(row.leased_until) }
@@ -218,7 +197,7 @@ export const log = (core: Core, queue: QueueRuntime, id: string, token: number, 
     const held = yield* tokenOf(token)
     const line = yield* logLine(message)
     const now = yield* Clock.currentTimeMillis
-    const appended = yield* appendLog(core, `${queue.name}/${id}`, line, now, queue.options.keepLogs, { sql: HOLDS, bindings: [held, now] })
+    const appended = yield* appendLog(core, `${queue.name}/${id}`, line, now, queue.options.keepLogs, JobsTable.leaseHeld(held, now))
     if (!appended) return yield* stale(queue, id, held)
   }).pipe(Effect.withSpan("Jobs.leaseLog"))
 
@@ -232,10 +211,11 @@ const held = (core: Core, queue: QueueRuntime, id: string, token: number) =>
     if (!holds) return yield* stale(queue, id, token)
     // In the settle's transaction: the lease is consumed, or nothing is written.
     const guard = Effect.flatMap(
-      core.storage.exec(
-        `UPDATE ${JOBS} SET leased_until = NULL, worker_id = NULL
-         WHERE key = ? AND generation_id = ? AND attempt = ? AND ${HOLDS} RETURNING key`,
-        [String(row.key), String(row.generation_id), Number(row.attempt), token, now]
+      JobsTable.consumeLease(
+        core.storage,
+        { key: String(row.key), generation: String(row.generation_id), attempt: Number(row.attempt) },
+        token,
+        now
       ),
       (rows): Effect.Effect<void, StaleLeaseError> => rows.length > 0 ? Effect.void : Effect.fail(stale(queue, id, token))
     )
@@ -307,10 +287,7 @@ export const start = (core: Core, queue: QueueRuntime, id: string, token: number
     const now = yield* Clock.currentTimeMillis
     // Single use: the delivery that starts takes the next token, so a duplicate of its message is stale
     // and its handler never runs twice at once.
-    const [row] = yield* core.storage.exec(
-      `UPDATE ${JOBS} SET lease_token = lease_token + 1 WHERE key = ? AND ${HOLDS} RETURNING *`,
-      [`${queue.name}/${id}`, fence, now]
-    )
+    const [row] = yield* JobsTable.startDelivery(core.storage, `${queue.name}/${id}`, fence, now)
     if (row === undefined) return yield* stale(queue, id, fence)
     const payload = yield* Effect.orElseSucceed(
       queue.definition.payload.decode(Json.decode(String(row.payload))),

@@ -11,9 +11,11 @@ import { InvalidInputError, JobCanceledError, type StorageError } from "../share
 import type { Row } from "../engine/StorageService.js"
 import * as Validate from "../shared/validate.js"
 import { canceledMessage, type Core, invalidInput, type QueueRuntime, rankOf, readJob, tell, trimChained } from "./core.js"
+import * as DeadLettersTable from "./deadLettersTable.js"
 import * as Flow from "./flow.js"
+import * as JobsTable from "./jobsTable.js"
 import * as Options from "./options.js"
-import { DEAD_LETTERS, JOBS, QUEUES } from "./schema.js"
+import * as QueuesTable from "./queuesTable.js"
 import type { CleanOptions, RateLimit } from "./types.js"
 
 const invalid = invalidInput
@@ -52,7 +54,7 @@ export const cancel = (core: Core, queue: QueueRuntime, id: string, reason: stri
     const row = yield* readJob(core, key)
     if (row === undefined || (row.status !== "pending" && row.status !== "waiting_children")) return false
     if (core.handle.executing(key)) {
-      yield* core.storage.exec(`UPDATE ${JOBS} SET cancel_requested = 1, cancel_reason = ? WHERE key = ?`, [reason, key])
+      yield* JobsTable.requestCancel(core.storage, key, reason)
       core.canceling.set(key, reason)
       yield* core.handle.abort((running) => running === key, new JobCanceledError({ message: canceledMessage(row, reason) }))
       return true
@@ -65,11 +67,7 @@ const cancelStored = (core: Core, key: string, reason: string) =>
   Effect.flatMap(Clock.currentTimeMillis, (now) =>
     writeChanges(core, (out) =>
       Effect.gen(function*() {
-        const [row] = yield* core.storage.exec(
-          `UPDATE ${JOBS} SET status = 'canceled', finished_at = ?, cancel_reason = ?
-           WHERE key = ? AND status IN ('pending', 'waiting_children') RETURNING *`,
-          [now, reason, key]
-        )
+        const [row] = yield* JobsTable.cancel(core.storage, key, reason, now)
         if (row === undefined) return false
         yield* Flow.canceled(core.flow, out, row, reason, now, true)
         return true
@@ -78,9 +76,7 @@ const cancelStored = (core: Core, key: string, reason: string) =>
 /** Jobs whose cancel was asked while they ran, when an eviction ended that run: canceled now. */
 export const cancelInterrupted = (core: Core): Effect.Effect<void, StorageError> =>
   Effect.gen(function*() {
-    const rows = yield* core.storage.exec(
-      `SELECT key, cancel_reason FROM ${JOBS} WHERE cancel_requested = 1 AND status IN ('pending', 'waiting_children')`
-    )
+    const rows = yield* JobsTable.cancelsAsked(core.storage)
     for (const row of rows) yield* cancelStored(core, String(row.key), String(row.cancel_reason ?? ""))
   })
 
@@ -95,13 +91,7 @@ export const remove = (core: Core, queue: QueueRuntime, id: string): Effect.Effe
     const now = yield* Clock.currentTimeMillis
     const removed = yield* writeChanges(core, (out) =>
       Effect.gen(function*() {
-        const gone = yield* core.storage.exec(
-          `WITH RECURSIVE doomed(key) AS (
-             SELECT ? UNION SELECT j.key FROM ${JOBS} j JOIN doomed d ON j.parent_key = d.key
-           )
-           DELETE FROM ${JOBS} WHERE key IN (SELECT key FROM doomed) RETURNING *`,
-          [key]
-        )
+        const gone = yield* JobsTable.removeTree(core.storage, key)
         const root = gone.find((row) => row.key === key)
         if (root === undefined) return []
         if (root.status === "pending" || root.status === "waiting_children") {
@@ -132,20 +122,11 @@ export const promote = (core: Core, queue: QueueRuntime, id: string): Effect.Eff
     const key = Flow.keyOf(queue.name, id)
     const now = yield* Clock.currentTimeMillis
     const rows = yield* core.handle.writePending(
-      core.storage.exec(
-        // A leased job is not waiting: its time is its lease's end.
-        `UPDATE ${JOBS} SET next_attempt_at = ?, run_at = ? WHERE key = ? AND status = 'pending' AND next_attempt_at > ?
-           AND leased_until IS NULL RETURNING key`,
-        [now, now, key, now]
-      ),
+      JobsTable.promote(core.storage, key, now),
       (rows): ReadonlyArray<PendingRecord> => rows.length === 0 ? [] : [{ key, at: now, start: true }]
     )
     return rows.length > 0
   })
-
-const RESET = `status = 'pending', attempt = 0, generation_id = ?, next_attempt_at = ?, run_at = ?, last_error = NULL,
-  last_error_name = NULL, result = NULL, progress = NULL, started_at = NULL, finished_at = NULL, cancel_requested = 0,
-  cancel_reason = NULL, leased_until = NULL, worker_id = NULL, stalled = 0`
 
 /** A failed or canceled job runs again with fresh attempts (a new idempotency key); its dead letter goes. */
 export const retry = (core: Core, queue: QueueRuntime, id: string): Effect.Effect<boolean, StorageError> =>
@@ -154,13 +135,8 @@ export const retry = (core: Core, queue: QueueRuntime, id: string): Effect.Effec
     const now = yield* Clock.currentTimeMillis
     const rows = yield* core.handle.writePending(
       Effect.zipLeft(
-        core.storage.exec(`UPDATE ${JOBS} SET ${RESET} WHERE key = ? AND status IN ('failed', 'canceled') RETURNING key`, [
-          crypto.randomUUID(),
-          now,
-          now,
-          key
-        ]),
-        core.storage.exec(`DELETE FROM ${DEAD_LETTERS} WHERE queue = ? AND id = ?`, [queue.name, id])
+        JobsTable.reset(core.storage, key, crypto.randomUUID(), now),
+        DeadLettersTable.remove(core.storage, queue.name, id)
       ),
       (rows): ReadonlyArray<PendingRecord> => rows.length === 0 ? [] : [{ key, at: now, start: true }]
     )
@@ -170,10 +146,7 @@ export const retry = (core: Core, queue: QueueRuntime, id: string): Effect.Effec
 
 export const changePriority = (core: Core, queue: QueueRuntime, id: string, priority: number): Effect.Effect<boolean, StorageError> =>
   Effect.map(
-    core.storage.exec(
-      `UPDATE ${JOBS} SET priority = ? WHERE key = ? AND status IN ('pending', 'waiting_children') RETURNING key, priority, seq`,
-      [priority, Flow.keyOf(queue.name, id)]
-    ),
+    JobsTable.setPriority(core.storage, Flow.keyOf(queue.name, id), priority),
     ([row]) => {
       if (row === undefined) return false
       // Already waiting for its queue's slot: it waits at its new place.
@@ -199,13 +172,7 @@ export const clean = (core: Core, queue: QueueRuntime, options: CleanOptions): E
       return yield* invalid("limit", "range", `limit must be an integer from 1 to ${MAX_CLEAN_LIMIT}, got ${Validate.shown(limit)}`)
     }
     const now = yield* Clock.currentTimeMillis
-    const gone = yield* core.storage.exec(
-      `DELETE FROM ${JOBS} WHERE key IN (
-         SELECT key FROM ${JOBS} WHERE queue = ? AND status IN (${states.map(() => "?").join(", ")}) AND finished_at <= ?
-         ORDER BY finished_at LIMIT ?
-       ) RETURNING id`,
-      [queue.name, ...states, now - olderThanMs, limit]
-    )
+    const gone = yield* JobsTable.clean(core.storage, queue.name, states, now - olderThanMs, limit)
     forgetCounts(core, queue.name)
     yield* tell(core, gone.map((row) => ({ type: "removed" as const, queue: queue.name, id: String(row.id), reason: "clean" })))
     return gone.length
@@ -214,17 +181,14 @@ export const clean = (core: Core, queue: QueueRuntime, options: CleanOptions): E
 /** Pausing is durable: a paused queue starts nothing, on every path, until resumed. */
 export const setPaused = (core: Core, queue: QueueRuntime, paused: boolean): Effect.Effect<void, StorageError> =>
   Effect.map(
-    core.handle.write(core.storage.exec(
-      `INSERT INTO ${QUEUES} (queue, paused) VALUES (?, ?) ON CONFLICT (queue) DO UPDATE SET paused = excluded.paused`,
-      [queue.name, paused ? 1 : 0]
-    )),
+    core.handle.write(QueuesTable.setPaused(core.storage, queue.name, paused)),
     () => {
       queue.paused = paused
     }
   )
 
 export const isPaused = (core: Core, queue: QueueRuntime): Effect.Effect<boolean, StorageError> =>
-  Effect.map(core.storage.exec(`SELECT paused FROM ${QUEUES} WHERE queue = ?`, [queue.name]), ([row]) => Number(row?.paused ?? 0) === 1)
+  Effect.map(QueuesTable.readPaused(core.storage, queue.name), ([row]) => Number(row?.paused ?? 0) === 1)
 
 /** Replaces the queue's rate limit durably (`null`: none), over what its definition says. */
 export const setRateLimit = (core: Core, queue: QueueRuntime, limit: RateLimit | null): Effect.Effect<void, InvalidInputError | StorageError> =>
@@ -235,17 +199,13 @@ export const setRateLimit = (core: Core, queue: QueueRuntime, limit: RateLimit |
       if (problem !== undefined) return yield* Effect.fail(problem as InvalidInputError)
     }
     const stored = limit === null ? null : { capacity: limit.capacity, refillPerSecond: limit.refillPerSecond }
-    yield* core.storage.exec(
-      `INSERT INTO ${QUEUES} (queue, paused, rate_limit) VALUES (?, 0, ?)
-       ON CONFLICT (queue) DO UPDATE SET rate_limit = excluded.rate_limit`,
-      [queue.name, JSON.stringify(stored)]
-    )
+    yield* QueuesTable.setRateLimit(core.storage, queue.name, JSON.stringify(stored))
     queue.override = stored
   })
 
 /** The overrides stored by `setRateLimit` and the pause flags, read once when the queues are made. */
 export const loadOverrides = (core: Core): Effect.Effect<void, StorageError> =>
-  Effect.map(core.storage.exec(`SELECT queue, paused, rate_limit FROM ${QUEUES}`), (rows) => {
+  Effect.map(QueuesTable.all(core.storage), (rows) => {
     for (const row of rows) {
       const queue = core.queues.get(String(row.queue))
       if (queue === undefined) continue
@@ -274,32 +234,31 @@ export const redrive = (core: Core, queue: QueueRuntime, ids: ReadonlyArray<stri
     yield* core.handle.writePending(
       Effect.gen(function*() {
         const found = ids === undefined
-          ? yield* core.storage.exec(`SELECT * FROM ${DEAD_LETTERS} WHERE queue = ? ORDER BY failed_at, id LIMIT ?`, [queue.name, MAX_REDRIVE])
+          ? yield* DeadLettersTable.oldest(core.storage, queue.name, MAX_REDRIVE)
           : yield* Effect.map(
-            Effect.forEach(ids, (id) => core.storage.exec(`SELECT * FROM ${DEAD_LETTERS} WHERE queue = ? AND id = ?`, [queue.name, id])),
+            Effect.forEach(ids, (id) => DeadLettersTable.read(core.storage, queue.name, id)),
             (rows) => rows.flat()
           )
         for (const letter of found) {
           const id = String(letter.id)
           const key = Flow.keyOf(queue.name, id)
-          const [reset] = yield* core.storage.exec(`UPDATE ${JOBS} SET ${RESET} WHERE key = ? AND status IN ('failed', 'canceled') RETURNING key`, [
-            crypto.randomUUID(),
-            now,
-            now,
-            key
-          ])
+          const [reset] = yield* JobsTable.reset(core.storage, key, crypto.randomUUID(), now)
           if (reset === undefined) {
-            const [again] = yield* core.storage.exec(
-              `INSERT INTO ${JOBS} (key, queue, id, generation_id, status, attempt, next_attempt_at, run_at, priority, seq, payload, created_at)
-               VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, 0, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING key`,
-              [key, queue.name, id, crypto.randomUUID(), now, now, core.seq.next++, String(letter.payload), now]
-            )
+            const [again] = yield* JobsTable.insertRedriven(core.storage, {
+              key,
+              queue: queue.name,
+              id,
+              generation: crypto.randomUUID(),
+              at: now,
+              seq: core.seq.next++,
+              payload: String(letter.payload)
+            })
             // Otherwise the id belongs to a job that is unfinished again (retried meanwhile): that is the redrive.
             if (again !== undefined) made.push({ key, at: now, start: true })
           } else {
             made.push({ key, at: now, start: true })
           }
-          yield* core.storage.exec(`DELETE FROM ${DEAD_LETTERS} WHERE queue = ? AND id = ?`, [queue.name, id])
+          yield* DeadLettersTable.remove(core.storage, queue.name, id)
           letters.push(letter)
         }
       }),

@@ -164,19 +164,3 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
     down: `DELETE FROM ${JOBS} WHERE 0`
   }
 ]
-
-/** A pending job of a paused queue waits (durably): it is not due, does not wake the object, cannot be claimed. */
-export const NOT_PAUSED = `queue NOT IN (SELECT queue FROM ${QUEUES} WHERE paused = 1)`
-
-/**
- * What the engine may claim: a job of a running inline queue, or of a transport's queue (its admission
- * leases it). A leased job waits for its worker (its lease's timer ends it); an external queue's jobs
- * that are not leased wait for `lease`: they neither wake the object nor start here.
- */
-export const claimable = (externalQueues: ReadonlyArray<string>, leasing: boolean): string =>
-  externalQueues.length === 0
-    ? leasing ? `leased_until IS NULL AND ${NOT_PAUSED}` : NOT_PAUSED
-    : `leased_until IS NULL AND queue NOT IN (${externalQueues.map((name) => `'${name.replaceAll("'", "''")}'`).join(", ")}) AND ${NOT_PAUSED}`
-
-/** Start order: higher priority first, then first added. */
-export const START_ORDER = "priority DESC, seq"

@@ -16,8 +16,9 @@ import { Admission, type SettledWork, type TableHandle } from "../engine/Durable
 import { DurableAttemptTimeoutError, NonRetryableError, type StorageError } from "../shared/Errors.js"
 import type { Row, StorageService } from "../engine/StorageService.js"
 import * as Json from "../shared/json.js"
+import * as JobsTable from "./jobsTable.js"
 import type * as Options from "./options.js"
-import { JOBS, OUTBOX } from "./schema.js"
+import * as OutboxTable from "./outboxTable.js"
 
 /** What of the jobs' state the transport uses (a part of `core.ts`'s `Core`, which imports this module). */
 interface Core {
@@ -67,12 +68,9 @@ export const dispatch = (
     const key = String(row.key)
     const generation = String(row.generation_id)
     if (queue.options.concurrency !== undefined) {
-      const [out] = yield* storage.exec(
-        `SELECT COUNT(*) AS n, MIN(leased_until) AS soonest FROM ${JOBS} WHERE queue = ? AND status = 'pending' AND leased_until IS NOT NULL`,
-        [queue.name]
-      )
+      const [out] = yield* JobsTable.leasedSummary(storage, queue.name)
       if (Number(out?.n ?? 0) >= queue.options.concurrency) {
-        yield* storage.exec(`UPDATE ${JOBS} SET waiting_slot = 1 WHERE key = ? AND generation_id = ?`, [key, generation])
+        yield* JobsTable.waitForSlot(storage, key, generation)
         return Admission.Defer({ at: Math.max(now + 1, Number(out?.soonest ?? now + 1)) })
       }
     }
@@ -85,11 +83,7 @@ export const dispatch = (
       leased: (claimed) =>
         Effect.gen(function*() {
           const until = now + settings.leaseMs
-          const [leased] = yield* storage.exec(
-            `UPDATE ${JOBS} SET lease_token = lease_token + 1, leased_until = ?, next_attempt_at = ?, waiting_slot = 0
-             WHERE key = ? AND generation_id = ? RETURNING id, lease_token, payload`,
-            [until, until, key, String(claimed.generation_id)]
-          )
+          const [leased] = yield* JobsTable.leaseForTransport(storage, key, String(claimed.generation_id), until)
           if (leased === undefined) return
           const token = Number(leased.lease_token)
           const envelope: Envelope = {
@@ -100,25 +94,14 @@ export const dispatch = (
             token,
             ...(settings.transport?.includePayload === true ? { payload: Json.decode(String(leased.payload)) } : {})
           }
-          yield* storage.exec(
-            `INSERT INTO ${OUTBOX} (key, queue, body, generation_id, status, attempt, next_attempt_at, created_at)
-             VALUES (?, ?, ?, ?, 'pending', 0, ?, ?) ON CONFLICT (key) DO NOTHING`,
-            [`${key}#${token}`, queue.name, JSON.stringify(envelope), crypto.randomUUID(), now, now]
-          )
+          yield* OutboxTable.put(storage, `${key}#${token}`, queue.name, JSON.stringify(envelope), crypto.randomUUID(), now)
           yield* flushBy(core, queue.name, now)
         })
     })
   })
 
 /** A queue at its concurrency: once a lease ends or settles, the first job it held back is due at once. */
-export const freeSlot = (core: Core, queue: QueueRuntime, now: number) =>
-  core.storage.exec(
-    `UPDATE ${JOBS} SET next_attempt_at = ?, waiting_slot = 0 WHERE key = (
-       SELECT key FROM ${JOBS} WHERE queue = ? AND status = 'pending' AND waiting_slot = 1 AND leased_until IS NULL
-       ORDER BY priority DESC, seq LIMIT 1
-     ) RETURNING key`,
-    [now, queue.name]
-  )
+export const freeSlot = (core: Core, queue: QueueRuntime, now: number) => JobsTable.freeSlot(core.storage, queue.name, now)
 
 /** The jobs' timer that sends a queue's waiting envelopes (see `flush`). */
 export const OUTBOX_TIMER = "outbox/"
@@ -139,7 +122,7 @@ export const flushBy = (core: Core, queue: string, at: number): Effect.Effect<vo
 /** In a transaction: the queue's outbox timer at its next waiting envelope's time, or gone when none waits. */
 const reschedule = (core: Core, queue: string, now: number): Effect.Effect<void, StorageError> =>
   Effect.flatMap(
-    core.storage.exec(`SELECT MIN(next_attempt_at) AS at FROM ${OUTBOX} WHERE queue = ? AND status = 'pending'`, [queue]),
+    OutboxTable.nextAt(core.storage, queue),
     ([row]) =>
       typeof row?.at === "number"
         ? core.handle.timers.set(timerOf(queue), Math.max(row.at, now))
@@ -156,11 +139,7 @@ const reschedule = (core: Core, queue: string, now: number): Effect.Effect<void,
 export const flush = (core: Core, timerKey: string, now: number): SettledWork =>
   Effect.gen(function*() {
     const queue = timerKey.slice(OUTBOX_TIMER.length)
-    const due = yield* core.storage.exec(
-      `SELECT key, body FROM ${OUTBOX} WHERE queue = ? AND status = 'pending' AND next_attempt_at <= ?
-       ORDER BY created_at, key LIMIT ?`,
-      [queue, now, MAX_BATCH_MESSAGES]
-    )
+    const due = yield* OutboxTable.due(core.storage, queue, now, MAX_BATCH_MESSAGES)
     const batch: Array<Row> = []
     let bytes = 0
     for (const row of due) {
@@ -169,12 +148,7 @@ export const flush = (core: Core, timerKey: string, now: number): SettledWork =>
       batch.push(row)
     }
     const keys = batch.map((row) => String(row.key))
-    if (keys.length > 0) {
-      yield* core.storage.exec(
-        `UPDATE ${OUTBOX} SET attempt = attempt + 1, next_attempt_at = ? WHERE key IN (${keys.map(() => "?").join(", ")})`,
-        [now + SEND_TIMEOUT_MS, ...keys]
-      )
-    }
+    if (keys.length > 0) yield* OutboxTable.take(core.storage, keys, now + SEND_TIMEOUT_MS)
     yield* reschedule(core, queue, now)
     return { pending: [], ...(keys.length === 0 ? {} : { after: send(core, queue, batch) }) }
   })
@@ -185,7 +159,6 @@ export const flush = (core: Core, timerKey: string, now: number): SettledWork =>
  */
 const send = (core: Core, queue: string, batch: ReadonlyArray<Row>): Effect.Effect<void> => {
   const keys = batch.map((row) => String(row.key))
-  const among = `key IN (${keys.map(() => "?").join(", ")})`
   const sent = Effect.suspend(() => {
     const producer = core.queues.get(queue)?.options.external?.transport?.producer
     if (producer === undefined) {
@@ -205,7 +178,7 @@ const send = (core: Core, queue: string, batch: ReadonlyArray<Row>): Effect.Effe
     const now = yield* Clock.currentTimeMillis
     if (outcome._tag === "Right") {
       yield* core.handle.writePending(
-        Effect.zipRight(core.storage.exec(`DELETE FROM ${OUTBOX} WHERE ${among}`, keys), reschedule(core, queue, now)),
+        Effect.zipRight(OutboxTable.remove(core.storage, keys), reschedule(core, queue, now)),
         () => undefined
       )
       return
@@ -214,13 +187,7 @@ const send = (core: Core, queue: string, batch: ReadonlyArray<Row>): Effect.Effe
     const final = outcome.left instanceof NonRetryableError
     const failed = yield* core.handle.writePending(
       Effect.gen(function*() {
-        const rows = yield* core.storage.exec(
-          `UPDATE ${OUTBOX} SET last_error = ?, last_error_name = ?,
-             status = CASE WHEN ? = 1 OR attempt >= ? THEN 'failed' ELSE status END,
-             next_attempt_at = CASE WHEN ? = 1 OR attempt >= ? THEN next_attempt_at ELSE ? + MIN(60000, 1000 * (1 << (attempt - 1))) END
-           WHERE status = 'pending' AND ${among} RETURNING key, status, attempt`,
-          [error.message, error.name, final ? 1 : 0, MAX_SENDS, final ? 1 : 0, MAX_SENDS, now, ...keys]
-        )
+        const rows = yield* OutboxTable.sendFailed(core.storage, keys, error, final, MAX_SENDS, now)
         yield* reschedule(core, queue, now)
         return rows.filter((row) => row.status === "failed")
       }),
@@ -240,10 +207,7 @@ const send = (core: Core, queue: string, batch: ReadonlyArray<Row>): Effect.Effe
 export const resumeOutbox = (core: Core, queues: ReadonlyArray<string>): Effect.Effect<void, StorageError> =>
   queues.length === 0 ? Effect.void : core.handle.writePending(
     Effect.flatMap(
-      core.storage.exec(
-        `SELECT queue, MIN(next_attempt_at) AS at FROM ${OUTBOX} WHERE status = 'pending' AND queue IN (${queues.map(() => "?").join(", ")}) GROUP BY queue`,
-        queues
-      ),
+      OutboxTable.nextAtByQueue(core.storage, queues),
       (rows) => Effect.forEach(rows, (row) => flushBy(core, String(row.queue), Number(row.at)), { discard: true })
     ),
     () => undefined

@@ -10,7 +10,7 @@ import type { TimerHandle } from "../engine/DurableTable.js"
 import type { StorageError } from "../shared/Errors.js"
 import type { StorageService } from "../engine/StorageService.js"
 import * as Flow from "./flow.js"
-import { JOBS } from "./schema.js"
+import * as JobsTable from "./jobsTable.js"
 
 export const KEY = "retention"
 
@@ -41,10 +41,7 @@ const nextAt = (storage: StorageService, bounds: ReadonlyArray<AgeBound>): Effec
   Effect.gen(function*() {
     let next: number | undefined
     for (const { ageMs, queue, status } of bounds) {
-      const [oldest] = yield* storage.exec(`SELECT MIN(finished_at) AS at FROM ${JOBS} WHERE queue = ? AND status = ?`, [
-        queue,
-        status
-      ])
+      const [oldest] = yield* JobsTable.oldestFinished(storage, queue, status)
       if (typeof oldest?.at === "number") next = Math.min(next ?? Number.MAX_SAFE_INTEGER, oldest.at + ageMs + 1)
     }
     return next

@@ -9,8 +9,8 @@
  * of a capability has to remember them. A memo is written only while its record still exists with
  * that generation and is pending: a handler that outlived its record leaves nothing behind.
  *
- * This module owns the memo table: its schema (`memoSchema`, in each capability's migrations) and
- * its end (`migrate` drops it with the last revert).
+ * The memo table's statements and schema are its owner's (`memoTable.ts`, re-exported here); this
+ * module runs the steps over them, and ends the table (`migrate` drops it with the last revert).
  * @internal
  */
 import * as Clock from "effect/Clock"
@@ -23,72 +23,9 @@ import type { StorageService } from "../engine/StorageService.js"
 import * as Codec from "../shared/codec.js"
 import * as Json from "../shared/json.js"
 import * as Validate from "../shared/validate.js"
+import * as MemoTable from "./memoTable.js"
 
-export const MEMO_TABLE = "durability_steps"
-
-const CREATE_MEMO = `CREATE TABLE IF NOT EXISTS ${MEMO_TABLE} (
-    capability TEXT NOT NULL,
-    record_key TEXT NOT NULL,
-    generation TEXT NOT NULL,
-    name TEXT NOT NULL,
-    value TEXT NOT NULL,
-    created_at INTEGER NOT NULL,
-    PRIMARY KEY (capability, record_key, generation, name)
-  )`
-
-/** Which records the memos of a capability belong to. */
-export interface MemoTarget {
-  /** Its migrations' capability name, e.g. "operations". */
-  readonly capability: string
-  readonly table: string
-  readonly keyColumn: string
-}
-
-/** Identifiers are inlined into SQL: only the library's own constants, never user input. */
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/
-
-const checked = (value: string): string => {
-  if (!IDENTIFIER.test(value)) throw new Error(`durability steps: ${JSON.stringify(value)} is not an SQL identifier`)
-  return value
-}
-
-/**
- * The memo table (if no other capability made it yet) and the triggers that delete `capability`'s
- * memos with their record: deleted, ended (`terminal` statuses), or given a new generation. `down`
- * removes the triggers and this capability's memos; it never drops the table, which another
- * capability may use. A table rebuild (rename, create, copy) loses its triggers: a later migration
- * that rebuilds the table must create them again.
- */
-export const memoSchema = (
-  o: MemoTarget & { readonly terminal: ReadonlyArray<string> }
-): { readonly up: string; readonly down: string; readonly presentWhen: string } => {
-  const table = checked(o.table)
-  const key = checked(o.keyColumn)
-  const capability = checked(o.capability)
-  const prefix = `${table}_steps`
-  const mine = `${MEMO_TABLE} WHERE capability = '${capability}'`
-  const terminal = o.terminal.map((status) => `'${checked(status)}'`).join(", ")
-  return {
-    up: `${CREATE_MEMO};
-  CREATE TRIGGER ${prefix}_gone AFTER DELETE ON ${table} BEGIN
-    DELETE FROM ${mine} AND record_key = old.${key};
-  END;
-  CREATE TRIGGER ${prefix}_ended AFTER UPDATE OF status ON ${table} WHEN new.status IN (${terminal}) BEGIN
-    DELETE FROM ${mine} AND record_key = new.${key};
-  END;
-  CREATE TRIGGER ${prefix}_replaced AFTER UPDATE OF generation_id ON ${table}
-    WHEN new.generation_id IS NOT old.generation_id BEGIN
-    DELETE FROM ${mine} AND record_key = new.${key} AND generation <> new.generation_id;
-  END`,
-    // The table is made again if it went missing, so the revert cannot fail on it.
-    down: `DROP TRIGGER IF EXISTS ${prefix}_gone;
-  DROP TRIGGER IF EXISTS ${prefix}_ended;
-  DROP TRIGGER IF EXISTS ${prefix}_replaced;
-  ${CREATE_MEMO};
-  DELETE FROM ${mine}`,
-    presentWhen: `SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = '${prefix}_gone'`
-  }
-}
+export { MEMO_TABLE, memoSchema, type MemoTarget, type Records } from "./memoTable.js"
 
 /**
  * `Migrations.migrate` as the library's capabilities call it: the memo table they share goes with
@@ -100,7 +37,7 @@ export const migrate = (
   migrations: ReadonlyArray<Migrations.Migration>,
   target?: string | null
 ): Effect.Effect<Migrations.MigrationResult, MigrationError | StorageError, StorageService> =>
-  Migrations.migrate(capability, migrations, target, { sharedTables: [MEMO_TABLE] })
+  Migrations.migrate(capability, migrations, target, { sharedTables: [MemoTable.MEMO_TABLE] })
 
 export interface StepOptions<A, I> {
   /** Stores the step's result in this schema's encoded form (which must be JSON), decodes it on replay. */
@@ -133,36 +70,12 @@ const stepError = (
   cause?: unknown
 ) => new DurableStepError({ step, reason, message, ...(cause === undefined ? {} : { cause }) })
 
-const statements = (o: MemoTarget) => {
-  const table = checked(o.table)
-  const key = checked(o.keyColumn)
-  return {
-    read: `SELECT value FROM ${MEMO_TABLE} WHERE capability = ? AND record_key = ? AND generation = ? AND name = ?`,
-    // Fenced: only while the record is this generation and unfinished (a handler may outlive its record).
-    write: `INSERT INTO ${MEMO_TABLE} (capability, record_key, generation, name, value, created_at)
-      SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS (
-        SELECT 1 FROM ${table} WHERE ${key} = ? AND generation_id = ? AND status = 'pending'
-      ) ON CONFLICT DO NOTHING`
-  }
-}
-
-const cached = new Map<string, ReturnType<typeof statements>>()
-
-const statementsOf = (o: MemoTarget) => {
-  const id = `${o.capability}\u0000${o.table}\u0000${o.keyColumn}`
-  let found = cached.get(id)
-  if (found === undefined) {
-    found = statements(o)
-    cached.set(id, found)
-  }
-  return found
-}
-
 /** One attempt's step runner (it holds the set of names used in this attempt). */
 export const runner = (
   storage: StorageService,
-  o: MemoTarget & { readonly key: string; readonly generation: string }
+  given: (MemoTable.Records | MemoTable.MemoTarget) & { readonly key: string; readonly generation: string }
 ): StepRunner => {
+  const o = "current" in given ? given : { ...MemoTable.recordsOf(given), key: given.key, generation: given.generation }
   // Names of the steps that succeeded or are running in this attempt. A failed step frees its name:
   // nothing was stored under it, so running it again (`Effect.retry`, a fallback) replays nothing wrong.
   let used: Set<string> | undefined
@@ -197,8 +110,7 @@ export const runner = (
 
   const run = <A, E, R>(name: string, effect: Effect.Effect<A, E, R>, codec: Codec.Codec<A>) =>
     Effect.gen(function*() {
-      const sql = statementsOf(o)
-      const [memo] = yield* storage.exec(sql.read, [o.capability, o.key, o.generation, name])
+      const [memo] = yield* MemoTable.read(storage, o, o.key, o.generation, name)
       if (memo !== undefined) {
         const stored = yield* Effect.try({
           try: () => Json.decode(String(memo.value)),
@@ -232,7 +144,7 @@ export const runner = (
           )
           : stepError(name, "unstorable", `The result of step "${name}" ${Json.tooLarge(failure.bytes)}`))
       const now = yield* Clock.currentTimeMillis
-      yield* storage.exec(sql.write, [o.capability, o.key, o.generation, name, text, now, o.key, o.generation]).pipe(
+      yield* MemoTable.write(storage, o, { key: o.key, generation: o.generation, name, value: text, createdAt: now }).pipe(
         Effect.catchIf((error) => error.message.includes("SQLITE_TOOBIG"), (error) =>
           Effect.fail(
             stepError(name, "unstorable", `The result of step "${name}" does not fit in a stored row: ${error.message}`, error)

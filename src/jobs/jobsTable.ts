@@ -1,0 +1,536 @@
+/**
+ * The owner of `durability_jobs`, and of `durability_job_dedup` (a dedup key is written with the job
+ * it points to, in `add`'s transaction): every statement on a job's row, reads included. The other
+ * modules of the jobs (and their inspection source) call these; the schema is `schema.ts`.
+ *
+ * Writes of a job's own handler are fenced by `CURRENT` (this generation, unfinished); a lease
+ * holder's by `LEASE_HELD` (its token, its lease not expired).
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import type { Execution } from "../engine/DurableTable.js"
+import type { SerializedError, StorageError } from "../shared/Errors.js"
+import type { Row, SqlValue, StorageService } from "../engine/StorageService.js"
+import * as Text from "../inspection/text.js"
+import * as QueuesTable from "./queuesTable.js"
+import { DEDUP, JOBS } from "./schema.js"
+import type { JobState } from "./types.js"
+
+type Rows = Effect.Effect<ReadonlyArray<Row>, StorageError>
+
+/** A condition on a job's row, with its bindings. */
+export interface Condition {
+  readonly sql: string
+  readonly bindings: ReadonlyArray<SqlValue>
+}
+
+/** The record under a key, at a generation, is unfinished (bindings: generation). */
+const UNFINISHED = "generation_id = ? AND status = 'pending'"
+/** The fence of a writer of the job: this generation, unfinished (bindings: key, generation). */
+const CURRENT = `key = ? AND ${UNFINISHED}`
+/** The fence of an attempt's end: this attempt of this generation (bindings: key, generation, attempt). */
+const CURRENT_ATTEMPT = `${CURRENT} AND attempt = ?`
+/** A lease (bindings: its token, now) still holds the job: its token, not expired. */
+const LEASED = "lease_token = ? AND leased_until IS NOT NULL AND leased_until >= ?"
+/** The condition every lease-holder's write carries: this token, its lease not expired, the job unfinished. */
+const LEASE_HELD = `${LEASED} AND status = 'pending'`
+
+/** Which attempt an end is of. */
+type Attempt = Pick<Execution, "key" | "generation" | "attempt">
+
+/** This generation of the job is unfinished: what its handler's writes (progress, log lines) are conditional on. */
+export const unfinished = (generation: string): Condition => ({ sql: UNFINISHED, bindings: [generation] })
+
+/** The lease of `token` holds the job at `now`: what a worker's writes are conditional on. */
+export const leaseHeld = (token: number, now: number): Condition => ({ sql: LEASE_HELD, bindings: [token, now] })
+
+/** `condition` holds for the job under `key`: a condition of another table's statement (a log line's insert). */
+export const holding = (key: string, condition: Condition): Condition => ({
+  sql: `EXISTS (SELECT 1 FROM ${JOBS} WHERE key = ? AND ${condition.sql})`,
+  bindings: [key, ...condition.bindings]
+})
+
+/** A job's step memo is written under this (`StepMemo.runner`; bindings: key, generation). */
+export const IS_CURRENT = `SELECT 1 FROM ${JOBS} WHERE ${CURRENT}`
+
+/** Start order: higher priority first, then first added. */
+export const START_ORDER = "priority DESC, seq"
+
+/** The columns a job's place among those waiting for its queue's slot is read from (`core.rankOf`). */
+export const RANK_COLUMNS = "priority, seq"
+
+/**
+ * What the engine may claim: a job of a running inline queue, or of a transport's queue (its admission
+ * leases it). A leased job waits for its worker (its lease's timer ends it); an external queue's jobs
+ * that are not leased wait for `lease`: they neither wake the object nor start here.
+ */
+export const claimable = (externalQueues: ReadonlyArray<string>, leasing: boolean): string =>
+  externalQueues.length === 0
+    ? leasing ? `leased_until IS NULL AND ${QueuesTable.NOT_PAUSED}` : QueuesTable.NOT_PAUSED
+    : `leased_until IS NULL AND queue NOT IN (${externalQueues.map((name) => `'${name.replaceAll("'", "''")}'`).join(", ")}) AND ${QueuesTable.NOT_PAUSED}`
+
+const placeholders = (values: ReadonlyArray<unknown>) => values.map(() => "?").join(", ")
+
+const countOf = (rows: Rows): Effect.Effect<number, StorageError> => Effect.map(rows, ([row]) => Number(row?.n ?? 0))
+
+// One job, and the last insertion order.
+
+/** The stored job under `key` (`columns` of it; all by default), if any. */
+export const read = (storage: StorageService, key: string, columns = "*"): Effect.Effect<Row | undefined, StorageError> =>
+  Effect.map(storage.exec(`SELECT ${columns} FROM ${JOBS} WHERE key = ?`, [key]), ([row]) => row)
+
+/** The largest insertion order stored (0 when no job is). */
+export const lastSeq = (storage: StorageService): Effect.Effect<number, StorageError> =>
+  Effect.map(storage.exec(`SELECT MAX(seq) AS seq FROM ${JOBS}`), ([last]) => Number(last?.seq ?? 0))
+
+// A job's children.
+
+/** The children's queues and ids, in the order they were added. */
+export const childIds = (storage: StorageService, parentKey: string): Rows =>
+  storage.exec(`SELECT queue, id FROM ${JOBS} WHERE parent_key = ? ORDER BY seq`, [parentKey])
+
+/** What a parent's handler reads of its children (`childrenValues`). */
+export const childValues = (storage: StorageService, parentKey: string): Rows =>
+  storage.exec(
+    `SELECT queue, id, status, next_attempt_at, result, last_error, last_error_name FROM ${JOBS} WHERE parent_key = ?`,
+    [parentKey]
+  )
+
+/** The first `take` children, in the order they were added, with what their states are read from. */
+export const children = (storage: StorageService, parentKey: string, take: number): Rows =>
+  storage.exec(
+    `SELECT key, queue, id, status, next_attempt_at, leased_until FROM ${JOBS} WHERE parent_key = ? ORDER BY seq LIMIT ?`,
+    [parentKey, take]
+  )
+
+export const childCount = (storage: StorageService, parentKey: string): Effect.Effect<number, StorageError> =>
+  countOf(storage.exec(`SELECT COUNT(*) AS n FROM ${JOBS} WHERE parent_key = ?`, [parentKey]))
+
+// Adding jobs.
+
+/** A job to insert: `pending`, or `waiting_children` with children to wait for. */
+export interface NewJob {
+  readonly key: string
+  readonly queue: string
+  readonly id: string
+  readonly generation: string
+  readonly status: "pending" | "waiting_children"
+  readonly at: number
+  readonly priority: number
+  readonly seq: number
+  readonly payload: string
+  readonly group: string | null
+  readonly parentKey: string | null
+  readonly onFailure: string
+  readonly children: number
+  readonly createdAt: number
+}
+
+const INSERT = `INSERT INTO ${JOBS} (key, queue, id, generation_id, status, attempt, next_attempt_at, run_at, priority, seq,
+    payload, group_key, parent_key, on_failure, children_pending, created_at)
+  VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+  ON CONFLICT (key) DO NOTHING RETURNING key`
+
+/** Inserts the job, unless its key is taken; true when inserted. */
+export const insert = (storage: StorageService, job: NewJob): Effect.Effect<boolean, StorageError> =>
+  Effect.map(
+    storage.exec(INSERT, [
+      job.key,
+      job.queue,
+      job.id,
+      job.generation,
+      job.status,
+      job.at,
+      job.at,
+      job.priority,
+      job.seq,
+      job.payload,
+      job.group,
+      job.parentKey,
+      job.onFailure,
+      job.children,
+      job.createdAt
+    ]),
+    (rows) => rows.length > 0
+  )
+
+/** A dead letter's job added again (`redrive` of a job removed since it failed), unless its key is taken. */
+export const insertRedriven = (
+  storage: StorageService,
+  job: { readonly key: string; readonly queue: string; readonly id: string; readonly generation: string; readonly at: number; readonly seq: number; readonly payload: string }
+): Rows =>
+  storage.exec(
+    `INSERT INTO ${JOBS} (key, queue, id, generation_id, status, attempt, next_attempt_at, run_at, priority, seq, payload, created_at)
+     VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, 0, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING key`,
+    [job.key, job.queue, job.id, job.generation, job.at, job.at, job.seq, job.payload, job.at]
+  )
+
+/** The job holding the queue's dedup key (`job_id`, `expires_at`), if one is stored. */
+export const dedupHolder = (storage: StorageService, queue: string, dedupKey: string): Effect.Effect<Row | undefined, StorageError> =>
+  Effect.map(storage.exec(`SELECT job_id, expires_at FROM ${DEDUP} WHERE queue = ? AND dedup_key = ?`, [queue, dedupKey]), ([row]) => row)
+
+/** The queue's dedup key points to `jobId` until `expiresAt` (`null`: while that job is unfinished). */
+export const keepDedup = (storage: StorageService, queue: string, dedupKey: string, jobId: string, expiresAt: number | null): Rows =>
+  storage.exec(
+    `INSERT INTO ${DEDUP} (queue, dedup_key, job_id, expires_at) VALUES (?, ?, ?, ?)
+     ON CONFLICT (queue, dedup_key) DO UPDATE SET job_id = excluded.job_id, expires_at = excluded.expires_at`,
+    [queue, dedupKey, jobId, expiresAt]
+  )
+
+/** A dedup `replace`: the waiting job takes the new payload, time, priority and group. */
+export const replace = (
+  storage: StorageService,
+  key: string,
+  job: { readonly payload: string; readonly at: number; readonly priority: number; readonly group: string | null }
+): Rows =>
+  storage.exec(
+    `UPDATE ${JOBS} SET payload = ?, next_attempt_at = ?, run_at = ?, priority = ?, group_key = ? WHERE key = ?`,
+    [job.payload, job.at, job.at, job.priority, job.group, key]
+  )
+
+// A job's run (the engine's participant).
+
+/** Stores a running job's progress, while its generation is unfinished; returns its key when stored. */
+export const setProgress = (storage: StorageService, key: string, generation: string, progress: string): Rows =>
+  storage.exec(`UPDATE ${JOBS} SET progress = ? WHERE ${CURRENT} RETURNING key`, [progress, key, generation])
+
+/** The attempt's success: `completed` (`canceled` when a cancel was asked meanwhile) with its result; returns its key when it ended. */
+export const complete = (storage: StorageService, attempt: Attempt, result: string, settledAt: number): Rows =>
+  storage.exec(
+    `UPDATE ${JOBS} SET status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'completed' END,
+       result = ?, finished_at = ?, last_error = NULL, last_error_name = NULL
+     WHERE ${CURRENT_ATTEMPT} RETURNING key`,
+    [result, settledAt, attempt.key, attempt.generation, attempt.attempt]
+  )
+
+/**
+ * A job the engine settled as failed: its end's time, `canceled` when a cancel was asked meanwhile,
+ * and no lease any more (its last lease expired: exhausted). Returns the row.
+ */
+export const finishFailed = (storage: StorageService, key: string, at: number): Rows =>
+  storage.exec(
+    `UPDATE ${JOBS} SET finished_at = ?, status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE status END,
+       leased_until = NULL, worker_id = NULL
+     WHERE key = ? AND status = 'failed' RETURNING *`,
+    [at, key]
+  )
+
+/**
+ * An empty rate-limit bucket: the queue's pending jobs due before `at` (of `group`, when a group's
+ * bucket; but not those of `running`) wait until then.
+ */
+export const holdUntil = (
+  storage: StorageService,
+  queue: string,
+  at: number,
+  group: string | undefined,
+  running: ReadonlyArray<string>
+): Rows =>
+  storage.exec(
+    `UPDATE ${JOBS} SET next_attempt_at = ? WHERE queue = ? AND status = 'pending' AND next_attempt_at < ?${
+      group === undefined ? "" : " AND group_key = ?"
+    }${running.length === 0 ? "" : ` AND key NOT IN (${placeholders(running)})`}`,
+    [at, queue, at, ...(group === undefined ? [] : [group]), ...running]
+  )
+
+// Leases.
+
+/** Every pending job with a lease out. */
+export const leased = (storage: StorageService): Rows =>
+  storage.exec(`SELECT * FROM ${JOBS} WHERE status = 'pending' AND leased_until IS NOT NULL`)
+
+/** How many of the queue's jobs have a lease out (`n`). */
+export const leasedCount = (storage: StorageService, queue: string): Rows =>
+  storage.exec(`SELECT COUNT(*) AS n FROM ${JOBS} WHERE queue = ? AND status = 'pending' AND leased_until IS NOT NULL`, [queue])
+
+/** How many of the queue's jobs have a lease out (`n`), and when the first of those leases ends (`soonest`). */
+export const leasedSummary = (storage: StorageService, queue: string): Rows =>
+  storage.exec(
+    `SELECT COUNT(*) AS n, MIN(leased_until) AS soonest FROM ${JOBS} WHERE queue = ? AND status = 'pending' AND leased_until IS NOT NULL`,
+    [queue]
+  )
+
+/** The queue's first `take` jobs due by `now` and not leased (`key`, `group_key`), in start order. */
+export const leasable = (storage: StorageService, queue: string, now: number, take: number): Rows =>
+  storage.exec(
+    `SELECT key, group_key FROM ${JOBS} WHERE queue = ? AND status = 'pending' AND leased_until IS NULL AND next_attempt_at <= ?
+     ORDER BY ${START_ORDER} LIMIT ?`,
+    [queue, now, take]
+  )
+
+/** A claimed job's lease state (a new token, until `until`, to `workerId`); returns what the lease shows. */
+export const lease = (storage: StorageService, key: string, until: number, workerId: string | null): Rows =>
+  storage.exec(
+    `UPDATE ${JOBS} SET lease_token = lease_token + 1, leased_until = ?, next_attempt_at = ?, worker_id = ?
+     WHERE key = ? RETURNING id, payload, attempt, lease_token, generation_id`,
+    [until, until, workerId, key]
+  )
+
+/** A transport's claimed job: its lease state (a new token, until `until`), no longer waiting for a slot. */
+export const leaseForTransport = (storage: StorageService, key: string, generation: string, until: number): Rows =>
+  storage.exec(
+    `UPDATE ${JOBS} SET lease_token = lease_token + 1, leased_until = ?, next_attempt_at = ?, waiting_slot = 0
+     WHERE key = ? AND generation_id = ? RETURNING id, lease_token, payload`,
+    [until, until, key, generation]
+  )
+
+/** While `token`'s lease holds: extends it to `until` (never shortens it) and stores `progress` if given. */
+export const extendLease = (
+  storage: StorageService,
+  key: string,
+  token: number,
+  now: number,
+  until: number,
+  progress: string | null
+): Rows =>
+  storage.exec(
+    `UPDATE ${JOBS} SET leased_until = MAX(leased_until, ?), next_attempt_at = MAX(leased_until, ?),
+       progress = COALESCE(?, progress)
+     WHERE key = ? AND ${LEASE_HELD} RETURNING leased_until`,
+    [until, until, progress, key, token, now]
+  )
+
+/** In the settle's transaction: the lease of `token` on this attempt is consumed; returns the key when it held. */
+export const consumeLease = (storage: StorageService, attempt: Attempt, token: number, now: number): Rows =>
+  storage.exec(
+    `UPDATE ${JOBS} SET leased_until = NULL, worker_id = NULL
+     WHERE ${CURRENT_ATTEMPT} AND ${LEASED} RETURNING key`,
+    [attempt.key, attempt.generation, attempt.attempt, token, now]
+  )
+
+/** A consumer's delivery starts: while `token`'s lease holds, the job takes the next token; returns the row. */
+export const startDelivery = (storage: StorageService, key: string, token: number, now: number): Rows =>
+  storage.exec(`UPDATE ${JOBS} SET lease_token = lease_token + 1 WHERE key = ? AND ${LEASE_HELD} RETURNING *`, [key, token, now])
+
+/** An expired lease is counted as a stall (`stalled`), its worker gone. */
+export const countStall = (storage: StorageService, key: string, generation: string, stalled: number): Rows =>
+  storage.exec(`UPDATE ${JOBS} SET worker_id = NULL, stalled = ? WHERE key = ? AND generation_id = ?`, [stalled, key, generation])
+
+/** An expired lease is released: the job waits again from `now`, its stalls counted. */
+export const releaseLease = (storage: StorageService, key: string, generation: string, stalled: number, now: number): Rows =>
+  storage.exec(
+    `UPDATE ${JOBS} SET leased_until = NULL, worker_id = NULL, stalled = ?, next_attempt_at = ? WHERE key = ? AND generation_id = ?`,
+    [stalled, now, key, generation]
+  )
+
+/** A transport's job at its queue's concurrency waits for a lease to end. */
+export const waitForSlot = (storage: StorageService, key: string, generation: string): Rows =>
+  storage.exec(`UPDATE ${JOBS} SET waiting_slot = 1 WHERE key = ? AND generation_id = ?`, [key, generation])
+
+/** The first job (in start order) the queue held back at its concurrency is due at `now`; returns its key. */
+export const freeSlot = (storage: StorageService, queue: string, now: number): Rows =>
+  storage.exec(
+    `UPDATE ${JOBS} SET next_attempt_at = ?, waiting_slot = 0 WHERE key = (
+       SELECT key FROM ${JOBS} WHERE queue = ? AND status = 'pending' AND waiting_slot = 1 AND leased_until IS NULL
+       ORDER BY ${START_ORDER} LIMIT 1
+     ) RETURNING key`,
+    [now, queue]
+  )
+
+// Flows: a job's end, told to its parent and its descendants.
+
+/** A child finished: its parent counts it, and is pending (due no earlier than `at`) once the last one did. */
+export const childFinished = (storage: StorageService, parentKey: string, at: number): Rows =>
+  // SET sees the row as it was: the last child to finish releases the parent.
+  storage.exec(
+    `UPDATE ${JOBS} SET children_pending = children_pending - 1,
+       status = CASE WHEN children_pending <= 1 THEN 'pending' ELSE status END,
+       next_attempt_at = CASE WHEN children_pending <= 1 THEN MAX(next_attempt_at, ?) ELSE next_attempt_at END
+     WHERE key = ? AND status = 'waiting_children' RETURNING status, next_attempt_at`,
+    [at, parentKey]
+  )
+
+/** A parent still waiting for its children fails with `error`; returns its row. */
+export const failWaiting = (storage: StorageService, parentKey: string, error: SerializedError, at: number): Rows =>
+  storage.exec(
+    `UPDATE ${JOBS} SET status = 'failed', last_error = ?, last_error_name = ?, finished_at = ?
+     WHERE key = ? AND status = 'waiting_children' RETURNING *`,
+    [error.message, error.name, at, parentKey]
+  )
+
+/** Cancels the descendants of `rootKey` that never started (attempt 0); returns their keys, queues and ids. */
+export const cancelNotStarted = (storage: StorageService, rootKey: string, at: number, reason: string): Rows =>
+  storage.exec(
+    `WITH RECURSIVE doomed(key) AS (
+       SELECT key FROM ${JOBS} WHERE parent_key = ? AND status IN ('pending', 'waiting_children') AND attempt = 0
+       UNION SELECT j.key FROM ${JOBS} j JOIN doomed d ON j.parent_key = d.key
+         WHERE j.status IN ('pending', 'waiting_children') AND j.attempt = 0
+     )
+     UPDATE ${JOBS} SET status = 'canceled', finished_at = ?, cancel_reason = ?
+     WHERE key IN (SELECT key FROM doomed) RETURNING key, queue, id`,
+    [rootKey, at, reason]
+  )
+
+// Retention and cleaning.
+
+/** A child whose parent has not run yet keeps its row: the parent reads its value (`childrenValues`). */
+const PARENT_DONE = `(j.parent_key IS NULL OR NOT EXISTS (
+  SELECT 1 FROM ${JOBS} p WHERE p.key = j.parent_key AND p.status IN ('pending', 'waiting_children')
+))`
+
+/** Deletes the queue's `status` jobs finished before `before` (whose parents are done); returns their ids. */
+export const removeFinishedBefore = (storage: StorageService, queue: string, status: string, before: number): Rows =>
+  storage.exec(
+    `DELETE FROM ${JOBS} WHERE key IN (
+       SELECT key FROM ${JOBS} j WHERE queue = ? AND status = ? AND finished_at < ? AND ${PARENT_DONE}
+     ) RETURNING id`,
+    [queue, status, before]
+  )
+
+/** Deletes the queue's `count` first finished `status` jobs (whose parents are done); returns their ids. */
+export const removeOldestFinished = (storage: StorageService, queue: string, status: string, count: number): Rows =>
+  storage.exec(
+    `DELETE FROM ${JOBS} WHERE key IN (
+       SELECT key FROM ${JOBS} j WHERE queue = ? AND status = ? AND ${PARENT_DONE} ORDER BY finished_at, seq LIMIT ?
+     ) RETURNING id`,
+    [queue, status, count]
+  )
+
+/** How many of the queue's jobs are in `status`. */
+export const countInStatus = (storage: StorageService, queue: string, status: string): Effect.Effect<number, StorageError> =>
+  countOf(storage.exec(`SELECT COUNT(*) AS n FROM ${JOBS} WHERE queue = ? AND status = ?`, [queue, status]))
+
+/** When the first of the queue's `status` jobs finished (`at`, NULL when none). */
+export const oldestFinished = (storage: StorageService, queue: string, status: string): Rows =>
+  storage.exec(`SELECT MIN(finished_at) AS at FROM ${JOBS} WHERE queue = ? AND status = ?`, [queue, status])
+
+/** Deletes up to `limit` of the queue's jobs in `states` finished by `before`, first finished first; returns their ids. */
+export const clean = (storage: StorageService, queue: string, states: ReadonlyArray<string>, before: number, limit: number): Rows =>
+  storage.exec(
+    `DELETE FROM ${JOBS} WHERE key IN (
+       SELECT key FROM ${JOBS} WHERE queue = ? AND status IN (${placeholders(states)}) AND finished_at <= ?
+       ORDER BY finished_at LIMIT ?
+     ) RETURNING id`,
+    [queue, ...states, before, limit]
+  )
+
+// Managing one job.
+
+/** A cancel asked while the job executes here: its end becomes `canceled`. */
+export const requestCancel = (storage: StorageService, key: string, reason: string): Rows =>
+  storage.exec(`UPDATE ${JOBS} SET cancel_requested = 1, cancel_reason = ? WHERE key = ?`, [reason, key])
+
+/** An unfinished job is `canceled` at `at`; returns its row. */
+export const cancel = (storage: StorageService, key: string, reason: string, at: number): Rows =>
+  storage.exec(
+    `UPDATE ${JOBS} SET status = 'canceled', finished_at = ?, cancel_reason = ?
+     WHERE key = ? AND status IN ('pending', 'waiting_children') RETURNING *`,
+    [at, reason, key]
+  )
+
+/** Unfinished jobs whose cancel was asked (`key`, `cancel_reason`). */
+export const cancelsAsked = (storage: StorageService): Rows =>
+  storage.exec(`SELECT key, cancel_reason FROM ${JOBS} WHERE cancel_requested = 1 AND status IN ('pending', 'waiting_children')`)
+
+/** Deletes the job with its descendants; returns their rows. */
+export const removeTree = (storage: StorageService, key: string): Rows =>
+  storage.exec(
+    `WITH RECURSIVE doomed(key) AS (
+       SELECT ? UNION SELECT j.key FROM ${JOBS} j JOIN doomed d ON j.parent_key = d.key
+     )
+     DELETE FROM ${JOBS} WHERE key IN (SELECT key FROM doomed) RETURNING *`,
+    [key]
+  )
+
+/** A pending job due after `now` and not leased (a leased job's time is its lease's end) is due at `now`; returns its key. */
+export const promote = (storage: StorageService, key: string, now: number): Rows =>
+  storage.exec(
+    `UPDATE ${JOBS} SET next_attempt_at = ?, run_at = ? WHERE key = ? AND status = 'pending' AND next_attempt_at > ?
+       AND leased_until IS NULL RETURNING key`,
+    [now, now, key, now]
+  )
+
+const RESET = `status = 'pending', attempt = 0, generation_id = ?, next_attempt_at = ?, run_at = ?, last_error = NULL,
+  last_error_name = NULL, result = NULL, progress = NULL, started_at = NULL, finished_at = NULL, cancel_requested = 0,
+  cancel_reason = NULL, leased_until = NULL, worker_id = NULL, stalled = 0`
+
+/** A failed or canceled job is pending again at `now` with fresh attempts and a new generation; returns its key. */
+export const reset = (storage: StorageService, key: string, generation: string, now: number): Rows =>
+  storage.exec(`UPDATE ${JOBS} SET ${RESET} WHERE key = ? AND status IN ('failed', 'canceled') RETURNING key`, [
+    generation,
+    now,
+    now,
+    key
+  ])
+
+/** An unfinished job's priority; returns its key, priority and insertion order. */
+export const setPriority = (storage: StorageService, key: string, priority: number): Rows =>
+  storage.exec(
+    `UPDATE ${JOBS} SET priority = ? WHERE key = ? AND status IN ('pending', 'waiting_children') RETURNING key, priority, seq`,
+    [priority, key]
+  )
+
+// Reading a queue's jobs by state.
+
+/** SQL for one state; `active` and the waiting/delayed split depend on the time and on this isolate. */
+const stateCondition = (state: JobState, now: number, active: ReadonlyArray<string>): Condition => {
+  // Executing here, or leased to an external worker.
+  const running = active.length === 0
+    ? "leased_until IS NOT NULL"
+    : `(leased_until IS NOT NULL OR key IN (${placeholders(active)}))`
+  switch (state) {
+    case "waiting":
+      return { sql: `(status = 'pending' AND next_attempt_at <= ? AND NOT ${running})`, bindings: [now, ...active] }
+    case "delayed":
+      return { sql: `(status = 'pending' AND next_attempt_at > ? AND NOT ${running})`, bindings: [now, ...active] }
+    case "active":
+      return { sql: `(status = 'pending' AND ${running})`, bindings: [...active] }
+    case "waiting-children":
+      return { sql: "status = 'waiting_children'", bindings: [] }
+    default:
+      return { sql: "status = ?", bindings: [state] }
+  }
+}
+
+/**
+ * The queue's first `take` jobs after insertion order `after`, in `states` (all when empty), in the
+ * order they were added, `columns` selected. `active`: the queue's keys executing here (`now` splits
+ * waiting from delayed).
+ */
+export const page = (
+  storage: StorageService,
+  options: {
+    readonly columns: string
+    readonly queue: string
+    readonly after: number
+    readonly states: ReadonlyArray<JobState>
+    readonly now: number
+    readonly active: ReadonlyArray<string>
+    readonly take: number
+  }
+): Rows => {
+  const conditions = options.states.map((state) => stateCondition(state, options.now, options.active))
+  const filter = conditions.length === 0 ? "" : ` AND (${conditions.map((c) => c.sql).join(" OR ")})`
+  return storage.exec(
+    `SELECT ${options.columns} FROM ${JOBS} WHERE queue = ? AND seq > ?${filter} ORDER BY seq LIMIT ?`,
+    [options.queue, options.after, ...conditions.flatMap((c) => c.bindings), options.take]
+  )
+}
+
+/** How many of the queue's jobs are in `state`, counted up to the inspector's cap. */
+export const cappedCount = (
+  storage: StorageService,
+  queue: string,
+  state: JobState,
+  now: number,
+  active: ReadonlyArray<string>
+): Effect.Effect<number, StorageError> => {
+  const condition = stateCondition(state, now, active)
+  return countOf(storage.exec(Text.cappedCount(JOBS, `queue = ? AND ${condition.sql}`), [queue, ...condition.bindings]))
+}
+
+/** The queue's jobs counted by status, pending ones left out (`status`, `n`): from the (queue, status, …) index alone. */
+export const countsByStatus = (storage: StorageService, queue: string): Rows =>
+  storage.exec(`SELECT status, COUNT(*) AS n FROM ${JOBS} WHERE queue = ? AND status != 'pending' GROUP BY status`, [queue])
+
+/** The queue's pending jobs counted by whether they are due after `now` (`later`) and leased (`leased`). */
+export const pendingCounts = (storage: StorageService, queue: string, now: number): Rows =>
+  storage.exec(
+    `SELECT next_attempt_at > ? AS later, leased_until IS NOT NULL AS leased, COUNT(*) AS n FROM ${JOBS}
+     WHERE queue = ? AND status = 'pending' GROUP BY later, leased`,
+    [now, queue]
+  )
+
+/** When the pending ones among `keys` are due (`next_attempt_at`). */
+export const pendingTimes = (storage: StorageService, keys: ReadonlyArray<string>): Rows =>
+  storage.exec(`SELECT next_attempt_at FROM ${JOBS} WHERE status = 'pending' AND key IN (${placeholders(keys)})`, keys)
