@@ -9,6 +9,7 @@ import { DurableCanceledError, InvalidInputError } from "../shared/Errors.js"
 import type * as Capability from "../engine/capability.js"
 import type { Row } from "../engine/StorageService.js"
 import * as Validate from "../shared/validate.js"
+import * as AlarmsTable from "./alarmsTable.js"
 import { IDEMPOTENCY_PREFIX } from "./schema.js"
 import type { AnyAlarmDefinition, NamedAlarmState } from "./types.js"
 
@@ -38,23 +39,18 @@ const stateOf = <Name extends string>(row: Row, name: Name): NamedAlarmState<Nam
 
 export const get = Effect.fn("NamedAlarms.get")(function*<Name extends string>(parts: Parts, name: Name) {
   yield* checkName(parts, name)
-  const [row] = yield* parts.storage.exec("SELECT * FROM durability_alarms WHERE name = ?", [name])
+  const row = yield* AlarmsTable.read(parts.storage, name)
   return Option.map(Option.fromNullable(row), (found) => stateOf(found, name))
 })
 
 /** Every stored occurrence, soonest first. */
 export const list = (parts: Parts) =>
-  Effect.map(
-    parts.storage.exec("SELECT * FROM durability_alarms ORDER BY next_attempt_at, name"),
-    (rows) => rows.map((row) => stateOf(row, String(row.name)))
-  )
+  Effect.map(AlarmsTable.all(parts.storage), (rows) => rows.map((row) => stateOf(row, String(row.name))))
 
 export const cancel = Effect.fn("NamedAlarms.cancel")(function*(parts: Parts, name: string) {
   const { handle, storage, watchers } = parts
   yield* checkName(parts, name)
-  const [row] = yield* handle.write(
-    storage.exec("DELETE FROM durability_alarms WHERE name = ? RETURNING status, attempt, generation_id", [name])
-  )
+  const [row] = yield* handle.write(AlarmsTable.remove(storage, name))
   if (row === undefined) return false
   const error = new DurableCanceledError({ message: `Durable alarm "${name}" was canceled` })
   yield* handle.abort((key) => key === name, error)
@@ -84,15 +80,7 @@ export const schedule = Effect.fnUntraced(function*(parts: Parts, name: string, 
   const at = yield* Validate.timestamp("scheduledTime", scheduledTime)
   const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
   const generation = crypto.randomUUID()
-  yield* handle.writePending(storage.exec(
-    `INSERT INTO durability_alarms
-       (name, generation_id, status, scheduled_at, next_attempt_at, attempt, last_error, last_error_name, created_at)
-     VALUES (?, ?, 'pending', ?, ?, 0, NULL, NULL, ?)
-     ON CONFLICT (name) DO UPDATE SET generation_id = excluded.generation_id, status = 'pending',
-       scheduled_at = excluded.scheduled_at, next_attempt_at = excluded.next_attempt_at, attempt = 0,
-       last_error = NULL, last_error_name = NULL, created_at = excluded.created_at`,
-    [name, generation, at, at, now]
-  ), () => ({ key: name, at }))
+  yield* handle.writePending(AlarmsTable.schedule(storage, name, generation, at, now), () => ({ key: name, at }))
   yield* handle.emit((timestamp) => ({
     type: "scheduled",
     entityKind: "named_alarm",

@@ -12,8 +12,7 @@ import { BadRequest, NotFound } from "../inspection/errors.js"
 import * as P from "../inspection/protocol.js"
 import type { Source, SourceError } from "../inspection/source.js"
 import * as Text from "../inspection/text.js"
-
-const TABLE = "durability_alarms"
+import * as AlarmsTable from "./alarmsTable.js"
 
 export interface Calls {
   readonly cancel: (name: string) => Effect.Effect<boolean, InvalidInputError | StorageError>
@@ -23,19 +22,18 @@ export interface Calls {
 export const source = (storage: StorageService, calls: Calls): Source => {
   // Capped counts (`COUNT_CAP`) from the status index: bounded whatever the table holds.
   const overview = Effect.gen(function*() {
-    const [pending] = yield* storage.exec(Text.cappedCount(TABLE, "status != 'failed'"), [])
-    const [failed] = yield* storage.exec(Text.cappedCount(TABLE, "status = 'failed'"), [])
-    return { alarms: { pending: Number(pending?.n ?? 0), failed: Number(failed?.n ?? 0) } }
+    const { failed, pending } = yield* AlarmsTable.cappedCounts(storage)
+    return { alarms: { pending, failed } }
   })
 
   const page = (request: P.AlarmsQuery) =>
     Effect.gen(function*() {
       const { after, limit } = yield* ListQuery.parse({ cursor: request.cursor, limit: request.limit }, P.DEFAULT_PAGE, P.MAX_PAGE, [])
-      const rows = yield* storage.exec(
-        `SELECT name, status, scheduled_at, next_attempt_at, attempt, last_error_name, ${Text.messageOf("last_error")}, created_at
-         FROM ${TABLE}${after === undefined ? "" : " WHERE created_at > ? OR (created_at = ? AND name > ?)"}
-         ORDER BY created_at, name LIMIT ?`,
-        [...(after === undefined ? [] : [after.at, after.at, after.key]), limit + 1]
+      const rows = yield* AlarmsTable.page(
+        storage,
+        `name, status, scheduled_at, next_attempt_at, attempt, last_error_name, ${Text.messageOf("last_error")}, created_at`,
+        after,
+        limit + 1
       )
       return ListQuery.page(rows, limit, (row): P.AlarmItem => {
         const error = Text.errorOf(row.last_error_name, row.last_error)
@@ -53,8 +51,9 @@ export const source = (storage: StorageService, calls: Calls): Source => {
 
   const cancel = (request: P.CancelAlarm) =>
     Effect.gen(function*() {
-      const [row] = yield* storage.exec(`SELECT name FROM ${TABLE} WHERE name = ?`, [request.name])
-      if (row === undefined) return yield* new NotFound({ message: `No alarm ${JSON.stringify(request.name)} is scheduled in this object` })
+      if (!(yield* AlarmsTable.exists(storage, request.name))) {
+        return yield* new NotFound({ message: `No alarm ${JSON.stringify(request.name)} is scheduled in this object` })
+      }
       return { changed: (yield* calls.cancel(request.name)) ? 1 : 0 }
     })
 

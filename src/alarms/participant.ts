@@ -10,6 +10,7 @@ import { DurableAlarmTimeoutError, InvalidOptionError, NonRetryableError } from 
 import * as Capability from "../engine/capability.js"
 import type { StorageService } from "../engine/StorageService.js"
 import * as Validate from "../shared/validate.js"
+import * as AlarmsTable from "./alarmsTable.js"
 import { CAPABILITY, IDEMPOTENCY_PREFIX, migrations, TABLE } from "./schema.js"
 import type { AnyAlarmDefinition, DurableAlarmInfo } from "./types.js"
 
@@ -94,11 +95,4 @@ const run = <R>(definitionOf: (name: string) => AnyAlarmDefinition | undefined, 
 
 // Success deletes only the occurrence that ran, never its replacement.
 const complete = (storage: StorageService) => (execution: Execution) =>
-  Effect.map(
-    storage.exec(
-      `DELETE FROM durability_alarms
-       WHERE name = ? AND generation_id = ? AND status = 'pending' AND attempt = ? RETURNING name`,
-      [execution.key, execution.generation, execution.attempt]
-    ),
-    (rows) => rows.length > 0
-  )
+  Effect.map(AlarmsTable.complete(storage, execution), (rows) => rows.length > 0)

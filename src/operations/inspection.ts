@@ -12,8 +12,8 @@ import { BadRequest, NotFound } from "../inspection/errors.js"
 import * as P from "../inspection/protocol.js"
 import type { Source, SourceError } from "../inspection/source.js"
 import * as Text from "../inspection/text.js"
+import * as CallsTable from "./callsTable.js"
 
-const TABLE = "durability_calls"
 const STATUSES: ReadonlyArray<P.OperationStatus> = ["pending", "completed", "failed"]
 
 export interface Calls {
@@ -25,27 +25,20 @@ export const source = (storage: StorageService, calls: Calls): Source => {
   // Capped counts (`COUNT_CAP`) from the status index: bounded whatever the table holds.
   const overview = Effect.gen(function*() {
     const counts = { pending: 0, completed: 0, failed: 0 }
-    for (const status of STATUSES) {
-      const [row] = yield* storage.exec(Text.cappedCount(TABLE, "status = ?"), [status])
-      counts[status] = Number(row?.n ?? 0)
-    }
+    for (const status of STATUSES) counts[status] = yield* CallsTable.cappedCount(storage, status)
     return { operations: { counts } }
   })
 
   const page = (request: P.OperationsQuery) =>
     Effect.gen(function*() {
       const { after, limit } = yield* ListQuery.parse({ cursor: request.cursor, limit: request.limit }, P.DEFAULT_PAGE, P.MAX_PAGE, [])
-      const rows = yield* storage.exec(
-        `SELECT id, operation, status, attempt, next_attempt_at, created_at, last_error_name, ${Text.messageOf("last_error")},
-           ${Text.headOf("payload", P.LIST_JSON_CHARS)}, ${Text.headOf("result", P.LIST_JSON_CHARS)}
-         FROM ${TABLE} WHERE 1 = 1${request.status === undefined ? "" : " AND status = ?"}
-           ${after === undefined ? "" : " AND (created_at > ? OR (created_at = ? AND id > ?))"}
-         ORDER BY created_at, id LIMIT ?`,
-        [
-          ...(request.status === undefined ? [] : [request.status]),
-          ...(after === undefined ? [] : [after.at, after.at, after.key]),
-          limit + 1
-        ]
+      const rows = yield* CallsTable.page(
+        storage,
+        `id, operation, status, attempt, next_attempt_at, created_at, last_error_name, ${Text.messageOf("last_error")},
+           ${Text.headOf("payload", P.LIST_JSON_CHARS)}, ${Text.headOf("result", P.LIST_JSON_CHARS)}`,
+        request.status,
+        after,
+        limit + 1
       )
       return ListQuery.page(rows, limit, (row): P.OperationItem => {
         const status = row.status as P.OperationStatus
@@ -66,7 +59,7 @@ export const source = (storage: StorageService, calls: Calls): Source => {
 
   const cancel = (request: P.CancelOperation) =>
     Effect.gen(function*() {
-      const [row] = yield* storage.exec(`SELECT operation FROM ${TABLE} WHERE id = ?`, [request.id])
+      const row = yield* CallsTable.operationOf(storage, request.id)
       if (row === undefined || row.operation !== request.operation) {
         return yield* new NotFound({ message: `No call ${JSON.stringify(request.id)} of operation ${JSON.stringify(request.operation)}` })
       }

@@ -7,6 +7,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { DurableCanceledError } from "../shared/Errors.js"
 import * as Validate from "../shared/validate.js"
+import * as CallsTable from "./callsTable.js"
 import { checkOperation, type Parts, readRow } from "./read.js"
 
 export const cancel = Effect.fn("Operations.cancel")(function*(parts: Parts, operation: string, id: string) {
@@ -18,11 +19,9 @@ export const cancel = Effect.fn("Operations.cancel")(function*(parts: Parts, ope
   const generation = String(row.value.generation_id)
   const error = new DurableCanceledError({ message: `Durable operation "${operation}" (id "${id}") was canceled` })
   const now = yield* Clock.currentTimeMillis
-  const [canceled] = yield* handle.write(storage.exec(
-    `UPDATE durability_calls SET status = 'failed', last_error = ?, last_error_name = ?, completed_at = ?
-     WHERE id = ? AND generation_id = ? AND status = 'pending' RETURNING attempt`,
-    [error.message, error._tag, now, id, generation]
-  ))
+  const [canceled] = yield* handle.write(
+    CallsTable.cancel(storage, id, generation, { name: error._tag, message: error.message }, now)
+  )
   if (canceled === undefined) return false
   // The handler may still run; its settle no longer matches a pending row.
   yield* handle.abort((key) => key === id, error)

@@ -12,6 +12,7 @@ import * as Json from "../shared/json.js"
 import * as StepMemo from "../steps/memo.js"
 import * as Steps from "../steps/Steps.js"
 import type { StorageService } from "../engine/StorageService.js"
+import * as CallsTable from "./callsTable.js"
 import { CAPABILITY, migrations, TABLE } from "./schema.js"
 import type { AnyOperationDefinition, DurableCall } from "./types.js"
 
@@ -55,12 +56,7 @@ export const spec = <R>(
   participant: ({ definitionOf, storage }) => ({
     run: run(definitionOf, storage, context),
     complete: (execution, text, settledAt) =>
-      storage.exec(
-        `UPDATE durability_calls SET status = 'completed', result = ?, completed_at = ?,
-           last_error = NULL, last_error_name = NULL
-         WHERE id = ? AND generation_id = ? AND status = 'pending' AND attempt = ? RETURNING id`,
-        [text, settledAt, execution.key, execution.generation, execution.attempt]
-      ).pipe(
+      CallsTable.complete(storage, execution, text, settledAt).pipe(
         Effect.map((updated) => updated.length > 0),
         // Payload and result together over the row limit: retrying cannot help (terminal, not re-run).
         Effect.catchIf((error) => error.message.includes("SQLITE_TOOBIG"), (error) =>
@@ -106,8 +102,7 @@ const run = <R>(
     }
     const steps = StepMemo.runner(storage, {
       capability: CAPABILITY,
-      table: TABLE,
-      keyColumn: "id",
+      current: CallsTable.IS_CURRENT,
       key: execution.key,
       generation: execution.generation
     })

@@ -12,6 +12,7 @@ import * as ListQuery from "../engine/listQuery.js"
 import * as Validate from "../shared/validate.js"
 import * as Watchers from "../engine/watchers.js"
 import type { Row } from "../engine/StorageService.js"
+import * as CallsTable from "./callsTable.js"
 import type { AnyOperationDefinition, ListOptions, OperationStatus } from "./types.js"
 
 /** What the calls read and write through: the capability as attached. */
@@ -40,7 +41,7 @@ export const checkOperation = (parts: Parts, operation: string) =>
 /** The call stored under `id`, which must belong to `operation`. */
 export const readRow = (parts: Parts, operation: string, id: string) =>
   Effect.gen(function*() {
-    const [row] = yield* parts.storage.exec("SELECT * FROM durability_calls WHERE id = ?", [id])
+    const row = yield* CallsTable.read(parts.storage, id)
     if (row !== undefined && row.operation !== operation) {
       return yield* duplicate(id, String(row.operation), operation)
     }
@@ -105,20 +106,7 @@ export const wait = <R>(parts: Parts, operation: string, id: string, timeoutMs: 
 export const list = Effect.fn("Operations.list")(function*<R>(parts: Parts, operation: string, options: ListOptions = {}) {
   yield* checkOperation(parts, operation)
   const query = yield* ListQuery.parse(options, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, STATUSES)
-  const statusFilter = query.statuses === undefined
-    ? ""
-    : ` AND status IN (${query.statuses.map(() => "?").join(", ")})`
-  const after = query.after === undefined ? "" : " AND (created_at > ? OR (created_at = ? AND id > ?))"
-  const rows = yield* parts.storage.exec(
-    `SELECT * FROM durability_calls WHERE operation = ?${statusFilter}${after}
-     ORDER BY created_at, id LIMIT ?`,
-    [
-      operation,
-      ...(query.statuses ?? []),
-      ...(query.after === undefined ? [] : [query.after.at, query.after.at, query.after.key]),
-      query.limit + 1
-    ]
-  )
+  const rows = yield* CallsTable.pageOf(parts.storage, operation, query.statuses, query.after, query.limit + 1)
   const page = rows.slice(0, query.limit)
   const items = yield* Effect.forEach(page, (row) =>
     Effect.map(stateOf<R>(parts, operation, row), (state) => ({

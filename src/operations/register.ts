@@ -9,6 +9,7 @@ import { InvalidInputError } from "../shared/Errors.js"
 import type { PendingRecord } from "../engine/DurableTable.js"
 import * as Codec from "../shared/codec.js"
 import * as Validate from "../shared/validate.js"
+import * as CallsTable from "./callsTable.js"
 import { checkOperation, duplicate, type Parts } from "./read.js"
 import type { RegisterCall } from "./types.js"
 
@@ -65,13 +66,9 @@ type Prepared = Effect.Effect.Success<ReturnType<typeof prepare>>
 
 const insert = (parts: Parts, operation: string, call: Prepared, now: number) =>
   Effect.gen(function*() {
-    const rows = yield* parts.storage.exec(
-      `INSERT INTO durability_calls (id, operation, payload, status, attempt, next_attempt_at, generation_id, created_at)
-       VALUES (?, ?, ?, 'pending', 0, ?, ?, ?) ON CONFLICT (id) DO NOTHING RETURNING id`,
-      [call.id, operation, call.payload, call.at, call.generation, now]
-    )
+    const rows = yield* CallsTable.insert(parts.storage, { ...call, operation, createdAt: now })
     if (rows.length > 0) return true
-    const [winner] = yield* parts.storage.exec("SELECT operation FROM durability_calls WHERE id = ?", [call.id])
+    const winner = yield* CallsTable.operationOf(parts.storage, call.id)
     if (winner !== undefined && winner.operation !== operation) {
       return yield* duplicate(call.id, String(winner.operation), operation)
     }
