@@ -30,6 +30,7 @@ import * as Fork from "../shared/fork.js"
 import { type ActiveExecution, begin } from "./participant.js"
 import type { AlarmInvocationInfo } from "../shared/platform.js"
 import * as LeaseClaim from "./leaseClaim.js"
+import * as TimerHandle from "./timerHandle.js"
 import * as Timers from "./timers.js"
 
 export interface Start {
@@ -404,7 +405,7 @@ const settle = (run: Run, settled: Settled): Effect.Effect<void, StorageError | 
     return settleFailure(run, settled, error, settled.terminal === true || (policy.isTerminal?.(error) ?? false))
   }
   const done = made()
-  const work = run.participant.table.settled?.(execution.row, { outcome: "completed", at: endedAt }, Timers.handleOf(run))
+  const work = run.participant.table.settled?.(execution.row, { outcome: "completed", at: endedAt }, TimerHandle.handleOf(run))
   return Effect.flatMap(
     Effect.either(run.engine.upkeep.settleWrite(
       withSettled(run, guarded(settled, run.participant.table.complete(execution, outcome.value, endedAt)), (matched) => matched, work, done),
@@ -502,7 +503,7 @@ const settleFailure = (run: Run, settled: Settled, error: unknown, terminal: boo
     const nextAttemptAt = retryAt ?? Number(execution.row.next_attempt_at)
     const done = made()
     const work = decision._tag === "Fail"
-      ? participant.table.settled?.(execution.row, { outcome: "failed", at: settled.endedAt, error: recorded }, Timers.handleOf(run))
+      ? participant.table.settled?.(execution.row, { outcome: "failed", at: settled.endedAt, error: recorded }, TimerHandle.handleOf(run))
       : undefined
     const matched = yield* run.engine.upkeep.settleWrite(
       withSettled(run, guarded(settled, run.engine.storage.exec(participant.sql.settleFailure, [
@@ -594,7 +595,7 @@ const exhaust = <E = never>(
       outcome: "failed",
       at: yield* Clock.currentTimeMillis,
       error: { name: error._tag, message: error.message }
-    }, Timers.handleOf(run))
+    }, TimerHandle.handleOf(run))
     const statement = run.engine.storage.exec(run.participant.sql.exhaust, [
       error.message,
       error._tag,

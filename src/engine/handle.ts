@@ -9,7 +9,7 @@ import * as Lifecycle from "./Lifecycle.js"
 import * as Attempt from "./attempt.js"
 import type { Run } from "./engine.js"
 import * as LeaseClaim from "./leaseClaim.js"
-import * as Timers from "./timers.js"
+import * as TimerHandle from "./timerHandle.js"
 
 const asList = (made: PendingRecord | ReadonlyArray<PendingRecord> | undefined): ReadonlyArray<PendingRecord> =>
   made === undefined ? [] : Array.isArray(made) ? made : [made as PendingRecord]
@@ -62,7 +62,7 @@ export const make = (run: Run): TableHandle => {
     emit: (build, at) => Lifecycle.emitTo(engine.background, participant.table.onEvent, build, at),
     executing: (key) => participant.active.has(key),
     executingKeys: () => participant.active.keys(),
-    timers: Timers.handleOf(run),
+    timers: TimerHandle.handleOf(run),
     lease: (key, until, now) => LeaseClaim.claim(run, key, until, now),
     resumeLease: (row, until) => LeaseClaim.resume(run, row, until)
   }

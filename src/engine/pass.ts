@@ -22,6 +22,7 @@ import type { Engine, Run } from "./engine.js"
 import * as Fork from "../shared/fork.js"
 import type { AlarmInvocationInfo } from "../shared/platform.js"
 import * as LeaseExpiry from "./leaseExpiry.js"
+import * as TimerHandle from "./timerHandle.js"
 import * as Timers from "./timers.js"
 import { timerOwners } from "./upkeep.js"
 
@@ -121,7 +122,7 @@ const fire = (engine: Engine, timer: Timers.Stored, now: number) =>
     let made: { readonly pending: ReadonlyArray<PendingRecord>; readonly after?: Effect.Effect<void> | undefined } = { pending: [] }
     yield* engine.storage.transaction(Effect.gen(function*() {
       if (!(yield* Timers.take(engine.storage, timer))) return
-      made = yield* owner.fire({ key: timer.key, at: timer.at, data: timer.data }, now, Timers.handleOf({ engine, participant }))
+      made = yield* owner.fire({ key: timer.key, at: timer.at, data: timer.data }, now, TimerHandle.handleOf({ engine, participant }))
       if (made.pending.length > 0) {
         yield* engine.upkeep.cover(made.pending.reduce((at, record) => Math.min(at, record.at), Number.MAX_SAFE_INTEGER))
       }

@@ -10,10 +10,7 @@
  */
 import * as Effect from "effect/Effect"
 import type { StorageError } from "../shared/Errors.js"
-import type { TimerHandle } from "./DurableTable.js"
-import type { Run } from "./engine.js"
 import type * as Migrations from "./Migrations.js"
-import type { Participant } from "./participant.js"
 import type { Row, StorageService } from "./StorageService.js"
 
 export const TABLE = "durability_timers"
@@ -123,29 +120,3 @@ export const take = (storage: StorageService, timer: Stored): Effect.Effect<bool
 /** The attached owners' earliest timers, for the early timer (which skips nothing: a timer has no key lock). */
 export const earliest = (storage: StorageService, owners: ReadonlyArray<string>): Effect.Effect<number | null, StorageError> =>
   Effect.map(storage.exec(earliestOf(owners), owners), ([row]) => typeof row?.at === "number" ? row.at : null)
-
-const handles = new WeakMap<Participant<any>, TimerHandle>()
-
-/** A table's timers, as its handle, its `settled` work and its timers' `fire` get them (one per table). */
-export const handleOf = (run: Run): TimerHandle => {
-  const known = handles.get(run.participant)
-  if (known !== undefined) return known
-  const { engine, participant } = run
-  const owner = participant.table.kind
-  const handle: TimerHandle = {
-    set: (key, at, data) =>
-      Effect.zipRight(
-        set(engine.storage, owner, key, at, data ?? null),
-        // Covered as a pending record is: the alarm in this transaction, the early timer at once (a fire
-        // for a transaction that then failed finds nothing due).
-        Effect.zipRight(engine.upkeep.cover(at), engine.alarms.coverTimer(at))
-      ),
-    cancel: (key) => cancel(engine.storage, owner, key),
-    get: (key) =>
-      Effect.map(get(engine.storage, owner, key), (timer) =>
-        timer === undefined ? undefined : { key: timer.key, at: timer.at, data: timer.data }),
-    count: Effect.map(engine.storage.exec(`SELECT COUNT(*) AS n FROM ${TABLE} WHERE owner = ?`, [owner]), ([row]) => Number(row?.n ?? 0))
-  }
-  handles.set(participant, handle)
-  return handle
-}

@@ -32,6 +32,7 @@ import * as Participant from "./participant.js"
 import { CAPABILITY } from "./participant.js"
 import * as Read from "./read.js"
 import * as Rows from "./rows.js"
+import * as Slots from "./slots.js"
 import * as ScheduleSchema from "./schema.js"
 import * as Upsert from "./upsert.js"
 import * as Slot from "../engine/slot.js"
@@ -180,8 +181,14 @@ export const make = <const Defs extends Record<string, AnyScheduleDefinition>>(
     const capability = yield* Capability.make(
       Participant.spec(definitions, execution, context, Slot.make(givenConcurrency ?? 1), timingOf)
     )
-    const parts: Read.Parts = { ...capability, timingOf }
+    const parts: Read.Parts = {
+      ...capability,
+      timingOf,
+      runs: { storage: capability.storage, timingOf, newGeneration: () => crypto.randomUUID() }
+    }
     const { purgeBefore, storage } = capability
+    // Schedules stored while they waited as records get their slot timers.
+    yield* capability.handle.writePending(Slots.resync(storage, capability.handle.timers), () => undefined)
     const handles = new Map(Object.keys(definitions).map((name) => [name, handleOf(parts, name)] as const))
     yield* InspectionRegistry.register(SchedulesInspect.source(storage, handles, purgeBefore))
     // One handle per definition, built over its name at run time: TS cannot relate a record built

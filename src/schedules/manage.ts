@@ -6,13 +6,16 @@
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import { checked, type Parts } from "./read.js"
+import * as Slots from "./slots.js"
 import { TABLE } from "./schema.js"
 
 export const remove = (parts: Parts, name: string, key: string) =>
   Effect.gen(function*() {
     const { handle, storage } = parts
     const target = yield* checked(parts, name, key)
-    const deleted = yield* handle.write(storage.exec(`DELETE FROM ${TABLE} WHERE key = ? RETURNING key`, [target.id]))
+    const deleted = yield* handle.write(
+      Effect.zipLeft(storage.exec(`DELETE FROM ${TABLE} WHERE key = ? RETURNING key`, [target.id]), handle.timers.cancel(target.id))
+    )
     if (deleted.length === 0) return false
     yield* handle.abort((id) => id === target.id, new Error(`The schedule "${name}" (key "${target.key}") was removed`))
     return true
@@ -21,8 +24,13 @@ export const remove = (parts: Parts, name: string, key: string) =>
 export const pause = (parts: Parts, name: string, key: string) =>
   Effect.gen(function*() {
     const target = yield* checked(parts, name, key)
+    const now = yield* Clock.currentTimeMillis
+    // A paused schedule's slot timer goes (it stays for a manual run asked).
     const updated = yield* parts.handle.write(
-      parts.storage.exec(`UPDATE ${TABLE} SET paused = 1 WHERE key = ? AND paused = 0 RETURNING key`, [target.id])
+      Effect.tap(
+        parts.storage.exec(`UPDATE ${TABLE} SET paused = 1 WHERE key = ? AND paused = 0 RETURNING key`, [target.id]),
+        (rows) => rows.length === 0 ? Effect.void : Slots.update(parts.runs, parts.handle.timers, target.id, now)
+      )
     )
     return updated.length > 0
   }).pipe(Effect.withSpan("Schedules.pause"))
@@ -31,18 +39,17 @@ export const resume = (parts: Parts, name: string, key: string) =>
   Effect.gen(function*() {
     const target = yield* checked(parts, name, key)
     const now = yield* Clock.currentTimeMillis
-    const updated = yield* parts.handle.writePending(
-      parts.storage.exec(
-        `UPDATE ${TABLE} SET paused = 0 WHERE key = ? AND paused = 1 RETURNING status, next_attempt_at, run_slot`,
-        [target.id]
+    const made = yield* parts.handle.writePending(
+      Effect.flatMap(
+        parts.storage.exec(`UPDATE ${TABLE} SET paused = 0 WHERE key = ? AND paused = 1 RETURNING key`, [target.id]),
+        (rows) =>
+          rows.length === 0
+            ? Effect.succeed(undefined)
+            : Slots.update(parts.runs, parts.handle.timers, target.id, now)
       ),
-      ([row]) => {
-        if (row === undefined || row.status !== "pending" || row.run_slot !== null) return undefined
-        const at = Number(row.next_attempt_at)
-        return { key: target.id, at, start: at <= now }
-      }
+      (pending) => pending
     )
-    return updated.length > 0
+    return made !== undefined
   }).pipe(Effect.withSpan("Schedules.resume"))
 
 export const trigger = (parts: Parts, name: string, key: string) =>
@@ -50,17 +57,21 @@ export const trigger = (parts: Parts, name: string, key: string) =>
     const target = yield* checked(parts, name, key)
     const now = yield* Clock.currentTimeMillis
     // A request made while a manual run is active asks for another; one not started yet is the same run.
-    const updated = yield* parts.handle.writePending(
-      parts.storage.exec(
-        `UPDATE ${TABLE} SET
-           manual_at = CASE WHEN manual_at IS NULL OR (run_manual = 1 AND manual_at = run_slot) THEN ? ELSE manual_at END,
-           next_attempt_at = CASE WHEN run_slot IS NOT NULL THEN next_attempt_at
-             WHEN status = 'ended' THEN ? ELSE MIN(next_attempt_at, ?) END,
-           status = 'pending'
-         WHERE key = ? RETURNING run_slot`,
-        [now, now, now, target.id]
+    const made = yield* parts.handle.writePending(
+      Effect.flatMap(
+        parts.storage.exec(
+          `UPDATE ${TABLE} SET
+             manual_at = CASE WHEN manual_at IS NULL OR (run_manual = 1 AND manual_at = run_slot) THEN ? ELSE manual_at END,
+             next_attempt_at = CASE WHEN run_slot IS NOT NULL THEN next_attempt_at
+               WHEN status = 'ended' THEN ? ELSE MIN(next_attempt_at, ?) END,
+             status = 'pending'
+           WHERE key = ? RETURNING key`,
+          [now, now, now, target.id]
+        ),
+        // Not running: the manual run starts now (its timer, if no permit is free).
+        (rows) => rows.length === 0 ? Effect.succeed(undefined) : Slots.update(parts.runs, parts.handle.timers, target.id, now)
       ),
-      ([row]) => row === undefined || row.run_slot !== null ? undefined : { key: target.id, at: now, start: true }
+      (pending) => pending
     )
-    return updated.length > 0
+    return made !== undefined
   }).pipe(Effect.withSpan("Schedules.trigger"))

@@ -1,6 +1,6 @@
 /**
  * The schedules' part in the engine: what the capability skeleton is given (names, policies'
- * errors, purge), how a run runs and is fenced, which run a claim starts (its admission) and where
+ * errors, purge), how a run runs and is fenced, which run a slot starts (its timer's fire) and where
  * the schedule goes once a run ended (its settled work).
  * @internal
  */
@@ -15,6 +15,7 @@ import * as StepMemo from "../steps/memo.js"
 import * as Steps from "../steps/Steps.js"
 import * as Rows from "./rows.js"
 import * as Runs from "./runs.js"
+import * as Slots from "./slots.js"
 import * as ScheduleSchema from "./schema.js"
 import type { AnyScheduleDefinition, ScheduleRun } from "./types.js"
 
@@ -72,13 +73,18 @@ export const spec = <R>(
           ),
           (rows) => rows.length > 0
         ),
-      settled: (row, settlement) => Runs.advance(parts(storage), row, settlement),
+      // The schedule goes on: its next slot's timer, or its next run at once when that slot passed already.
+      settled: (row, settlement, timers) =>
+        Effect.zipRight(
+          Runs.advance(parts(storage), row, settlement),
+          Effect.map(Slots.update(parts(storage), timers, String(row.key), settlement.at), (pending) => ({ pending }))
+        ),
+      // A schedule waiting for its next run is a slot timer; only a run in progress is a record to claim.
+      timers: { fire: (timer, now, timers) => Slots.fire(parts(storage), timers, timer.key, now) },
       dispatch: {
         pendingWhere: ScheduleSchema.CLAIMABLE,
         startedColumn: "started_at",
-        slotOf: () => slot,
-        // A run in progress (a retry) is claimed as is; otherwise the plan picks the run first.
-        admission: (row) => row.run_slot === null ? Runs.gate(parts(storage), row) : undefined
+        slotOf: () => slot
       },
       describe: (row) => `schedule "${String(row.schedule)}" (key "${String(row.schedule_key)}")`,
       entity: (row) => ({

@@ -10,12 +10,15 @@ import * as ListQuery from "../engine/listQuery.js"
 import * as Validate from "../shared/validate.js"
 import type { Row } from "../engine/StorageService.js"
 import * as Rows from "./rows.js"
+import type * as Runs from "./runs.js"
 import { TABLE } from "./schema.js"
 import type { AnyScheduleDefinition, SchedulePage } from "./types.js"
 
 /** What the calls read and write through: the capability as attached, and the timings' cache. */
 export interface Parts extends Capability.Capability<AnyScheduleDefinition> {
   readonly timingOf: Rows.Timings
+  /** What a run's start writes with (`Runs.pick`, through `Slots.update`). */
+  readonly runs: Runs.Parts
 }
 
 export const DEFAULT_LIST_LIMIT = 100

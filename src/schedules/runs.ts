@@ -5,7 +5,7 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import { Admission, type Settlement, type SettledWork, type TimerHandle } from "../engine/DurableTable.js"
+import type { Settlement } from "../engine/DurableTable.js"
 import type { StorageError } from "../shared/Errors.js"
 import type { Row, StorageService } from "../engine/StorageService.js"
 import * as Plan from "./plan.js"
@@ -64,24 +64,19 @@ export const pick = (parts: Parts, row: Row, now: number): Effect.Effect<Picked,
 /** What `pick` did: started the run, or moved the schedule to `at` (ended it: `null`). */
 export type Picked = { readonly run: true } | { readonly run: false; readonly at: number | null }
 
-/** `pick` as the record's admission (while schedules waited as records). */
-export const gate = (parts: Parts, row: Row) => (now: number): Effect.Effect<Admission, StorageError> =>
-  Effect.map(pick(parts, row, now), (picked) =>
-    picked.run ? Admission.Run() : picked.at === null ? Admission.Skip() : Admission.Defer({ at: picked.at }))
-
 /**
  * After a run ended for good (completed, or failed with no retry left): the schedule goes on from
- * its cursor with a fresh generation (so the run's step memos go) and attempt 0, waiting for its slot
- * timer. A failed run never stops the schedule.
+ * its cursor with a fresh generation (so the run's step memos go) and attempt 0; what it waits for
+ * next is `Slots.update`'s. A failed run never stops the schedule.
  */
-export const advance = (parts: Parts, claimed: Row, settlement: Settlement, timers?: TimerHandle): SettledWork =>
+export const advance = (parts: Parts, claimed: Row, settlement: Settlement): Effect.Effect<void, StorageError> =>
   Effect.gen(function*() {
     const key = String(claimed.key)
     const [row] = yield* parts.storage.exec(`SELECT * FROM ${TABLE} WHERE key = ? AND generation_id = ?`, [
       key,
       String(claimed.generation_id)
     ])
-    if (row === undefined) return { pending: [] }
+    if (row === undefined) return
     const state = Rows.planState(row, parts.timingOf)
     const runSlot = row.run_slot === null ? null : Number(row.run_slot)
     const next = runSlot === null
@@ -118,9 +113,4 @@ export const advance = (parts: Parts, claimed: Row, settlement: Settlement, time
         String(row.generation_id)
       ]
     )
-    const claimable = !state.paused || next.manualAt !== null
-    if (timers === undefined) return { pending: at === null || !claimable ? [] : [{ key, at, start: at <= settlement.at }] }
-    // Waiting for its next slot (or a manual run asked meanwhile): its slot timer, due at once if that time passed.
-    if (at !== null && claimable) yield* timers.set(key, at)
-    return { pending: [] }
   })

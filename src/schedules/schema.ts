@@ -70,7 +70,8 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
 ]
 
 /**
- * A paused schedule starts no new slot, but a run in progress finishes its retries and a manual
- * run (`trigger`) still runs.
+ * What the engine may claim: a run in progress (a paused schedule's too: it finishes its retries). A
+ * schedule waiting for its next run (a paused one only for a manual run, `trigger`) waits on its slot
+ * timer (`slots.ts`), not as a record.
  */
-export const CLAIMABLE = "paused = 0 OR run_slot IS NOT NULL OR manual_at IS NOT NULL"
+export const CLAIMABLE = "run_slot IS NOT NULL"

@@ -30,27 +30,34 @@ const syncRow = (timers: TimerHandle, key: string, row: Row | undefined): Effect
   row !== undefined && waits(row) ? timers.set(key, Number(row.next_attempt_at)) : Effect.asVoid(timers.cancel(key))
 
 /**
- * The slot timer came due (in the transaction that took it): the run the plan picks starts (made
- * pending, started at once while a permit is free), or the schedule moves to its next slot, or ends.
- * A schedule no longer waiting (removed, paused, running) has nothing to do.
+ * In a transaction, after a write of the schedule (or its slot timer came due): the schedule as its row
+ * now says. A waiting schedule due by `now` starts the run the plan picks (made pending, to start at
+ * once while a permit is free) or moves to its next slot or ends; a waiting one not due yet gets its
+ * timer at its time; any other (removed, paused, running, ended) has none.
  */
-export const fire = (parts: Runs.Parts, timers: TimerHandle, key: string, now: number): Effect.Effect<
-  { readonly pending: ReadonlyArray<PendingRecord> },
+export const update = (parts: Runs.Parts, timers: TimerHandle, key: string, now: number): Effect.Effect<
+  ReadonlyArray<PendingRecord>,
   StorageError
 > =>
   Effect.gen(function*() {
     const [row] = yield* parts.storage.exec(`SELECT * FROM ${TABLE} WHERE key = ?`, [key])
-    if (row === undefined || !waits(row)) return { pending: [] }
-    // Moved later meanwhile (a timer left behind is only taken): its own timer follows its time.
-    if (Number(row.next_attempt_at) > now) {
+    if (row === undefined || !waits(row) || Number(row.next_attempt_at) > now) {
       yield* syncRow(timers, key, row)
-      return { pending: [] }
+      return []
     }
     const picked = yield* Runs.pick(parts, row, now)
-    if (picked.run) return { pending: [{ key, at: Number(row.next_attempt_at), start: true }] }
+    if (picked.run) {
+      // A timer left from before the run (its own time) has nothing more to do.
+      yield* timers.cancel(key)
+      return [{ key, at: Number(row.next_attempt_at), start: true }]
+    }
     yield* sync(parts.storage, timers, key)
-    return { pending: [] }
+    return []
   })
+
+/** The slot timer came due (in the transaction that took it). */
+export const fire = (parts: Runs.Parts, timers: TimerHandle, key: string, now: number) =>
+  Effect.map(update(parts, timers, key, now), (pending) => ({ pending }))
 
 /**
  * When the schedules are made: every waiting schedule has its timer (schedules stored before slots

@@ -14,6 +14,7 @@ import * as Options from "./options.js"
 import * as Plan from "./plan.js"
 import { checked, invalidInput, type Parts, readRow } from "./read.js"
 import * as Rows from "./rows.js"
+import * as Slots from "./slots.js"
 import { TABLE } from "./schema.js"
 import * as Timing from "./timing.js"
 import type { AnyScheduleDefinition, TimingInput, UpsertResult } from "./types.js"
@@ -74,7 +75,6 @@ export const upsert = (
     const due = Plan.dueAt({ cursor, manualAt })
     const status = running || due !== null ? "pending" : "ended"
     const nextAttemptAt = running ? Number(existing.next_attempt_at) : due ?? now
-    const paused = existing !== undefined && Number(existing.paused) === 1
     const write = store(parts, [
       target.id,
       name,
@@ -96,10 +96,10 @@ export const upsert = (
       now,
       sameTiming ? 1 : 0
     ])
-    const startable = status === "pending" && !running && (!paused || manualAt !== null)
+    // Its slot timer (or its run at once, when due now), in the write's transaction.
     yield* parts.handle.writePending(
-      write,
-      () => startable ? { key: target.id, at: nextAttemptAt, start: nextAttemptAt <= now } : undefined,
+      Effect.zipRight(write, Slots.update(parts.runs, parts.handle.timers, target.id, now)),
+      (made) => made,
       { reconcile: existing !== undefined }
     )
     return { created: existing === undefined, changed: true, nextRunAt: due } satisfies UpsertResult

@@ -168,8 +168,8 @@ describe("durable timers", () => {
         handler: ok,
         timers: {
           // Fails after its own write, so the rollback of the take and of the write shows.
-          fire: (timer, now) =>
-            Effect.flatMap(inner.fire(timer, now), (made) =>
+          fire: (timer, now, timers) =>
+            Effect.flatMap(inner.fire(timer, now, timers), (made) =>
               failures-- > 0 ? Effect.fail(new StorageError({ operation: "exec", message: "injected fire failure" })) : Effect.succeed(made))
         }
       })

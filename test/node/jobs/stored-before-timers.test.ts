@@ -1,13 +1,15 @@
 /**
  * A database written by the library before the engine's durable timers (commit 8d09dac, dumped by
- * `test/fixtures/main-8d09dac.generate.ts`): the jobs take it over in place. Retention by age was a
- * record of the jobs table ("/retention"), a lease's end the leased job's own `next_attempt_at`, an
- * envelope waiting to be sent a record of the outbox table; each is now a timer, and nothing is lost.
+ * `test/fixtures/main-8d09dac.generate.ts`): the jobs and schedules take it over in place. Retention
+ * by age was a record of the jobs table ("/retention"), a lease's end the leased job's own
+ * `next_attempt_at`, an envelope waiting to be sent a record of the outbox table, a schedule waiting for
+ * its next slot a pending record; each is now a timer, and nothing is lost.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
 import { readFileSync } from "node:fs"
 import * as Jobs from "../../../src/jobs/Jobs.js"
+import * as Schedules from "../../../src/schedules/Schedules.js"
 import * as MemoryStorage from "../../../src/testing/MemoryStorage.js"
 import * as TestDurability from "../../../src/testing/TestDurability.js"
 import { jobRow, rows } from "./support.js"
@@ -47,6 +49,8 @@ describe("a database written before the engine's timers", () => {
         worked: Jobs.externalQueue({ leaseMs: 20_000 }),
         pushed: Jobs.externalQueue({ leaseMs: 30_000, processing: { queue: producer } })
       }))
+      const ran: Array<number> = []
+      yield* object.run(Schedules.make({ tick: Schedules.schedule({ handler: (run) => Effect.sync(() => void ran.push(run.scheduledTime)) }) }))
 
       // Migrated: the retention record is gone; every waiting thing has its timer at its stored time.
       expect(yield* rows(object, "SELECT key FROM durability_jobs WHERE key = '/retention'")).toEqual([])
@@ -54,7 +58,8 @@ describe("a database written before the engine's timers", () => {
         { owner: "jobs", key: "outbox/pushed", at: 61_000 },
         { owner: "jobs", key: "retention", at: 100_001 },
         { owner: "jobs.lease", key: "pushed/p", at: 90_000 },
-        { owner: "jobs.lease", key: "worked/w", at: 80_000 }
+        { owner: "jobs.lease", key: "worked/w", at: 80_000 },
+        { owner: "schedules", key: "tick/every", at: 90_000 }
       ])
       expect(storage.alarmAt).toBe(ALARM)
 
@@ -70,9 +75,14 @@ describe("a database written before the engine's timers", () => {
       expect(yield* jobRow(object, "worked", "w")).toMatchObject({ status: "pending", leased_until: null, stalled: 1, attempt: 1 })
       expect((yield* object.run(jobs.worked.lease())).map((lease) => [lease.id, lease.attempt])).toEqual([["w", 2]])
 
-      // The pushed job nobody started: reclaimed at its lease's end and sent again with a new token.
+      // The pushed job nobody started: reclaimed at its lease's end and sent again with a new token. The
+      // schedule runs its slot, and waits for the next one on its timer.
       yield* TestClock.setTime(90_000)
       yield* settle
+      expect(ran).toEqual([90_000])
+      expect((yield* timers(object)).filter((timer) => timer.owner === "schedules")).toEqual([
+        { owner: "schedules", key: "tick/every", at: 135_000 }
+      ])
       expect(sent).toHaveLength(2)
       expect(sent[1]).toMatchObject({ jobId: "p", token: 2 })
 
