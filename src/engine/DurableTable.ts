@@ -157,15 +157,12 @@ export interface Timers {
  *   record there and its attempt is not counted;
  * - `Lease`: claim it for work done elsewhere (a Cloudflare Queue's consumer) until `until`, as
  *   `TableHandle.lease` does: nothing runs here; `leased` writes the table's lease state (and what
- *   hands the record over) with the claim. Past its attempts, it is exhausted as any claim would be;
- * - `Skip`: the decision wrote the record's new state itself (ended it): nothing is claimed, and the
- *   alarm follows whatever it wrote.
+ *   hands the record over) with the claim. Past its attempts, it is exhausted as any claim would be.
  */
 export type Admission = Data.TaggedEnum<{
   Run: {}
   Defer: { readonly at: number }
   Lease: { readonly until: number; readonly leased: (row: Row) => Effect.Effect<void, StorageError> }
-  Skip: {}
 }>
 
 export const Admission = Data.taggedEnum<Admission>()

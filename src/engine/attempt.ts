@@ -213,13 +213,16 @@ const readThenClaim = (run: Run, key: string, entry: ActiveExecution, start: Sta
                 return Effect.as(decision.leased(claimed), undefined)
               })
             }
-            // Not claimed: the alarm follows the record's new time (or whatever the decision wrote) in this
-            // transaction, and the timer looks again once this key is released.
+            // Deferred, not claimed: the record waits until then, the alarm follows it in this transaction,
+            // and the timer looks again once this key is released.
             entry.revisit = "refresh"
-            const moved = decision._tag === "Defer"
-              ? storage.exec(run.participant.sql.defer, [decision.at, key, String(row.generation_id)])
-              : Effect.void
-            return Effect.as(Effect.zipRight(moved, run.engine.upkeep.reconcile), undefined)
+            return Effect.as(
+              Effect.zipRight(
+                storage.exec(run.participant.sql.defer, [decision.at, key, String(row.generation_id)]),
+                run.engine.upkeep.reconcile
+              ),
+              undefined
+            )
           }))
       )
     return Effect.flatMap(claimed, (rows) => {
