@@ -89,8 +89,12 @@ export interface DurableTable<A = unknown> {
   /** The entity fields of lifecycle events about `row`. */
   readonly entity: (row: Row) => Lifecycle.LifecycleEntity
   readonly onEvent?: Lifecycle.LifecycleHook | undefined
-  /** How records are dispatched when time order alone is not enough (job queues). */
+  /** How due records start when time order alone is not enough (job queues). */
   readonly dispatch?: Dispatch | undefined
+  /** What holds pending records beyond their time (see `Holds`). */
+  readonly holds?: Holds | undefined
+  /** What a due record's claim may decide first (see `Admission`). */
+  readonly admission?: Admissions | undefined
   /**
    * Work that must commit with a record's end (a parent released, a retention bound kept): decided
    * from the row as claimed, before the settle runs. Returns `undefined` when there is none (the
@@ -190,41 +194,48 @@ export interface Slot {
   readonly available: Effect.Effect<number>
 }
 
+/** How due records start when time order alone is not enough (job queues: priorities and per-queue concurrency). */
 export interface Dispatch {
   /** The ORDER BY of due scans (default `next_attempt_at`), e.g. `priority DESC, seq`. */
   readonly order?: string | undefined
-  /**
-   * A further SQL condition (no bindings) a pending record must meet to be due, to wake the object
-   * and to be claimed, e.g. "its queue is not paused". Pending records that fail it wait, durably.
-   */
-  readonly pendingWhere?: string | undefined
-  /**
-   * A record that must not start now whatever the permits (e.g. its queue is paused, so its claim
-   * would be refused): it gets no eager start and no timer; what makes it startable again re-arms them.
-   */
-  readonly held?: ((key: string) => boolean) | undefined
-  /** A column every claim sets to the claim's time (e.g. `started_at`). */
-  readonly startedColumn?: string | undefined
-  /**
-   * The record's own limit inside the shared permits (e.g. its queue's concurrency), by key: taken
-   * before a shared permit, so a full group never holds a permit another group could use.
-   */
-  readonly slotOf?: ((key: string) => Slot | undefined) | undefined
   /**
    * The start order as numbers (smaller first), read by due scans (`columns`, a select list) so
    * records waiting for a full slot start in that order, whenever each came due.
    */
   readonly rank?: { readonly columns: string; readonly of: (row: Row) => ReadonlyArray<number> } | undefined
   /**
-   * The record's admission (see `Admission`), decided from the row as read before its claim (e.g. a
-   * token bucket). `undefined`: it runs. The effect runs in the claim's transaction.
+   * The record's own limit inside the shared permits (e.g. its queue's concurrency), by key: taken
+   * before a shared permit, so a full group never holds a permit another group could use.
    */
-  readonly admission?: ((row: Row) => ((now: number) => Effect.Effect<Admission, StorageError>) | undefined) | undefined
+  readonly slotOf?: ((key: string) => Slot | undefined) | undefined
+  /** A column every claim sets to the claim's time (e.g. `started_at`). */
+  readonly startedColumn?: string | undefined
+}
+
+/**
+ * Pending records that wait for something other than their time (a paused queue, a worker's lease, a
+ * schedule between runs): they neither wake the object nor are claimed until what holds them ends,
+ * and what ends it makes them pending again through the handle.
+ */
+export interface Holds {
+  /** The SQL condition (no bindings) a pending record must meet to count as due and to be claimed. */
+  readonly where: string
+  /** The same in memory, by key, where it can be told (e.g. its queue is paused): no eager start and no timer. */
+  readonly holds?: ((key: string) => boolean) | undefined
+}
+
+/** A table's admissions (see `Admission`). */
+export interface Admissions {
+  /**
+   * The record's admission, decided from the row as read before its claim (e.g. a token bucket).
+   * `undefined`: it runs. The effect runs in the claim's transaction.
+   */
+  readonly of: (row: Row) => ((now: number) => Effect.Effect<Admission, StorageError>) | undefined
   /**
    * Whether the record under `key` may have an admission: when not, it is claimed in one statement
    * without being read first. Default: every record may.
    */
-  readonly gated?: ((key: string) => boolean) | undefined
+  readonly mayApply?: ((key: string) => boolean) | undefined
 }
 
 /** A record a write made pending. */

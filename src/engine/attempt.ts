@@ -164,10 +164,9 @@ const releaseHeld = (start: Start): Effect.Effect<void> =>
 /** The execution itself, from claim to release; its outcome also completes `entry.persisted`. */
 const own = (run: Run, key: string, entry: ActiveExecution, start: Start): Effect.Effect<void, StorageError> => {
   const { participant } = run
-  const dispatch = participant.table.dispatch
-  // A record that may be gated is read first: its gate decides from the row.
+  // A record that may have an admission is read first: its admission decides from the row.
   const direct = participant.claimDue !== undefined &&
-    (dispatch?.admission === undefined || dispatch.gated?.(key) === false)
+    (participant.table.admission === undefined || participant.table.admission.mayApply?.(key) === false)
   const body = direct ? claimDirectly(run, key, entry, start) : readThenClaim(run, key, entry, start)
   return Effect.onExit(body, (exit) =>
     Effect.zipRight(
@@ -191,7 +190,7 @@ const readThenClaim = (run: Run, key: string, entry: ActiveExecution, start: Sta
     const { dispatch, policy: policyOf } = run.participant.table
     const policy = policyOf(row)
     const { storage } = run.engine
-    const admission = dispatch?.admission?.(row)
+    const admission = run.participant.table.admission?.of(row)
     const claimAt = (now: number) => {
       const bindings = [key, String(row.generation_id), policy.maxAttempts]
       return storage.exec(
@@ -475,7 +474,7 @@ const afterSettled = (run: Run, done: Made): Effect.Effect<void> =>
 export const startPending = (run: Run, records: ReadonlyArray<PendingRecord>): Effect.Effect<void> =>
   records.length === 0 ? Effect.void : Effect.gen(function*() {
     let startable = true
-    const held = run.participant.table.dispatch?.held
+    const held = run.participant.table.holds?.holds
     for (const made of records) {
       // A held record's claim would be refused: starting it would only show it running for a moment. One
       // that asks for no start still gets its time covered (a leased job's reclaim at its lease's end).

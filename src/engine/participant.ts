@@ -41,7 +41,7 @@ export interface Participant<A = unknown> {
 const MAX_LIMIT_BINDINGS = 64
 
 export const make = <A>(table: DurableTable<A>, defaultBatchSize: number): Participant<A> => {
-  const sql = TableSql.make(table.table, table.keyColumn, table.dispatch)
+  const sql = TableSql.make(table.table, table.keyColumn, TableSql.shapeOf(table))
   let claimDue: Participant["claimDue"]
   let claimLease: Participant["claimLease"]
   const limits = table.attemptLimits

@@ -107,7 +107,8 @@ const TIMER_BATCH = 100
 
 /**
  * Fires one due timer: takes it and runs its owner's `fire` in one transaction, covering the records
- * it made pending; after the commit they start (or get the timer) and the fire's follow-up runs.
+ * it made pending; after the commit they start (or get the timer) and the fire's follow-up runs as a
+ * fiber of its own.
  */
 const fire = (engine: Engine, timer: Timers.Stored, now: number) =>
   Effect.gen(function*() {
@@ -128,7 +129,10 @@ const fire = (engine: Engine, timer: Timers.Stored, now: number) =>
       }
     }))
     yield* Attempt.startPending({ engine, participant }, made.pending)
-    if (made.after !== undefined) yield* made.after
+    // Its own fiber (a send to a Cloudflare Queue can take seconds): the pass goes on to its records.
+    if (made.after !== undefined) {
+      yield* Effect.flatMap(Fork.detached(made.after, engine.scope), (fiber) => engine.background.waitUntil(Fork.settled(fiber)))
+    }
   })
 
 /** The attached tables' timers due by `now`, fired one by one (before the due scans, which see what they made pending). */

@@ -41,6 +41,17 @@ export interface Shape {
   readonly startedColumn?: string | undefined
 }
 
+/** A table's shape, from its dispatch and its holds. */
+export const shapeOf = (table: {
+  readonly dispatch?: Omit<Shape, "pendingWhere"> | undefined
+  readonly holds?: { readonly where: string } | undefined
+}): Shape => ({
+  order: table.dispatch?.order,
+  rank: table.dispatch?.rank,
+  startedColumn: table.dispatch?.startedColumn,
+  pendingWhere: table.holds?.where
+})
+
 /** `status = 'pending'`, with the table's further condition: what due, wake-up and claim statements count. */
 const pendingOf = (shape: Shape | undefined): string =>
   shape?.pendingWhere === undefined ? "status = 'pending'" : `status = 'pending' AND (${shape.pendingWhere})`

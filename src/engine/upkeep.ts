@@ -80,13 +80,13 @@ export const make = (options: {
   const statements = () => {
     if (sql?.tables !== participants.length) {
       const owners = timerOwners(participants)
-      const records = TableSql.earliestPendingOf(participants.map((p) => ({ table: p.table.table, shape: p.table.dispatch })))
+      const records = TableSql.earliestPendingOf(participants.map((p) => ({ table: p.table.table, shape: TableSql.shapeOf(p.table) })))
       sql = {
         tables: participants.length,
         earliest: owners.length === 0 ? records : `SELECT MIN(at) AS at FROM (${records} UNION ALL ${Timers.earliestOf(owners)})`,
         owners,
         pending: TableSql.pendingByTimeOf(
-          participants.map((p) => ({ table: p.table.table, key: p.table.keyColumn, shape: p.table.dispatch }))
+          participants.map((p) => ({ table: p.table.table, key: p.table.keyColumn, shape: TableSql.shapeOf(p.table) }))
         )
       }
     }

@@ -300,7 +300,7 @@ export const participant = <I>(
   core: Core,
   context: Context.Context<unknown>,
   currentJob: CurrentJobTag<I>
-): Pick<DurableTable<string>, "run" | "complete" | "describe" | "entity" | "completesInOneStatement" | "dispatch" | "settled" | "timers" | "leases"> => ({
+): Pick<DurableTable<string>, "run" | "complete" | "describe" | "entity" | "completesInOneStatement" | "dispatch" | "holds" | "admission" | "settled" | "timers" | "leases"> => ({
   // Succeeds with the result's stored JSON.
   run: (execution) => {
     const canceled = () => {
@@ -374,25 +374,30 @@ export const participant = <I>(
   dispatch: {
     order: JobsTable.START_ORDER,
     rank: { columns: JobsTable.RANK_COLUMNS, of: rankOf },
-    // Jobs of an external queue without a transport wait for `lease`; a transport's are leased by their admission.
-    pendingWhere: JobsTable.claimable(
+    startedColumn: "started_at",
+    slotOf: (key) => core.queues.get(queueOfKey(key))?.slot
+  },
+  // A paused queue's jobs, a leased job, and an external queue's jobs without a transport (they wait for
+  // `lease`; a transport's are leased by their admission).
+  holds: {
+    where: JobsTable.claimable(
       [...core.queues.values()].filter((queue) => queue.options.external !== undefined && queue.options.external.transport === undefined)
         .map((queue) => queue.name),
       [...core.queues.values()].some((queue) => queue.options.external !== undefined)
     ),
-    startedColumn: "started_at",
-    slotOf: (key) => core.queues.get(queueOfKey(key))?.slot,
-    // An external queue's jobs start only by `lease`.
-    held: (key) => {
+    holds: (key) => {
       const queue = core.queues.get(queueOfKey(key))
       return queue?.paused === true || (queue?.options.external !== undefined && queue.options.external.transport === undefined)
-    },
-    gated: (key) => {
+    }
+  },
+  // Rate limits take a token, or defer to the next; a transport's job is leased to its Cloudflare Queue.
+  admission: {
+    mayApply: (key) => {
       const queue = core.queues.get(queueOfKey(key))
       return queue !== undefined &&
         (queue.options.external !== undefined || rateLimitOf(queue) !== undefined || queue.options.groupRateLimit !== undefined)
     },
-    admission: (row) => {
+    of: (row) => {
       const queue = core.queues.get(String(row.queue))
       if (queue === undefined) return undefined
       const buckets = bucketsOf(queue, row)

@@ -81,11 +81,8 @@ export const spec = <R>(
         ),
       // A schedule waiting for its next run is a slot timer; only a run in progress is a record to claim.
       timers: { fire: (timer, now, timers) => Slots.fire(parts(storage), timers, timer.key, now) },
-      dispatch: {
-        pendingWhere: ScheduleSchema.CLAIMABLE,
-        startedColumn: "started_at",
-        slotOf: () => slot
-      },
+      dispatch: { startedColumn: "started_at", slotOf: () => slot },
+      holds: { where: ScheduleSchema.CLAIMABLE },
       describe: (row) => `schedule "${String(row.schedule)}" (key "${String(row.schedule_key)}")`,
       entity: (row) => ({
         entityKind: "schedule",
