@@ -8,6 +8,12 @@
  * The standard columns: `<key> TEXT PRIMARY KEY, generation_id TEXT, status TEXT ('pending' | …),
  * attempt INTEGER, next_attempt_at INTEGER, last_error TEXT, last_error_name TEXT`, indexed on
  * `(status, next_attempt_at)`.
+ *
+ * A table is records with attempts (`policy`, `run`, `complete`, `settled`, `describe`). What a
+ * capability needs beyond that is a named concept of its own, never a change of what a claim means:
+ * `timers` (durable timers on the same alarm), `leases` (records claimed for work done elsewhere),
+ * `admission` (`Run | Defer(at) | Lease` before a claim), `holds` (pending records waiting for
+ * something other than their time) and `dispatch` (start order and per-group concurrency).
  */
 import * as Data from "effect/Data"
 import type * as Effect from "effect/Effect"
