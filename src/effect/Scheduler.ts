@@ -5,6 +5,8 @@
  * internal, so changing them is no breaking change.
  */
 export {
+  Admission,
+  LeaseExpiry,
   layerDurableObject,
   layerWith,
   Scheduler,
@@ -12,19 +14,24 @@ export {
   UPKEEP_DELAY
 } from "../engine/Scheduler.js"
 export type {
+  Admissions,
   AlarmInvocationInfo,
   AlarmRetryInfo,
   AttemptLimits,
   AttemptPolicy,
+  Dispatch,
   DurabilityContext,
   DurableTable,
   EngineSummary,
   Execution,
-  LeaseExpiry,
+  Holds,
   Leases,
   PendingRecord,
   SchedulerConfig,
   SchedulerOptions,
+  SettledWork,
+  Settlement,
+  Slot,
   TableHandle,
   Timer,
   TimerHandle,

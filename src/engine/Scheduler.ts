@@ -37,14 +37,20 @@ import * as StorageService from "./StorageService.js"
 import * as Summary from "./summary.js"
 
 export type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
+export { Admission, LeaseExpiry } from "./DurableTable.js"
 export type {
+  Admissions,
   AttemptLimits,
   AttemptPolicy,
+  Dispatch,
   DurableTable,
   Execution,
-  PendingRecord,
-  LeaseExpiry,
+  Holds,
   Leases,
+  PendingRecord,
+  SettledWork,
+  Settlement,
+  Slot,
   TableHandle,
   Timer,
   TimerHandle,

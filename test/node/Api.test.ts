@@ -42,7 +42,8 @@ describe("the public surface", () => {
       "StorageService"
     ])
     // The engine modules that mix public and engine-only members show the public ones.
-    expect(keysOf(DurabilityEffect.Scheduler)).toEqual(["Scheduler", "UPKEEP_DELAY", "layerDurableObject", "layerWith"])
+    // A table of your own decides admissions and lease expiries with these constructors.
+    expect(keysOf(DurabilityEffect.Scheduler)).toEqual(["Admission", "LeaseExpiry", "Scheduler", "UPKEEP_DELAY", "layerDurableObject", "layerWith"])
     expect(keysOf(DurabilityEffect.SchedulerConfig)).toEqual(["SchedulerConfig", "defaults", "layer"])
     expect(keysOf(DurabilityEffect.Background)).toEqual(["Background", "layerDurableObject", "make"])
     expect(keysOf(DurabilityEffect.RetryPolicy)).toEqual([
