@@ -9,7 +9,7 @@ import * as Effect from "effect/Effect"
 import type { InvalidInputError, StorageError } from "../shared/Errors.js"
 import type { StorageService } from "../engine/StorageService.js"
 import * as Rows from "./rows.js"
-import { TABLE } from "./schema.js"
+import * as SchedulesTable from "./schedulesTable.js"
 import { BadRequest, NotFound } from "../inspection/errors.js"
 import * as ListQuery from "../engine/listQuery.js"
 import * as P from "../inspection/protocol.js"
@@ -39,19 +39,14 @@ export const source = (
 ): Source => {
   // Capped counts (`COUNT_CAP`): bounded whatever the table holds.
   const overview = Effect.gen(function*() {
-    const [ended] = yield* storage.exec(Text.cappedCount(TABLE, "status = 'ended'"), [])
-    const [paused] = yield* storage.exec(Text.cappedCount(TABLE, "status != 'ended' AND paused = 1"), [])
-    const [active] = yield* storage.exec(Text.cappedCount(TABLE, "status != 'ended' AND paused = 0"), [])
-    return { schedules: { active: Number(active?.n ?? 0), paused: Number(paused?.n ?? 0), ended: Number(ended?.n ?? 0) } }
+    const { active, ended, paused } = yield* SchedulesTable.cappedCounts(storage)
+    return { schedules: { active, paused, ended } }
   })
 
   const page = (request: P.SchedulesQuery) =>
     Effect.gen(function*() {
       const limit = request.limit ?? P.DEFAULT_PAGE
-      const rows = yield* storage.exec(
-        `SELECT ${COLUMNS} FROM ${TABLE}${request.cursor === undefined ? "" : " WHERE key > ?"} ORDER BY key LIMIT ?`,
-        [...(request.cursor === undefined ? [] : [request.cursor]), limit + 1]
-      )
+      const rows = yield* SchedulesTable.page(storage, COLUMNS, request.cursor, limit + 1)
       return ListQuery.page(rows, limit, (row): P.ScheduleItem => {
         const info = Rows.infoOf(row, null)
         return {
@@ -95,8 +90,7 @@ export const source = (
           message: `No schedule ${JSON.stringify(key)} in this object: a schedule is named "<schedule>/<key>" (schedules: ${[...handles.keys()].join(", ") || "none"})`
         })
       }
-      const [row] = yield* storage.exec(`SELECT key FROM ${TABLE} WHERE key = ?`, [key])
-      if (row === undefined) return yield* new NotFound({ message: `No schedule ${JSON.stringify(key)} in this object` })
+      if (!(yield* SchedulesTable.exists(storage, key))) return yield* new NotFound({ message: `No schedule ${JSON.stringify(key)} in this object` })
       return { changed: (yield* call(calls, key.slice(separator + 1))) ? 1 : 0 }
     })
 

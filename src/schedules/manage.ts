@@ -6,15 +6,15 @@
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import { checked, type Parts } from "./read.js"
+import * as SchedulesTable from "./schedulesTable.js"
 import * as Slots from "./slots.js"
-import { TABLE } from "./schema.js"
 
 export const remove = (parts: Parts, name: string, key: string) =>
   Effect.gen(function*() {
     const { handle, storage } = parts
     const target = yield* checked(parts, name, key)
     const deleted = yield* handle.write(
-      Effect.zipLeft(storage.exec(`DELETE FROM ${TABLE} WHERE key = ? RETURNING key`, [target.id]), handle.timers.cancel(target.id))
+      Effect.zipLeft(SchedulesTable.remove(storage, target.id), handle.timers.cancel(target.id))
     )
     if (deleted.length === 0) return false
     yield* handle.abort((id) => id === target.id, new Error(`The schedule "${name}" (key "${target.key}") was removed`))
@@ -28,7 +28,7 @@ export const pause = (parts: Parts, name: string, key: string) =>
     // A paused schedule's slot timer goes (it stays for a manual run asked).
     const updated = yield* parts.handle.write(
       Effect.tap(
-        parts.storage.exec(`UPDATE ${TABLE} SET paused = 1 WHERE key = ? AND paused = 0 RETURNING key`, [target.id]),
+        SchedulesTable.pause(parts.storage, target.id),
         (rows) => rows.length === 0 ? Effect.void : Slots.update(parts.runs, parts.handle.timers, target.id, now)
       )
     )
@@ -41,7 +41,7 @@ export const resume = (parts: Parts, name: string, key: string) =>
     const now = yield* Clock.currentTimeMillis
     const made = yield* parts.handle.writePending(
       Effect.flatMap(
-        parts.storage.exec(`UPDATE ${TABLE} SET paused = 0 WHERE key = ? AND paused = 1 RETURNING key`, [target.id]),
+        SchedulesTable.resume(parts.storage, target.id),
         (rows) =>
           rows.length === 0
             ? Effect.succeed(undefined)
@@ -56,18 +56,9 @@ export const trigger = (parts: Parts, name: string, key: string) =>
   Effect.gen(function*() {
     const target = yield* checked(parts, name, key)
     const now = yield* Clock.currentTimeMillis
-    // A request made while a manual run is active asks for another; one not started yet is the same run.
     const made = yield* parts.handle.writePending(
       Effect.flatMap(
-        parts.storage.exec(
-          `UPDATE ${TABLE} SET
-             manual_at = CASE WHEN manual_at IS NULL OR (run_manual = 1 AND manual_at = run_slot) THEN ? ELSE manual_at END,
-             next_attempt_at = CASE WHEN run_slot IS NOT NULL THEN next_attempt_at
-               WHEN status = 'ended' THEN ? ELSE MIN(next_attempt_at, ?) END,
-             status = 'pending'
-           WHERE key = ? RETURNING key`,
-          [now, now, now, target.id]
-        ),
+        SchedulesTable.trigger(parts.storage, target.id, now),
         // Not running: the manual run starts now (its timer, if no permit is free).
         (rows) => rows.length === 0 ? Effect.succeed(undefined) : Slots.update(parts.runs, parts.handle.timers, target.id, now)
       ),

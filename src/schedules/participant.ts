@@ -17,6 +17,7 @@ import * as Rows from "./rows.js"
 import * as Runs from "./runs.js"
 import * as Slots from "./slots.js"
 import * as ScheduleSchema from "./schema.js"
+import * as SchedulesTable from "./schedulesTable.js"
 import type { AnyScheduleDefinition, ScheduleRun } from "./types.js"
 
 export const CAPABILITY = "schedules"
@@ -65,14 +66,7 @@ export const spec = <R>(
     participant: ({ definitionOf, storage }) => ({
       run: run(definitionOf, storage, context),
       // The run's end is written by `settled` (the schedule moves on); this only fences it.
-      complete: (execution) =>
-        Effect.map(
-          storage.exec(
-            `SELECT 1 AS matched FROM ${TABLE} WHERE key = ? AND generation_id = ? AND status = 'pending' AND attempt = ?`,
-            [execution.key, execution.generation, execution.attempt]
-          ),
-          (rows) => rows.length > 0
-        ),
+      complete: (execution) => SchedulesTable.isCurrentAttempt(storage, execution),
       // The schedule goes on: its next slot's timer, or its next run at once when that slot passed already.
       settled: (row, settlement, timers) =>
         Effect.zipRight(
@@ -82,7 +76,7 @@ export const spec = <R>(
       // A schedule waiting for its next run is a slot timer; only a run in progress is a record to claim.
       timers: { fire: (timer, now, timers) => Slots.fire(parts(storage), timers, timer.key, now) },
       dispatch: { startedColumn: "started_at", slotOf: () => slot },
-      holds: { where: ScheduleSchema.CLAIMABLE },
+      holds: { where: SchedulesTable.CLAIMABLE },
       describe: (row) => `schedule "${String(row.schedule)}" (key "${String(row.schedule_key)}")`,
       entity: (row) => ({
         entityKind: "schedule",
@@ -130,8 +124,7 @@ const run = <R>(
     // The run's steps are memos of this generation: the next run gets a new one (and none of them).
     const steps = StepMemo.runner(storage, {
       capability: CAPABILITY,
-      table: TABLE,
-      keyColumn: "key",
+      current: SchedulesTable.IS_CURRENT,
       key: execution.key,
       generation: execution.generation
     })

@@ -11,7 +11,7 @@ import * as Validate from "../shared/validate.js"
 import type { Row } from "../engine/StorageService.js"
 import * as Rows from "./rows.js"
 import type * as Runs from "./runs.js"
-import { TABLE } from "./schema.js"
+import * as SchedulesTable from "./schedulesTable.js"
 import type { AnyScheduleDefinition, SchedulePage } from "./types.js"
 
 /** What the calls read and write through: the capability as attached, and the timings' cache. */
@@ -37,8 +37,7 @@ export const checked = (parts: Parts, name: string, key: unknown) =>
     return { definition, key: valid, id: rowKey(name, valid) }
   })
 
-export const readRow = (parts: Parts, id: string) =>
-  Effect.map(parts.storage.exec(`SELECT * FROM ${TABLE} WHERE key = ?`, [id]), ([row]) => row)
+export const readRow = (parts: Parts, id: string) => SchedulesTable.read(parts.storage, id)
 
 const infoOf = <P>(definition: AnyScheduleDefinition, row: Row) =>
   Effect.map(
@@ -64,15 +63,7 @@ export const list = <P>(
   Effect.gen(function*() {
     const definition = parts.definitionOf(name)!
     const query = yield* ListQuery.parse(given, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, [])
-    const rows = yield* parts.storage.exec(
-      query.after === undefined
-        ? `SELECT * FROM ${TABLE} WHERE schedule = ? ORDER BY created_at, key LIMIT ?`
-        : `SELECT * FROM ${TABLE} WHERE schedule = ? AND (created_at > ? OR (created_at = ? AND key > ?))
-           ORDER BY created_at, key LIMIT ?`,
-      query.after === undefined
-        ? [name, query.limit + 1]
-        : [name, query.after.at, query.after.at, query.after.key, query.limit + 1]
-    )
+    const rows = yield* SchedulesTable.pageOf(parts.storage, name, query.after, query.limit + 1)
     const page = rows.slice(0, query.limit)
     const items = yield* Effect.forEach(page, (row) => infoOf<P>(definition, row))
     const last = page[page.length - 1]

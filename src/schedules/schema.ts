@@ -68,10 +68,3 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
     ...StepMemo.memoSchema({ capability: "schedules", table: TABLE, keyColumn: "key", terminal: ["failed", "ended"] })
   }
 ]
-
-/**
- * What the engine may claim: a run in progress (a paused schedule's too: it finishes its retries). A
- * schedule waiting for its next run (a paused one only for a manual run, `trigger`) waits on its slot
- * timer (`slots.ts`), not as a record.
- */
-export const CLAIMABLE = "run_slot IS NOT NULL"

@@ -13,18 +13,18 @@ import type { PendingRecord, TimerHandle } from "../engine/DurableTable.js"
 import type { Row, StorageService } from "../engine/StorageService.js"
 import type { StorageError } from "../shared/Errors.js"
 import * as Runs from "./runs.js"
-import { TABLE } from "./schema.js"
+import * as SchedulesTable from "./schedulesTable.js"
 
-/** `waits` in SQL. */
-const WAITING = "status = 'pending' AND run_slot IS NULL AND (paused = 0 OR manual_at IS NOT NULL)"
-
-/** Whether the schedule as stored waits for a slot timer: pending, no run in progress, not paused (or a manual run asked). */
+/**
+ * Whether the schedule as stored waits for a slot timer: pending, no run in progress, not paused (or
+ * a manual run asked). Its owner counts and lists the waiting ones with the same condition in SQL.
+ */
 export const waits = (row: Row): boolean =>
   row.status === "pending" && row.run_slot === null && (Number(row.paused) === 0 || row.manual_at !== null)
 
 /** In a transaction: the schedule's timer as its row says (set at its time while it waits, gone otherwise). */
 export const sync = (storage: StorageService, timers: TimerHandle, key: string): Effect.Effect<void, StorageError> =>
-  Effect.flatMap(storage.exec(`SELECT * FROM ${TABLE} WHERE key = ?`, [key]), ([row]) => syncRow(timers, key, row))
+  Effect.flatMap(SchedulesTable.read(storage, key), (row) => syncRow(timers, key, row))
 
 const syncRow = (timers: TimerHandle, key: string, row: Row | undefined): Effect.Effect<void, StorageError> =>
   row !== undefined && waits(row) ? timers.set(key, Number(row.next_attempt_at)) : Effect.asVoid(timers.cancel(key))
@@ -40,7 +40,7 @@ export const update = (parts: Runs.Parts, timers: TimerHandle, key: string, now:
   StorageError
 > =>
   Effect.gen(function*() {
-    const [row] = yield* parts.storage.exec(`SELECT * FROM ${TABLE} WHERE key = ?`, [key])
+    const row = yield* SchedulesTable.read(parts.storage, key)
     if (row === undefined || !waits(row) || Number(row.next_attempt_at) > now) {
       yield* syncRow(timers, key, row)
       return []
@@ -65,9 +65,8 @@ export const fire = (parts: Runs.Parts, timers: TimerHandle, key: string, now: n
  */
 export const resync = (storage: StorageService, timers: TimerHandle): Effect.Effect<void, StorageError> =>
   Effect.gen(function*() {
-    const [counted] = yield* storage.exec(`SELECT COUNT(*) AS n FROM ${TABLE} WHERE ${WAITING}`)
-    if (Number(counted?.n ?? 0) === (yield* timers.count)) return
-    for (const row of yield* storage.exec(`SELECT key, next_attempt_at FROM ${TABLE} WHERE ${WAITING}`)) {
+    if ((yield* SchedulesTable.countWaiting(storage)) === (yield* timers.count)) return
+    for (const row of yield* SchedulesTable.waiting(storage)) {
       const timer = yield* timers.get(String(row.key))
       if (timer === undefined) yield* timers.set(String(row.key), Number(row.next_attempt_at))
     }

@@ -9,13 +9,12 @@ import * as Either from "effect/Either"
 import { InvalidInputError } from "../shared/Errors.js"
 import * as Codec from "../shared/codec.js"
 import * as Json from "../shared/json.js"
-import type { SqlValue } from "../engine/StorageService.js"
 import * as Options from "./options.js"
 import * as Plan from "./plan.js"
 import { checked, invalidInput, type Parts, readRow } from "./read.js"
 import * as Rows from "./rows.js"
+import * as SchedulesTable from "./schedulesTable.js"
 import * as Slots from "./slots.js"
-import { TABLE } from "./schema.js"
 import * as Timing from "./timing.js"
 import type { AnyScheduleDefinition, TimingInput, UpsertResult } from "./types.js"
 
@@ -75,27 +74,26 @@ export const upsert = (
     const due = Plan.dueAt({ cursor, manualAt })
     const status = running || due !== null ? "pending" : "ended"
     const nextAttemptAt = running ? Number(existing.next_attempt_at) : due ?? now
-    const write = store(parts, [
-      target.id,
-      name,
-      target.key,
-      crypto.randomUUID(),
+    const write = SchedulesTable.store(parts.storage, {
+      key: target.id,
+      schedule: name,
+      scheduleKey: target.key,
+      generation: crypto.randomUUID(),
       status,
       nextAttemptAt,
-      timingText,
-      anchor,
-      resolved.startAt,
-      resolved.endAt,
-      resolved.limit,
-      resolved.catchUp,
-      resolved.overlap,
-      resolved.graceMs,
+      timing: timingText,
+      anchorAt: anchor,
+      startAt: resolved.startAt,
+      endAt: resolved.endAt,
+      runLimit: resolved.limit,
+      catchUp: resolved.catchUp,
+      overlap: resolved.overlap,
+      graceMs: resolved.graceMs,
       payload,
-      cursor,
+      slotAt: cursor,
       now,
-      now,
-      sameTiming ? 1 : 0
-    ])
+      keepWaited: sameTiming
+    })
     // Its slot timer (or its run at once, when due now), in the write's transaction.
     yield* parts.handle.writePending(
       Effect.zipRight(write, Slots.update(parts.runs, parts.handle.timers, target.id, now)),
@@ -104,18 +102,3 @@ export const upsert = (
     )
     return { created: existing === undefined, changed: true, nextRunAt: due } satisfies UpsertResult
   }).pipe(Effect.withSpan("Schedules.upsert"))
-
-/** The schedule's row: inserted with a new generation, or updated in place (its generation and any run in progress kept). */
-const store = (parts: Parts, bindings: ReadonlyArray<SqlValue>) =>
-  parts.storage.exec(
-    `INSERT INTO ${TABLE} (key, schedule, schedule_key, generation_id, status, attempt, next_attempt_at, timing,
-       anchor_at, start_at, end_at, run_limit, catch_up, overlap, grace_ms, payload, slot_at, created_at, updated_at)
-     VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-     ON CONFLICT (key) DO UPDATE SET status = excluded.status, next_attempt_at = excluded.next_attempt_at,
-       timing = excluded.timing, anchor_at = excluded.anchor_at, start_at = excluded.start_at,
-       end_at = excluded.end_at, run_limit = excluded.run_limit, catch_up = excluded.catch_up,
-       overlap = excluded.overlap, grace_ms = excluded.grace_ms, payload = excluded.payload,
-       slot_at = excluded.slot_at, waited_at = CASE WHEN ? = 1 THEN waited_at ELSE NULL END,
-       updated_at = excluded.updated_at`,
-    bindings
-  )

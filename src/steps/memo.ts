@@ -73,9 +73,8 @@ const stepError = (
 /** One attempt's step runner (it holds the set of names used in this attempt). */
 export const runner = (
   storage: StorageService,
-  given: (MemoTable.Records | MemoTable.MemoTarget) & { readonly key: string; readonly generation: string }
+  o: MemoTable.Records & { readonly key: string; readonly generation: string }
 ): StepRunner => {
-  const o = "current" in given ? given : { ...MemoTable.recordsOf(given), key: given.key, generation: given.generation }
   // Names of the steps that succeeded or are running in this attempt. A failed step frees its name:
   // nothing was stored under it, so running it again (`Effect.retry`, a fallback) replays nothing wrong.
   let used: Set<string> | undefined

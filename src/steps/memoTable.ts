@@ -85,15 +85,6 @@ export interface Records {
   readonly current: string
 }
 
-/**
- * The records of a capability whose table's owner gives no `current` statement yet (schedules):
- * the generic one. TODO(H4): gone once every owner gives its own.
- */
-export const recordsOf = (o: MemoTarget): Records => ({
-  capability: o.capability,
-  current: `SELECT 1 FROM ${checked(o.table)} WHERE ${checked(o.keyColumn)} = ? AND generation_id = ? AND status = 'pending'`
-})
-
 const statements = (records: Records) => ({
   read: `SELECT value FROM ${MEMO_TABLE} WHERE capability = ? AND record_key = ? AND generation = ? AND name = ?`,
   // Fenced: only while the record is this generation and unfinished (a handler may outlive its record).
