@@ -73,7 +73,8 @@ export interface DurableJobHandle<R> {
   wait(options: DurableJobWaitOptions): Promise<DurableOperationResult<R>>
 }
 
-export type DurableRegistration<P> = Operations.RegisterCall<P>
+/** Its `delayMs` in milliseconds (the Effect face's `Operations.register` takes a Duration too). */
+export type DurableRegistration<P> = Operations.RegisterCall<P, number>
 export type DurableOperationEntry<R> = Operations.OperationEntry<R>
 export type DurableOperationPage<R> = Operations.OperationPage<R>
 export type DurableListOptions = Operations.ListOptions

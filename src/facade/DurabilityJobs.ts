@@ -42,6 +42,13 @@ export interface DurableJob<P = unknown>
 
 export type DurableJobHandler<P = unknown> = (job: DurableJob<P>) => unknown
 
+// The calls' times are milliseconds here (the Effect face's `Jobs.Queue` takes Durations too).
+export type DurableJobAddOptions<P = unknown> = Types.AddOptions<P, number>
+export type DurableJobDedupOptions = Types.DedupOptions<number>
+export type DurableJobCleanOptions = Types.CleanOptions<number>
+export type DurableJobFlowNode = Types.FlowNode<number>
+export type DurableJobLeaseOptions = JobLeaseOptions<number>
+
 export interface DurabilityQueueOptions<P = unknown> extends DurabilityMethodOptions {
   /** Runs each job here; omitted for a queue with `processing: "external"` (its workers lease the jobs). */
   readonly handler?: BivariantHandler<DurableJob<P>> | undefined
@@ -84,8 +91,8 @@ export interface DurableJobRef<P, R> {
 
 /** One queue's calls (see `Jobs.Queue` for each one's contract). */
 export interface DurableQueue<P, R> {
-  add(options: Types.AddOptions<P>): Promise<Types.AddResult>
-  addBulk(jobs: ReadonlyArray<Types.AddOptions<P>>): Promise<ReadonlyArray<Types.AddResult>>
+  add(options: DurableJobAddOptions<P>): Promise<Types.AddResult>
+  addBulk(jobs: ReadonlyArray<DurableJobAddOptions<P>>): Promise<ReadonlyArray<Types.AddResult>>
   get(id: string): Promise<Types.JobInfo<P, R> | undefined>
   list(options?: Types.JobListOptions): Promise<Types.JobPage<P, R>>
   counts(): Promise<Record<Types.JobState, number>>
@@ -98,11 +105,11 @@ export interface DurableQueue<P, R> {
   remove(id: string): Promise<boolean>
   cancel(id: string, reason?: string): Promise<boolean>
   changePriority(id: string, priority: number): Promise<boolean>
-  clean(options: Types.CleanOptions): Promise<number>
+  clean(options: DurableJobCleanOptions): Promise<number>
   setRateLimit(limit: Types.RateLimit | null): Promise<void>
   job(id: string): DurableJobRef<P, R>
   /** External queues: leases due jobs to a worker (see `Jobs.Queue.lease`). */
-  lease(options?: JobLeaseOptions): Promise<ReadonlyArray<JobLease<P>>>
+  lease(options?: DurableJobLeaseOptions): Promise<ReadonlyArray<JobLease<P>>>
   /** Extends a lease and stores progress; rejects with `StaleLeaseError` when the token no longer holds the job. */
   heartbeat(id: string, token: number, options?: { readonly progress?: unknown; readonly extendMs?: number | undefined }): Promise<{ readonly leaseUntil: number }>
   /** Appends a line to a leased job's log (`StaleLeaseError` as for `heartbeat`). */
@@ -127,7 +134,7 @@ export interface DurabilityJobsBase {
   /** Deletes every job created before `before` (strict; epoch ms or a `Date`); returns how many. */
   purgeBefore(before: number | Date): Promise<number>
   /** Adds a parent and its children (across queues, any depth) in one transaction. */
-  flow(root: Types.FlowNode): Promise<Types.FlowResult>
+  flow(root: DurableJobFlowNode): Promise<Types.FlowResult>
 }
 
 export type DurabilityJobsInstance<Q extends QueueMap> =
@@ -156,7 +163,7 @@ export interface DurableJobsRouter<J = DurableJobsAnyQueues> {
   shardOf(key: string): number
   queue<K extends Exclude<keyof J, keyof DurabilityJobsBase> & string>(name: K): RoutedQueueOf<J[K]>
   /** The whole tree goes to the shard of the root's key (a root without `id` gets one here first). */
-  flow(root: Types.FlowNode): Promise<Types.FlowResult>
+  flow(root: DurableJobFlowNode): Promise<Types.FlowResult>
 }
 
 export interface DurabilityJobsConstructor {
@@ -356,7 +363,7 @@ class DurabilityJobsImpl extends Helper<Service> {
     return Helper.run(helper, body)
   }
 
-  flow(root: Types.FlowNode): Promise<Types.FlowResult> {
+  flow(root: DurableJobFlowNode): Promise<Types.FlowResult> {
     return Helper.run(this, (service) => service.flow(root))
   }
 

@@ -32,7 +32,8 @@ export interface DurableScheduleRun<P = unknown> extends Schedules.ScheduleRun<P
   readonly step: DurableStep
 }
 export type DurableScheduleInfo<P = unknown> = Schedules.ScheduleInfo<P>
-export type DurableScheduleTiming = Schedules.TimingInput
+/** Its `everyMs` in milliseconds (the Effect face's `upsert` takes a Duration too). */
+export type DurableScheduleTiming = Schedules.TimingInput<number>
 export type DurableScheduleOptions<P = unknown> = Schedules.UpsertOptions<P, number>
 export type DurableScheduleUpsertResult = Schedules.UpsertResult
 export type DurableSchedulePage<P = unknown> = Schedules.SchedulePage<P>
@@ -75,7 +76,7 @@ export type DurabilitySchedulesInstance<H extends ScheduleHandlerMap> =
 
 /** The part of a `DurabilityJobs` queue a schedule needs to enqueue into it. */
 export interface EnqueueTarget<P> {
-  add(options: Types.AddOptions<P>): Promise<Types.AddResult>
+  add(options: Types.AddOptions<P, number>): Promise<Types.AddResult>
 }
 
 export interface DurabilitySchedulesConstructor {

@@ -10,6 +10,7 @@ import type { PendingRecord } from "../engine/DurableTable.js"
 import { InvalidInputError, type StorageError } from "../shared/Errors.js"
 import type { Row } from "../engine/StorageService.js"
 import { describeParseError } from "../shared/codec.js"
+import * as Time from "../shared/duration.js"
 import * as Json from "../shared/json.js"
 import * as Validate from "../shared/validate.js"
 import { type Core, invalidInput, type QueueRuntime, readJob, tell, utf8Bytes } from "./core.js"
@@ -62,7 +63,7 @@ const dueAt = (prefix: string, options: Record<string, unknown>, now: number): E
     }
     if (options.runAt !== undefined) return yield* Validate.timestamp(`${prefix}runAt`, options.runAt)
     if (options.delayMs === undefined) return now
-    const delay = yield* Validate.milliseconds(`${prefix}delayMs`, options.delayMs)
+    const delay = yield* Time.milliseconds(`${prefix}delayMs`, options.delayMs)
     if (!Number.isSafeInteger(now + delay)) {
       return yield* invalid(`${prefix}delayMs`, "range", `${prefix}delayMs puts the job past the largest safe time`)
     }
@@ -110,7 +111,7 @@ export const prepare = (
       const given = options.dedup
       if (!isObject(given)) return yield* invalid(`${prefix}dedup`, "type", `${prefix}dedup must be an object { key, ttlMs?, mode? }`)
       const key = yield* Validate.key(`${prefix}dedup.key`, given.key)
-      const ttlMs = given.ttlMs === undefined ? undefined : yield* Validate.milliseconds(`${prefix}dedup.ttlMs`, given.ttlMs)
+      const ttlMs = given.ttlMs === undefined ? undefined : yield* Time.milliseconds(`${prefix}dedup.ttlMs`, given.ttlMs)
       if (given.mode !== undefined && given.mode !== "drop" && given.mode !== "replace") {
         return yield* invalid(`${prefix}dedup.mode`, "type", `${prefix}dedup.mode must be "drop" or "replace", got ${Validate.shown(given.mode)}`)
       }

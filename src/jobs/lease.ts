@@ -10,6 +10,8 @@
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Time from "../shared/duration.js"
+import type { CallDuration } from "../shared/duration.js"
 import { type InvalidInputError, StaleLeaseError } from "../shared/Errors.js"
 import type { Row } from "../engine/StorageService.js"
 import * as Json from "../shared/json.js"
@@ -48,11 +50,15 @@ export interface Lease<P = unknown> {
   readonly idempotencyKey: string
 }
 
-export interface LeaseOptions {
+/**
+ * `Time`: how `leaseMs` is given, a Duration or milliseconds on the Effect face, milliseconds
+ * (`LeaseOptions<number>`) on the promise face.
+ */
+export interface LeaseOptions<Time = CallDuration> {
   /** At most this many jobs (1 to 100; default 1). */
   readonly limit?: number | undefined
-  /** This lease's length (default the queue's `leaseMs`). */
-  readonly leaseMs?: number | undefined
+  /** This lease's length, 1 second to 1 day (default the queue's `leaseMs`). */
+  readonly leaseMs?: Time | undefined
   /** Who holds it, for `get` and logs (at most 256 characters). */
   readonly workerId?: string | undefined
 }
@@ -64,12 +70,20 @@ const external = (queue: QueueRuntime): Effect.Effect<Options.External, InvalidI
     ? Effect.fail(invalidInput("queue", "type", `Queue "${queue.name}" is processed inline: only a queue with processing: "external" is leased`))
     : Effect.succeed(queue.options.external)
 
-const leaseLength = (field: string, value: unknown, fallback: number) =>
+const LEASE_RANGE = {
+  number: `an integer from ${Options.MIN_LEASE_MS} to ${Options.MAX_LEASE_MS}`,
+  duration: "a Duration from 1 second to 1 day"
+}
+
+const leaseLength = (field: string, value: unknown, fallback: number): Effect.Effect<number, InvalidInputError> =>
   value === undefined
     ? Effect.succeed(fallback)
-    : typeof value === "number" && Number.isSafeInteger(value) && value >= Options.MIN_LEASE_MS && value <= Options.MAX_LEASE_MS
-    ? Effect.succeed(value)
-    : Effect.fail(invalidInput(field, "range", `${field} must be an integer from ${Options.MIN_LEASE_MS} to ${Options.MAX_LEASE_MS}, got ${Validate.shown(value)}`))
+    : Time.input(
+      field,
+      value,
+      (ms) => Number.isSafeInteger(ms) && ms >= Options.MIN_LEASE_MS && ms <= Options.MAX_LEASE_MS,
+      LEASE_RANGE
+    )
 
 const tokenOf = (token: unknown) =>
   typeof token === "number" && Number.isSafeInteger(token) && token >= 1
@@ -174,7 +188,7 @@ export const heartbeat = (
   queue: QueueRuntime,
   id: string,
   token: number,
-  options: { readonly progress?: unknown; readonly extendMs?: number | undefined } = {}
+  options: { readonly progress?: unknown; readonly extendMs?: CallDuration | undefined } = {}
 ) =>
   Effect.gen(function*() {
     const settings = yield* external(queue)

@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import type { PendingRecord } from "../engine/DurableTable.js"
 import { InvalidInputError, JobCanceledError, type StorageError } from "../shared/Errors.js"
 import type { Row } from "../engine/StorageService.js"
+import * as Time from "../shared/duration.js"
 import * as Validate from "../shared/validate.js"
 import { canceledMessage, type Core, invalidInput, type QueueRuntime, rankOf, readJob, tell, trimChained } from "./core.js"
 import * as DeadLettersTable from "./deadLettersTable.js"
@@ -167,7 +168,7 @@ export const clean = (core: Core, queue: QueueRuntime, options: CleanOptions): E
     if (!Array.isArray(states) || states.length === 0 || states.some((state) => !FINISHED.includes(state))) {
       return yield* invalid("states", "type", `states must be a non-empty array of ${FINISHED.join(", ")}`)
     }
-    const olderThanMs = yield* Validate.milliseconds("olderThanMs", options.olderThanMs)
+    const olderThanMs = yield* Time.milliseconds("olderThanMs", options.olderThanMs)
     if (!(Number.isSafeInteger(limit) && limit >= 1 && limit <= MAX_CLEAN_LIMIT)) {
       return yield* invalid("limit", "range", `limit must be an integer from 1 to ${MAX_CLEAN_LIMIT}, got ${Validate.shown(limit)}`)
     }

@@ -5,6 +5,7 @@
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Time from "../shared/duration.js"
 import { InvalidInputError, type StaleLeaseError, type StorageError } from "../shared/Errors.js"
 import * as Validate from "../shared/validate.js"
 import * as Add from "./add.js"
@@ -16,7 +17,7 @@ import type * as Types from "./types.js"
 
 const DEFAULT_WAIT_MS = 30_000
 
-/** One queue's calls. */
+/** One queue's calls. Their lengths of time (`delayMs`, `timeoutMs`, …) take a Duration or milliseconds. */
 export interface Queue<P, R> {
   /** Adds a job (or finds it: same id, or a live dedup key). Resolves once it committed. */
   readonly add: (options: Types.AddOptions<P>) => Effect.Effect<Types.AddResult, InvalidInputError | StorageError>
@@ -47,10 +48,10 @@ export interface Queue<P, R> {
   readonly clean: (options: Types.CleanOptions) => Effect.Effect<number, InvalidInputError | StorageError>
   /** Replaces the queue's rate limit durably (`null`: none). */
   readonly setRateLimit: (limit: Types.RateLimit | null) => Effect.Effect<void, InvalidInputError | StorageError>
-  /** Waits until the job finished (or `timeoutMs` passed) and returns it as it is then. */
+  /** Waits until the job finished (or `timeoutMs`, default 30 seconds, passed) and returns it as it is then. */
   readonly wait: (
     id: string,
-    options?: { readonly timeoutMs?: number | undefined }
+    options?: { readonly timeoutMs?: Time.CallDuration | undefined }
   ) => Effect.Effect<Types.JobInfo<P, R> | undefined, InvalidInputError | StorageError>
   /**
    * An external queue (`processing: "external"`): leases up to `limit` due jobs to a worker, by priority
@@ -62,7 +63,7 @@ export interface Queue<P, R> {
   readonly heartbeat: (
     id: string,
     token: number,
-    options?: { readonly progress?: unknown; readonly extendMs?: number | undefined }
+    options?: { readonly progress?: unknown; readonly extendMs?: Time.CallDuration | undefined }
   ) => Effect.Effect<{ readonly leaseUntil: number }, InvalidInputError | StaleLeaseError | StorageError>
   /**
    * A Queues consumer's first call about an envelope: the leased job, when `token` still holds it, and the
@@ -157,7 +158,7 @@ export const calls = (core: Core.Core, queue: Core.QueueRuntime): Queue<unknown,
         if (typeof options !== "object" || options === null) {
           return yield* new InvalidInputError({ field: "options", kind: "type", message: "options must be an object" })
         }
-        const timeoutMs = options.timeoutMs === undefined ? DEFAULT_WAIT_MS : yield* Validate.milliseconds("timeoutMs", options.timeoutMs)
+        const timeoutMs = options.timeoutMs === undefined ? DEFAULT_WAIT_MS : yield* Time.milliseconds("timeoutMs", options.timeoutMs)
         return yield* Read.wait(core, queue, checked, timeoutMs)
       }),
     lease: (options) => Lease.lease(core, queue, options),

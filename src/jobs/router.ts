@@ -9,17 +9,10 @@
  * @internal
  */
 import { keyProblem, shown } from "../shared/validate.js"
-import {
-  type AddOptions,
-  type AddResult,
-  type DedupOptions,
-  type FlowNode,
-  type FlowResult,
-  JOB_STATES,
-  type JobInfo,
-  type JobPage,
-  type JobState
-} from "./types.js"
+import { type AddResult, type FlowResult, JOB_STATES, type JobInfo, type JobPage, type JobState } from "./types.js"
+// The router is the promise face's: its times are milliseconds (`Types.AddOptions<P, number>`), plain data
+// for a call to a shard.
+import type * as Types from "./types.js"
 
 // ---------------------------------------------------------------------------------------------
 // Hash and partition
@@ -155,12 +148,12 @@ export interface PageCall {
 export type ShardCall =
   & { readonly v: typeof CALL_VERSION }
   & (
-    | { readonly op: "add"; readonly queue: string; readonly job: AddOptions }
-    | { readonly op: "addBulk"; readonly queue: string; readonly jobs: ReadonlyArray<AddOptions> }
+    | { readonly op: "add"; readonly queue: string; readonly job: Types.AddOptions<unknown, number> }
+    | { readonly op: "addBulk"; readonly queue: string; readonly jobs: ReadonlyArray<Types.AddOptions<unknown, number>> }
     | { readonly op: "get"; readonly queue: string; readonly id: string }
     | { readonly op: "page"; readonly queue: string; readonly page: PageCall }
     | { readonly op: "counts" | "pause" | "resume"; readonly queue: string }
-    | { readonly op: "flow"; readonly root: FlowNode }
+    | { readonly op: "flow"; readonly root: Types.FlowNode<number> }
     | LeaseCall
   )
 
@@ -237,7 +230,7 @@ export interface RouteKeyInput {
   readonly queue: string
   readonly id: string
   readonly payload: unknown
-  readonly dedup?: DedupOptions | undefined
+  readonly dedup?: Types.DedupOptions<number> | undefined
 }
 
 /** The part of a Durable Object namespace the router uses (any `DurableObjectNamespace` fits). */
@@ -266,9 +259,9 @@ export type RoutedCounts = Record<JobState, number> & {
 /** One queue across the shards. */
 export interface RoutedQueue<P, R> {
   /** Routes to the shard of `key(job)`; a job without `id` gets one here first, so its route is known. */
-  add(options: AddOptions<P>): Promise<AddResult>
+  add(options: Types.AddOptions<P, number>): Promise<AddResult>
   /** One call per shard (each shard's jobs all or none; shards are not one transaction); results in your order. */
-  addBulk(jobs: ReadonlyArray<AddOptions<P>>): Promise<ReadonlyArray<AddResult>>
+  addBulk(jobs: ReadonlyArray<Types.AddOptions<P, number>>): Promise<ReadonlyArray<AddResult>>
   /**
    * From the shard of `options.key` when given, else of the id (default routing); with a custom `key`
    * and no `options.key`, every shard is asked (the lowest shard holding it answers).
@@ -283,7 +276,7 @@ export interface RoutedQueue<P, R> {
 
 type Stub = Record<string, (call: ShardCall) => Promise<unknown>>
 
-const withId = (options: AddOptions, field: string): AddOptions => {
+const withId = (options: Types.AddOptions<unknown, number>, field: string): Types.AddOptions<unknown, number> => {
   if (!isObject(options)) throw new TypeError(`${field} must be an object`)
   if (options.id === undefined) return { ...options, id: crypto.randomUUID() }
   const problem = keyProblem(`${field === "options" ? "" : `${field}.`}id`, options.id)
@@ -368,18 +361,18 @@ export class Router {
   }
 
   /** The shard of a job as added (its id chosen). */
-  route(queue: string, job: { readonly id: string; readonly payload: unknown; readonly dedup?: DedupOptions | undefined }): number {
+  route(queue: string, job: { readonly id: string; readonly payload: unknown; readonly dedup?: Types.DedupOptions<number> | undefined }): number {
     if (this.#key === undefined) return shardOf(job.id, this.shards)
     const key = this.#key({ queue, id: job.id, payload: job.payload, ...(job.dedup === undefined ? {} : { dedup: job.dedup }) })
     if (typeof key !== "string") throw new TypeError(`key(job) must return a string, got ${shown(key)}`)
     return shardOf(key, this.shards)
   }
 
-  flow(root: FlowNode): Promise<FlowResult> {
+  flow(root: Types.FlowNode<number>): Promise<FlowResult> {
     try {
       if (!isObject(root)) throw new TypeError("root must be an object")
       if (typeof root.queue !== "string") throw new TypeError(`queue must be a string, got ${shown(root.queue)}`)
-      const withRootId = withId(root as AddOptions, "options") as FlowNode & { readonly id: string }
+      const withRootId = withId(root as Types.AddOptions<unknown, number>, "options") as Types.FlowNode<number> & { readonly id: string }
       const shard = this.route(root.queue, { id: withRootId.id, payload: root.payload })
       return this.call(shard, { v: CALL_VERSION, op: "flow", root: withRootId }) as Promise<FlowResult>
     } catch (error) {
@@ -402,12 +395,12 @@ export class Router {
       add: (options) =>
         attempt(() => {
           const job = withId(options, "options")
-          return router.call(router.route(queue, job as AddOptions & { id: string }), { v: CALL_VERSION, op: "add", queue, job }) as Promise<AddResult>
+          return router.call(router.route(queue, job as Types.AddOptions<unknown, number> & { id: string }), { v: CALL_VERSION, op: "add", queue, job }) as Promise<AddResult>
         }),
       addBulk: (jobs) =>
         attempt(async () => {
           if (!Array.isArray(jobs)) throw new TypeError("jobs must be an array")
-          const prepared = jobs.map((job, index) => withId(job, `jobs[${index}]`) as AddOptions & { id: string })
+          const prepared = jobs.map((job, index) => withId(job, `jobs[${index}]`) as Types.AddOptions<unknown, number> & { id: string })
           const groups = partition(prepared.map((job) => router.route(queue, job)))
           const results: Array<AddResult> = new Array(prepared.length)
           // Every shard's call is waited for, so nothing is in flight when this rejects.

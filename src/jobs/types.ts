@@ -4,6 +4,7 @@
  * @internal
  */
 import type * as Effect from "effect/Effect"
+import type { CallDuration } from "../shared/duration.js"
 import type { InvalidInputError, SerializedError, StorageError } from "../shared/Errors.js"
 import type { RateLimit } from "./options.js"
 
@@ -47,24 +48,29 @@ export interface ChildValue {
   readonly error?: SerializedError
 }
 
-export interface DedupOptions {
+/**
+ * `Time`: how a call's lengths of time are given, a Duration or milliseconds on the Effect face
+ * (`"10 minutes"`, `Duration.seconds(30)`, `30_000`), milliseconds (`<…, number>`) on the promise face.
+ */
+export interface DedupOptions<Time = CallDuration> {
   readonly key: string
   /** Throttle: duplicates are dropped for this long after the first was added, whatever its state. */
-  readonly ttlMs?: number | undefined
+  readonly ttlMs?: Time | undefined
   /** `drop` (default) keeps the first job; `replace` (debounce) replaces the payload and run time of a job not started yet. */
   readonly mode?: "drop" | "replace" | undefined
 }
 
-export interface AddOptions<P = unknown> {
+/** `Time`: as for `DedupOptions`. */
+export interface AddOptions<P = unknown, Time = CallDuration> {
   /** Default: a generated id. The same id again returns the existing job (nothing added) until it is removed. */
   readonly id?: string | undefined
   readonly payload: P
-  /** Run this long from now (ms); or give `runAt`. */
-  readonly delayMs?: number | undefined
+  /** Run this long from now; or give `runAt`. */
+  readonly delayMs?: Time | undefined
   readonly runAt?: number | Date | undefined
   /** Higher first (default 0); first added first within a priority. */
   readonly priority?: number | undefined
-  readonly dedup?: DedupOptions | undefined
+  readonly dedup?: DedupOptions<Time> | undefined
 }
 
 export interface AddResult {
@@ -135,25 +141,27 @@ export interface DeadLetterPage<P = unknown> {
   readonly cursor?: string
 }
 
-export interface CleanOptions {
+/** `Time`: as for `DedupOptions`. */
+export interface CleanOptions<Time = CallDuration> {
   /** Finished states only. */
   readonly states: ReadonlyArray<"completed" | "failed" | "canceled">
   /** Jobs finished at least this long ago. */
-  readonly olderThanMs: number
+  readonly olderThanMs: Time
   /** At most this many (default 1 000, at most 10 000). */
   readonly limit?: number | undefined
 }
 
-export interface FlowNode {
+/** `Time`: as for `DedupOptions`. */
+export interface FlowNode<Time = CallDuration> {
   readonly queue: string
   readonly payload: unknown
   readonly id?: string | undefined
   readonly priority?: number | undefined
-  readonly delayMs?: number | undefined
+  readonly delayMs?: Time | undefined
   readonly runAt?: number | Date | undefined
   /** What a failure of this job does to its parent: `fail` it (default) or let it run anyway. */
   readonly onFailure?: "fail" | "ignore" | undefined
-  readonly children?: ReadonlyArray<FlowNode> | undefined
+  readonly children?: ReadonlyArray<FlowNode<Time>> | undefined
 }
 
 export interface FlowResult {

@@ -17,6 +17,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Schema from "effect/Schema"
+import type { CallDuration } from "../shared/duration.js"
 import type {
   DuplicateDurableCallError,
   InvalidInputError,
@@ -141,11 +142,11 @@ export interface Operations<Defs extends Record<string, AnyOperationDefinition>>
     operation: K,
     id: string
   ) => Effect.Effect<OperationResult<ResultOf<Defs[K]>>, InvalidInputError | DuplicateDurableCallError | StorageError>
-  /** Waits up to `timeoutMs` for the record to settle, then returns its latest state. */
+  /** Waits up to `timeoutMs` (a Duration or milliseconds) for the record to settle, then returns its latest state. */
   readonly wait: <K extends keyof Defs & string>(
     operation: K,
     id: string,
-    timeoutMs: number
+    timeoutMs: CallDuration
   ) => Effect.Effect<OperationResult<ResultOf<Defs[K]>>, InvalidInputError | DuplicateDurableCallError | StorageError>
   /** Deletes every record created before `before` (strict; epoch ms or a `Date`); returns how many. */
   readonly purgeBefore: (before: number | Date) => Effect.Effect<number, InvalidInputError | StorageError>
@@ -177,7 +178,7 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
       registerMany: (operation, calls) => Register.registerMany(parts, operation, calls),
       getResult: <K extends keyof Defs & string>(operation: K, id: string) =>
         Read.getResult<ResultOf<Defs[K]>>(parts, operation, id),
-      wait: <K extends keyof Defs & string>(operation: K, id: string, timeoutMs: number) =>
+      wait: <K extends keyof Defs & string>(operation: K, id: string, timeoutMs: CallDuration) =>
         Read.wait<ResultOf<Defs[K]>>(parts, operation, id, timeoutMs),
       purgeBefore,
       cancel,

@@ -5,6 +5,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Time from "../shared/duration.js"
 import { DuplicateDurableCallError, InvalidInputError } from "../shared/Errors.js"
 import type * as Capability from "../engine/capability.js"
 import * as Json from "../shared/json.js"
@@ -87,11 +88,11 @@ export const getResult = <R>(parts: Parts, operation: string, id: string) =>
   })
 
 /** Waits up to `timeoutMs` for the call to settle, then returns its latest state. */
-export const wait = <R>(parts: Parts, operation: string, id: string, timeoutMs: number) =>
+export const wait = <R>(parts: Parts, operation: string, id: string, timeoutMs: Time.CallDuration) =>
   Effect.gen(function*() {
     yield* checkOperation(parts, operation)
     yield* Validate.key("id", id)
-    const limit = yield* Validate.milliseconds("timeoutMs", timeoutMs)
+    const limit = yield* Time.milliseconds("timeoutMs", timeoutMs)
     const row = yield* readRow(parts, operation, id)
     if (Option.isNone(row) || row.value.status !== "pending" || limit === 0) return yield* toResult<R>(parts, operation, row)
     const pending = Effect.map(

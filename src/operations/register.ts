@@ -8,6 +8,7 @@ import * as Effect from "effect/Effect"
 import { InvalidInputError } from "../shared/Errors.js"
 import type { PendingRecord } from "../engine/DurableTable.js"
 import * as Codec from "../shared/codec.js"
+import * as Time from "../shared/duration.js"
 import * as Validate from "../shared/validate.js"
 import * as CallsTable from "./callsTable.js"
 import { checkOperation, duplicate, type Parts } from "./read.js"
@@ -25,7 +26,7 @@ const dueTime = (call: RegisterCall<unknown>, now: number, fieldOf: (name: strin
     }
     if (call.runAt !== undefined) return yield* Validate.timestamp(fieldOf("runAt"), call.runAt)
     if (call.delayMs === undefined) return now
-    const delay = yield* Validate.milliseconds(fieldOf("delayMs"), call.delayMs)
+    const delay = yield* Time.milliseconds(fieldOf("delayMs"), call.delayMs)
     if (!Number.isSafeInteger(now + delay)) {
       return yield* new InvalidInputError({
         field: fieldOf("delayMs"),

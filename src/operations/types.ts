@@ -4,6 +4,7 @@
  * @internal
  */
 import type * as Effect from "effect/Effect"
+import type { CallDuration } from "../shared/duration.js"
 import type { SerializedError } from "../shared/Errors.js"
 import type * as Codec from "../shared/codec.js"
 import type * as Policy from "../engine/policy.js"
@@ -50,14 +51,18 @@ export type OperationResult<R> =
   | { readonly status: "failed"; readonly attempt: number; readonly error: SerializedError }
   | { readonly status: "completed"; readonly result: R }
 
-/** A call to register: its id, its payload, and optionally when to run it (default: now). */
-export interface RegisterCall<P> {
+/**
+ * A call to register: its id, its payload, and optionally when to run it (default: now). `Time`: how
+ * `delayMs` is given, a Duration or milliseconds on the Effect face, milliseconds
+ * (`RegisterCall<P, number>`) on the promise face.
+ */
+export interface RegisterCall<P, Time = CallDuration> {
   readonly id: string
   readonly payload: P
   /** Run no earlier than this time (epoch milliseconds or a `Date`). Not with `delayMs`. */
   readonly runAt?: number | Date | undefined
-  /** Run no earlier than this many milliseconds from now. Not with `runAt`. */
-  readonly delayMs?: number | undefined
+  /** Run no earlier than this long from now. Not with `runAt`. */
+  readonly delayMs?: Time | undefined
 }
 
 export type OperationStatus = "pending" | "completed" | "failed"

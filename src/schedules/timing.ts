@@ -17,6 +17,7 @@ import * as Cron from "effect/Cron"
 import * as DateTime from "effect/DateTime"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import * as Time from "../shared/duration.js"
 import { InvalidInputError } from "../shared/Errors.js"
 import { shown } from "../shared/validate.js"
 
@@ -435,8 +436,21 @@ const parseCron = (field: string, cron: unknown, timezone: unknown): Either.Eith
   return Either.right(spec)
 }
 
-const parseEvery = (field: string, everyMs: unknown): Either.Either<TimingSpec, InvalidInputError> =>
-  typeof everyMs === "number" && Number.isSafeInteger(everyMs) && everyMs >= MIN_EVERY_MS && everyMs <= MAX_EVERY_MS
+const isEvery = (ms: number): boolean => Number.isSafeInteger(ms) && ms >= MIN_EVERY_MS && ms <= MAX_EVERY_MS
+
+/**
+ * A number is milliseconds, checked and worded as always; a Duration (the Effect face) is stored as its
+ * milliseconds. Anything else (a bigint, which a Duration would read as nanoseconds, included) keeps the
+ * number's message, which it has always had.
+ */
+const parseEvery = (field: string, everyMs: unknown): Either.Either<TimingSpec, InvalidInputError> => {
+  const time = typeof everyMs === "number" || typeof everyMs === "bigint" ? undefined : Time.millisOf(everyMs)
+  if (time !== undefined) {
+    return isEvery(time.millis)
+      ? Either.right({ everyMs: time.millis })
+      : invalid(`${field}.everyMs`, "range", `${field}.everyMs must be a Duration from 1 second to 366 days, got ${time.shown}`)
+  }
+  return typeof everyMs === "number" && isEvery(everyMs)
     ? Either.right({ everyMs })
     : invalid(
       `${field}.everyMs`,
@@ -444,6 +458,7 @@ const parseEvery = (field: string, everyMs: unknown): Either.Either<TimingSpec, 
       `${field}.everyMs must be an integer number of milliseconds from ${MIN_EVERY_MS} to ${MAX_EVERY_MS} ` +
         `(366 days), got ${shown(everyMs)}`
     )
+}
 
 /**
  * Validates user input `{ cron, timezone? } | { everyMs }` (exactly one kind, no unknown keys; a key set to

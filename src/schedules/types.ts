@@ -5,13 +5,18 @@
  */
 import type * as Effect from "effect/Effect"
 import type * as Codec from "../shared/codec.js"
+import type { CallDuration } from "../shared/duration.js"
 import type * as Policy from "../engine/policy.js"
 import type * as Rows from "./rows.js"
 
-/** When a schedule runs: a cron expression (5 fields, or 6 with seconds) in a time zone (default UTC), or a fixed interval. */
-export type TimingInput =
+/**
+ * When a schedule runs: a cron expression (5 fields, or 6 with seconds) in a time zone (default UTC), or a
+ * fixed interval, 1 second to 366 days. `Time`: how `everyMs` is given, a Duration or milliseconds on the
+ * Effect face, milliseconds (`TimingInput<number>`) on the promise face; it is stored in milliseconds.
+ */
+export type TimingInput<Time = CallDuration> =
   | { readonly cron: string; readonly timezone?: string | undefined }
-  | { readonly everyMs: number }
+  | { readonly everyMs: Time }
 
 /** What a schedule's handler is called with for one attempt of one run. */
 export interface ScheduleRun<P = unknown> {

@@ -5,7 +5,9 @@
  * @internal
  */
 import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import { InvalidInputError } from "./Errors.js"
 import { shown } from "./validate.js"
 
 export interface Millis {
@@ -82,3 +84,37 @@ export const check = (
 }
 
 export const isProblem = (result: { readonly millis: number } | Problem): result is Problem => "kind" in result
+
+/**
+ * A call's length of time on the Effect face (`delayMs`, `timeoutMs`…): a Duration, a string such as
+ * "5 seconds", a `[seconds, nanos]` pair, or a number of milliseconds. Not a bigint, which a Duration
+ * reads as nanoseconds: in a field named `…Ms` that is a slip, and calls have always refused it.
+ */
+export type CallDuration = Exclude<Duration.DurationInput, bigint>
+
+/**
+ * A call's time option in milliseconds when `inRange` takes them, else an `InvalidInputError` naming
+ * `field` (kind "range", as a bad number of milliseconds has always been).
+ */
+export const input = (
+  field: string,
+  value: unknown,
+  inRange: (millis: number) => boolean,
+  rule: Rule
+): Effect.Effect<number, InvalidInputError> => {
+  const checked = typeof value === "bigint"
+    ? { kind: "range" as const, message: `${field} must be a Duration or a number of milliseconds, got ${shown(value)}` }
+    : check(field, value, inRange, rule)
+  return isProblem(checked)
+    ? Effect.fail(new InvalidInputError({ field, ...checked }))
+    : Effect.succeed(checked.millis)
+}
+
+const isNonNegative = (millis: number): boolean => Number.isSafeInteger(millis) && millis >= 0
+
+/**
+ * A call's length of time (`delayMs`, `timeoutMs`, `olderThanMs`…) in whole milliseconds, 0 or more:
+ * a number is checked and worded exactly as `Validate.milliseconds` does; a Duration must be finite.
+ */
+export const milliseconds = (field: string, value: unknown): Effect.Effect<number, InvalidInputError> =>
+  input(field, value, isNonNegative, { number: "a non-negative safe integer", duration: "a finite Duration" })

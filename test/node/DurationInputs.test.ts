@@ -2,11 +2,13 @@
  * The Effect face's time options take a `Duration` or anything `Duration.decode` takes ("5 seconds",
  * `Duration.minutes(1)`; a number is milliseconds): execution options (`attemptTimeoutMs`,
  * `retries.delay`), the scheduler's settings, a queue's `leaseMs` and retention `ageMs`, a schedule's
- * `graceMs`. A bad one is refused naming its field; the promise face's scheduler settings stay
- * milliseconds only.
+ * `graceMs`; and the calls' own times: a job's `delayMs`, `dedup.ttlMs`, `wait`'s `timeoutMs`,
+ * `clean`'s `olderThanMs`, `lease`'s `leaseMs` and `heartbeat`'s `extendMs`, an operation call's
+ * `delayMs` and `wait`'s `timeoutMs`, a schedule's interval `everyMs`. A bad one is refused naming its field (a call's: before any
+ * storage access); the promise face's scheduler settings stay milliseconds only.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Clock, Duration, Effect, Layer, TestClock } from "effect"
+import { Clock, Duration, Effect, Fiber, Layer, TestClock } from "effect"
 import * as RetryPolicy from "../../src/engine/RetryPolicy.js"
 import * as Scheduler from "../../src/engine/Scheduler.js"
 import * as SchedulerConfig from "../../src/engine/SchedulerConfig.js"
@@ -17,6 +19,7 @@ import * as Operations from "../../src/operations/Operations.js"
 import * as Schedules from "../../src/schedules/Schedules.js"
 import * as ScheduleOptions from "../../src/schedules/options.js"
 import * as TestDurability from "../../src/testing/TestDurability.js"
+import { dump, rows } from "./jobs/support.js"
 
 const handler = () => Effect.void
 
@@ -176,5 +179,183 @@ describe("Duration inputs on the Effect face", () => {
       expect(yield* Effect.flip(ScheduleOptions.resolve({ graceMs: -1 }))).toMatchObject({
         message: "options.graceMs must be a non-negative safe integer, got -1"
       })
+    }))
+})
+
+describe("per-call times on the Effect face", () => {
+  const jobsOf = (object: TestDurability.TestObject, ran: Array<string>) =>
+    object.run(Jobs.make({
+      work: Jobs.queue({
+        handler: (job: Jobs.JobContext<string>) => Effect.map(Clock.currentTimeMillis, (now) => void ran.push(`${job.id}@${now}`))
+      }),
+      ext: Jobs.externalQueue<string, unknown>({ leaseMs: 10_000 })
+    }))
+
+  it.scoped("a job's delayMs (add, addBulk, a flow's nodes) and dedup.ttlMs as Durations: the times their milliseconds give", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(1_000)
+      const object = yield* TestDurability.make()
+      const ran: Array<string> = []
+      const jobs = yield* jobsOf(object, ran)
+      yield* object.run(jobs.work.add({ id: "duration", payload: "x", delayMs: "5 seconds" }))
+      yield* object.run(jobs.work.add({ id: "number", payload: "x", delayMs: 5_000 }))
+      yield* object.run(jobs.work.addBulk([{ id: "bulk", payload: "x", delayMs: Duration.seconds(7) }]))
+      yield* object.run(jobs.flow({
+        queue: "work",
+        id: "parent",
+        payload: "x",
+        children: [{ queue: "work", id: "child", payload: "x", delayMs: Duration.millis(2_500) }]
+      }))
+      const runAt = (id: string) => Effect.map(object.run(jobs.work.get(id)), (info) => info?.runAt)
+      expect([yield* runAt("duration"), yield* runAt("number"), yield* runAt("bulk"), yield* runAt("child")])
+        .toEqual([6_000, 6_000, 8_000, 3_500])
+      // Throttled for a minute: its key's expiry is the one `ttlMs: 60_000` stores.
+      yield* object.run(jobs.work.add({ id: "t1", payload: "x", dedup: { key: "k", ttlMs: "1 minute" } }))
+      yield* object.run(jobs.work.add({ id: "t2", payload: "x", dedup: { key: "n", ttlMs: 60_000 } }))
+      expect(yield* rows(object, "SELECT dedup_key, expires_at FROM durability_job_dedup ORDER BY dedup_key")).toEqual([
+        { dedup_key: "k", expires_at: 61_000 },
+        { dedup_key: "n", expires_at: 61_000 }
+      ])
+      yield* TestClock.adjust(10_000)
+      expect(ran).toEqual(["t1@1000", "t2@1000", "child@3500", "parent@3500", "duration@6000", "number@6000", "bulk@8000"])
+      yield* TestClock.adjust(60_000)
+      expect(yield* object.run(jobs.work.add({ id: "t3", payload: "x", dedup: { key: "k", ttlMs: "1 minute" } })))
+        .toMatchObject({ id: "t3", deduplicated: false })
+    }))
+
+  it.scoped("a job's wait timeoutMs, clean's olderThanMs, lease's leaseMs and heartbeat's extendMs as Durations", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(1_000)
+      const object = yield* TestDurability.make()
+      const ran: Array<string> = []
+      const jobs = yield* jobsOf(object, ran)
+      yield* object.run(jobs.work.add({ id: "later", payload: "x", delayMs: "1 hour" }))
+      const waiting = yield* Effect.fork(object.run(jobs.work.wait("later", { timeoutMs: "2 seconds" })))
+      yield* TestClock.adjust(1_999)
+      expect(waiting.unsafePoll()).toBeNull()
+      yield* TestClock.adjust(1)
+      expect(yield* Fiber.join(waiting)).toMatchObject({ id: "later", state: "delayed" })
+
+      // Now 3 000: "a" finishes at 3 000, "b" at 4 000; at 5 000, 1.5 seconds ago is 3 500.
+      yield* object.run(jobs.work.add({ id: "a", payload: "x" }))
+      yield* TestClock.adjust(1_000)
+      yield* object.run(jobs.work.add({ id: "b", payload: "x" }))
+      yield* TestClock.adjust(1_000)
+      expect(yield* object.run(jobs.work.clean({ states: ["completed"], olderThanMs: Duration.millis(1_500) }))).toBe(1)
+      expect(yield* object.run(jobs.work.get("a"))).toBeUndefined()
+      expect(yield* object.run(jobs.work.get("b"))).toMatchObject({ state: "completed" })
+
+      yield* object.run(jobs.ext.add({ id: "e", payload: "x" }))
+      const [leased] = yield* object.run(jobs.ext.lease({ leaseMs: "45 seconds" }))
+      expect(leased?.leaseUntil).toBe(50_000)
+      yield* TestClock.adjust(1_000)
+      expect(yield* object.run(jobs.ext.heartbeat("e", leased!.token, { extendMs: Duration.minutes(2) }))).toEqual({ leaseUntil: 126_000 })
+      expect(yield* object.run(jobs.ext.heartbeat("e", leased!.token, { extendMs: 120_000 }))).toEqual({ leaseUntil: 126_000 })
+    }))
+
+  it.scoped("bad call times of a queue: InvalidInputError naming the field, storage unchanged", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const jobs = yield* jobsOf(object, [])
+      yield* object.run(jobs.ext.add({ id: "e", payload: "x" }))
+      const [leased] = yield* object.run(jobs.ext.lease())
+      const before = yield* dump(object)
+      const cases: ReadonlyArray<readonly [Effect.Effect<unknown, unknown, never>, string, string]> = [
+        [jobs.work.add({ payload: "x", delayMs: "soon" as never }), "delayMs", "delayMs must be a Duration or a number of milliseconds, got \"soon\""],
+        [jobs.work.add({ payload: "x", delayMs: Duration.infinity }), "delayMs", "delayMs must be a finite Duration, got Duration(Infinity)"],
+        [jobs.work.add({ payload: "x", delayMs: "-5 seconds" as never }), "delayMs", "delayMs must be a finite Duration, got \"-5 seconds\""],
+        [jobs.work.add({ payload: "x", dedup: { key: "k", ttlMs: { minutes: 1 } as never } }), "dedup.ttlMs", "dedup.ttlMs must be a Duration or a number of milliseconds, got an object"],
+        [jobs.work.addBulk([{ payload: "x" }, { payload: "x", delayMs: "later" as never }]), "jobs[1].delayMs", "jobs[1].delayMs must be a Duration or a number of milliseconds, got \"later\""],
+        [
+          jobs.flow({ queue: "work", payload: "x", children: [{ queue: "work", payload: "x", delayMs: Duration.infinity }] }),
+          "children[0].delayMs",
+          "children[0].delayMs must be a finite Duration, got Duration(Infinity)"
+        ],
+        [jobs.work.wait("e", { timeoutMs: "forever" as never }), "timeoutMs", "timeoutMs must be a Duration or a number of milliseconds, got \"forever\""],
+        [jobs.work.clean({ states: ["completed"], olderThanMs: Duration.infinity }), "olderThanMs", "olderThanMs must be a finite Duration, got Duration(Infinity)"],
+        [jobs.ext.lease({ leaseMs: "10 millis" }), "leaseMs", "leaseMs must be a Duration from 1 second to 1 day, got \"10 millis\""],
+        [jobs.ext.heartbeat("e", leased!.token, { extendMs: Duration.days(2) }), "extendMs", "extendMs must be a Duration from 1 second to 1 day, got Duration(2d)"],
+        // A bigint would be nanoseconds to a Duration: in an `…Ms` field it is refused, as it always was.
+        [jobs.work.add({ payload: "x", delayMs: 5n as never }), "delayMs", "delayMs must be a Duration or a number of milliseconds, got 5n"],
+        // Milliseconds keep their check and message.
+        [jobs.work.add({ payload: "x", delayMs: 1.5 }), "delayMs", "delayMs must be a non-negative safe integer, got 1.5"],
+        [jobs.ext.lease({ leaseMs: 10 }), "leaseMs", "leaseMs must be an integer from 1000 to 86400000, got 10"]
+      ]
+      for (const [call, field, message] of cases) {
+        const error = yield* Effect.flip(object.run(call))
+        expect(error, message).toMatchObject({ _tag: "InvalidInputError", field, kind: "range", message })
+      }
+      expect(yield* dump(object)).toEqual(before)
+    }))
+
+  it.scoped("an operation call's delayMs (register, registerMany) and wait's timeoutMs as Durations; bad ones refused", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const ranAt: Array<string> = []
+      const ops = yield* object.run(Operations.make({
+        charge: Operations.operation({
+          handler: (call: Operations.DurableCall<unknown>) => Effect.map(Clock.currentTimeMillis, (now) => void ranAt.push(`${call.id}@${now}`))
+        })
+      }))
+      yield* object.run(ops.register("charge", { id: "duration", payload: null, delayMs: "3 seconds" }))
+      yield* object.run(ops.register("charge", { id: "number", payload: null, delayMs: 3_000 }))
+      yield* object.run(ops.registerMany("charge", [{ id: "many", payload: null, delayMs: Duration.seconds(4) }]))
+      const waiting = yield* Effect.fork(object.run(ops.wait("charge", "many", "1 second")))
+      yield* TestClock.adjust(999)
+      expect(waiting.unsafePoll()).toBeNull()
+      yield* TestClock.adjust(1)
+      expect(yield* Fiber.join(waiting)).toMatchObject({ status: "pending", nextAttemptAt: 4_000 })
+      yield* TestClock.adjust(5_000)
+      expect(ranAt).toEqual(["duration@3000", "number@3000", "many@4000"])
+
+      const before = object.storage.snapshot()
+      const cases: ReadonlyArray<readonly [Effect.Effect<unknown, unknown, never>, string, string]> = [
+        [ops.register("charge", { id: "x", payload: null, delayMs: "soon" as never }), "delayMs", "delayMs must be a Duration or a number of milliseconds, got \"soon\""],
+        [ops.register("charge", { id: "x", payload: null, delayMs: Duration.infinity }), "delayMs", "delayMs must be a finite Duration, got Duration(Infinity)"],
+        [ops.registerMany("charge", [{ id: "y", payload: null, delayMs: "-1 second" as never }]), "calls[0].delayMs", "calls[0].delayMs must be a finite Duration, got \"-1 second\""],
+        [ops.wait("charge", "many", "never" as never), "timeoutMs", "timeoutMs must be a Duration or a number of milliseconds, got \"never\""],
+        [ops.wait("charge", "many", Duration.infinity), "timeoutMs", "timeoutMs must be a finite Duration, got Duration(Infinity)"]
+      ]
+      for (const [call, field, message] of cases) {
+        const error = yield* Effect.flip(object.run(call))
+        expect(error, message).toMatchObject({ _tag: "InvalidInputError", field, kind: "range", message })
+      }
+      expect(object.storage.snapshot()).toEqual(before)
+    }))
+
+  it.scoped("a schedule's everyMs as a Duration: stored and run as its milliseconds; a bad one is refused naming timing.everyMs", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const ranAt: Array<string> = []
+      const schedules = yield* object.run(Schedules.make({
+        tick: Schedules.schedule({
+          handler: (run: Schedules.ScheduleRun<unknown>) => Effect.map(Clock.currentTimeMillis, (now) => void ranAt.push(`${run.key}@${now}`))
+        })
+      }))
+      yield* object.run(schedules.tick.upsert("duration", { everyMs: "1 minute" }))
+      yield* object.run(schedules.tick.upsert("number", { everyMs: 60_000 }))
+      expect(yield* object.run(schedules.tick.get("duration"))).toMatchObject({ timing: { everyMs: 60_000 }, nextRunAt: 60_000 })
+      // The same timing as stored: upserting it again in milliseconds changes nothing.
+      expect(yield* object.run(schedules.tick.upsert("duration", { everyMs: 60_000 }))).toMatchObject({ created: false, changed: false })
+      yield* TestClock.adjust(120_000)
+      expect(ranAt).toEqual(["duration@60000", "number@60000", "duration@120000", "number@120000"])
+
+      const before = object.storage.snapshot()
+      const NUMBER = "an integer number of milliseconds from 1000 to 31622400000 (366 days)"
+      for (
+        const [everyMs, message] of [
+          ["10 millis", "timing.everyMs must be a Duration from 1 second to 366 days, got \"10 millis\""],
+          [Duration.days(400), "timing.everyMs must be a Duration from 1 second to 366 days, got Duration(400d)"],
+          [Duration.infinity, "timing.everyMs must be a Duration from 1 second to 366 days, got Duration(Infinity)"],
+          // Not a time at all: the message it has always had.
+          ["often", `timing.everyMs must be ${NUMBER}, got "often"`],
+          [60_000n, `timing.everyMs must be ${NUMBER}, got 60000n`],
+          [999, `timing.everyMs must be ${NUMBER}, got 999`]
+        ] as const
+      ) {
+        const error = yield* Effect.flip(object.run(schedules.tick.upsert("bad", { everyMs: everyMs as Duration.DurationInput as never })))
+        expect(error, message).toMatchObject({ _tag: "InvalidInputError", field: "timing.everyMs", kind: "range", message })
+      }
+      expect(object.storage.snapshot()).toEqual(before)
     }))
 })

@@ -88,7 +88,7 @@ interface Spec {
   readonly name: Name
   readonly key: string
   /** The timings an upsert switches between (the first is the initial one); one for a schedule never re-timed. */
-  readonly timings: ReadonlyArray<Schedules.TimingInput>
+  readonly timings: ReadonlyArray<Schedules.TimingInput<number>>
   readonly catchUp: Schedules.CatchUp
   readonly overlap: Schedules.Overlap
   readonly pausable: boolean
@@ -219,7 +219,7 @@ interface Figures {
 }
 
 /** The timing the library computes slots with, from the spec as given to `upsert`. */
-const compiled = (input: Schedules.TimingInput, anchor: number): Timing.Timing =>
+const compiled = (input: Schedules.TimingInput<number>, anchor: number): Timing.Timing =>
   Timing.compile(Either.getOrThrow(Timing.parse("timing", input)), anchor)
 
 const storedTimings = new Map<string, Timing.Timing>()

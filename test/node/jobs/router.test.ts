@@ -188,7 +188,7 @@ describe("router: over fake shards", () => {
     expect(calls[1]!.name).toBe(`jobs:${Router.shardOf(generated.id, 3)}`)
 
     calls.length = 0
-    const jobs: Array<AddOptions> = Array.from({ length: 12 }, (_, i) => ({ id: `b-${i}`, payload: i }))
+    const jobs: Array<AddOptions<unknown, number>> = Array.from({ length: 12 }, (_, i) => ({ id: `b-${i}`, payload: i }))
     const results = await queue.addBulk(jobs)
     expect(results.map((result) => result.id)).toEqual(jobs.map((job) => job.id))
     expect(calls.length).toBeLessThanOrEqual(3)
