@@ -4,7 +4,7 @@
  * sends them.
  * @internal
  */
-import type * as Effect from "effect/Effect"
+import * as Effect from "effect/Effect"
 import type { SerializedError, StorageError } from "../shared/Errors.js"
 import type { Row, StorageService } from "../engine/StorageService.js"
 import { OUTBOX } from "./schema.js"
@@ -12,6 +12,16 @@ import { OUTBOX } from "./schema.js"
 type Rows = Effect.Effect<ReadonlyArray<Row>, StorageError>
 
 const among = (keys: ReadonlyArray<string>) => `key IN (${keys.map(() => "?").join(", ")})`
+
+/** Keys per statement: a send's batch (up to 100) and the other bindings stay under the platform's 100. */
+const CHUNK = 64
+
+/** `statement` over `keys` a chunk at a time, the rows of every chunk together. */
+const chunked = (keys: ReadonlyArray<string>, statement: (chunk: ReadonlyArray<string>) => Rows): Rows => {
+  const chunks: Array<ReadonlyArray<string>> = []
+  for (let i = 0; i < keys.length; i += CHUNK) chunks.push(keys.slice(i, i + CHUNK))
+  return Effect.map(Effect.forEach(chunks, statement), (rows) => rows.flat())
+}
 
 /** Writes an envelope waiting to be sent from `now` (none when one with its key is there already). */
 export const put = (storage: StorageService, key: string, queue: string, body: string, generation: string, now: number): Rows =>
@@ -42,11 +52,12 @@ export const due = (storage: StorageService, queue: string, now: number, limit: 
 
 /** Takes the envelopes for a send: one more send counted, due again at `until` (when a send cut short is tried again). */
 export const take = (storage: StorageService, keys: ReadonlyArray<string>, until: number): Rows =>
-  storage.exec(`UPDATE ${OUTBOX} SET attempt = attempt + 1, next_attempt_at = ? WHERE ${among(keys)}`, [until, ...keys])
+  chunked(keys, (chunk) =>
+    storage.exec(`UPDATE ${OUTBOX} SET attempt = attempt + 1, next_attempt_at = ? WHERE ${among(chunk)}`, [until, ...chunk]))
 
 /** Deletes sent envelopes. */
 export const remove = (storage: StorageService, keys: ReadonlyArray<string>): Rows =>
-  storage.exec(`DELETE FROM ${OUTBOX} WHERE ${among(keys)}`, keys)
+  chunked(keys, (chunk) => storage.exec(`DELETE FROM ${OUTBOX} WHERE ${among(chunk)}`, chunk))
 
 /**
  * A send of the waiting envelopes among `keys` failed with `error`: each is given up (`failed`) when
@@ -61,10 +72,11 @@ export const sendFailed = (
   maxSends: number,
   now: number
 ): Rows =>
-  storage.exec(
-    `UPDATE ${OUTBOX} SET last_error = ?, last_error_name = ?,
-       status = CASE WHEN ? = 1 OR attempt >= ? THEN 'failed' ELSE status END,
-       next_attempt_at = CASE WHEN ? = 1 OR attempt >= ? THEN next_attempt_at ELSE ? + MIN(60000, 1000 * (1 << (attempt - 1))) END
-     WHERE status = 'pending' AND ${among(keys)} RETURNING key, status, attempt`,
-    [error.message, error.name, final ? 1 : 0, maxSends, final ? 1 : 0, maxSends, now, ...keys]
-  )
+  chunked(keys, (chunk) =>
+    storage.exec(
+      `UPDATE ${OUTBOX} SET last_error = ?, last_error_name = ?,
+         status = CASE WHEN ? = 1 OR attempt >= ? THEN 'failed' ELSE status END,
+         next_attempt_at = CASE WHEN ? = 1 OR attempt >= ? THEN next_attempt_at ELSE ? + MIN(60000, 1000 * (1 << (attempt - 1))) END
+       WHERE status = 'pending' AND ${among(chunk)} RETURNING key, status, attempt`,
+      [error.message, error.name, final ? 1 : 0, maxSends, final ? 1 : 0, maxSends, now, ...chunk]
+    ))

@@ -119,6 +119,9 @@ const DATA_STATEMENT = /^\s*(SELECT|INSERT|UPDATE|DELETE|WITH|REPLACE)\b/i
 /** Distinct statements kept prepared; the engine's are a few dozen, listing queries vary more. */
 const MAX_PREPARED = 256
 
+/** Durable Object SQLite's limit of bound parameters per query. */
+export const MAX_BOUND_PARAMETERS = 100
+
 class MemoryStorageImpl implements MemoryStorage {
   #alarmAt: number | null = null
   readonly #listeners = new Set<() => void>()
@@ -238,6 +241,8 @@ class MemoryStorageImpl implements MemoryStorage {
 
   private execute(prepared: Prepared, bindings: Array<number | string | Uint8Array | null>): SqlCursorLike {
     const { parameters, pointer, statement } = prepared
+    // Durable Object SQLite binds at most 100 parameters per query (its platform limits); sql.js many more.
+    if (parameters > MAX_BOUND_PARAMETERS) throw new Error(`too many SQL variables: ${parameters} (at most ${MAX_BOUND_PARAMETERS}): SQLITE_ERROR`)
     if (parameters !== bindings.length) throw new Error("Wrong number of parameter bindings for SQL query.")
     try {
       statement.bind(bindings)

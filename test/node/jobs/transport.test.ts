@@ -139,6 +139,31 @@ describe("external queues: the Cloudflare Queues transport", () => {
       expect(queue.batches.flat().map((envelope) => envelope.jobId)).toEqual(["a", "b"])
     }))
 
+  it.scoped("a burst of 150 due jobs goes out in sendBatch calls of at most 100, each envelope once, none left behind", () =>
+    Effect.gen(function*() {
+      const { jobs, object, queue } = yield* setup()
+      const ids = Array.from({ length: 150 }, (_, i) => `j${String(i).padStart(3, "0")}`)
+      // The queue refuses every send while the jobs come due, so all 150 envelopes wait; once it is back, the
+      // retries come due together (after at most a minute): 150 at once, more than one sendBatch takes.
+      queue.failNext(1_000)
+      for (let i = 0; i < ids.length; i += 50) {
+        yield* object.run(jobs.email.addBulk(ids.slice(i, i + 50).map((id) => ({ id, payload: { to: id } }))))
+        yield* settle
+      }
+      expect(queue.batches).toEqual([])
+      expect(Number((yield* rows(object, "SELECT COUNT(*) AS n FROM durability_job_outbox"))[0]?.n)).toBe(150)
+      queue.failNext(0)
+      yield* TestClock.adjust(9_000)
+      for (let round = 0; round < 20 && queue.batches.flat().length < ids.length; round++) {
+        yield* TestClock.adjust(1_000)
+        yield* settle
+      }
+      expect(queue.batches.some((batch) => batch.length === 100)).toBe(true)
+      expect(queue.batches.every((batch) => batch.length <= 100)).toBe(true)
+      expect(queue.batches.flat().map((envelope) => envelope.jobId).sort()).toEqual(ids)
+      expect(yield* rows(object, "SELECT key FROM durability_job_outbox")).toEqual([])
+    }))
+
   it.scoped("a transport queue needs the object's id", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
