@@ -23,7 +23,7 @@ import type { AlarmInvocationInfo } from "../shared/platform.js"
 import type * as Lifecycle from "./Lifecycle.js"
 import type * as PermitSemaphore from "./PermitSemaphore.js"
 import type * as RetryPolicy from "./RetryPolicy.js"
-import type { Row } from "./StorageService.js"
+import type { Row, SqlValue } from "./StorageService.js"
 
 /** One attempt of one record, as its handler sees it. */
 export interface Execution {
@@ -172,7 +172,11 @@ export interface Timers {
 export type Admission = Data.TaggedEnum<{
   Run: {}
   Defer: { readonly at: number }
-  Lease: { readonly until: number; readonly leased: (row: Row) => Effect.Effect<void, StorageError> }
+  Lease: {
+    readonly until: number
+    readonly state?: LeaseState | undefined
+    readonly leased: (row: Row) => Effect.Effect<void, StorageError>
+  }
 }>
 
 export const Admission = Data.taggedEnum<Admission>()
@@ -228,6 +232,12 @@ export interface Holds {
   readonly where: string
   /** The same in memory, by key, where it can be told (e.g. its queue is paused): no eager start and no timer. */
   readonly holds?: ((key: string) => boolean) | undefined
+}
+
+/** What a table writes to a record with its lease's claim, in the same statement: a SET list and its bindings. */
+export interface LeaseState {
+  readonly columns: string
+  readonly bindings: ReadonlyArray<SqlValue>
 }
 
 /** A table's admissions (see `Admission`). */
@@ -319,10 +329,15 @@ export interface TableHandle {
   /**
    * Inside a transaction: leases the record under `key` until `until` (the table must have `leases`):
    * claims it if it is pending, due by `now` and within its attempts (the one claim every record
-   * takes), and sets the lease's timer. Returns the row as claimed, or `undefined` when it could not
-   * be. The table then writes its own lease state (a worker id, a token of its own) to the row.
+   * takes) with the table's own lease `state` (a worker id, a token of its own) in the same statement,
+   * and sets the lease's timer. Returns the row as claimed, or `undefined` when it could not be.
    */
-  readonly lease: (key: string, until: number, now: number) => Effect.Effect<Row | undefined, StorageError>
+  readonly lease: (
+    key: string,
+    until: number,
+    now: number,
+    state?: LeaseState | undefined
+  ) => Effect.Effect<Row | undefined, StorageError>
   /**
    * Inside a transaction: `row` (as stored, pending) is leased until `until` under its current claim,
    * but has no lease timer (a lease stored before the engine kept them): sets it.
@@ -338,6 +353,8 @@ export interface TableHandle {
 export interface TimerHandle {
   /** Sets (or moves) the timer `key` to `at`, with `data`. */
   readonly set: (key: string, at: number, data?: string | undefined) => Effect.Effect<void, StorageError>
+  /** Makes the timer `key` fire by `at`: set there, or left where it is when that is earlier (no data). */
+  readonly setBy: (key: string, at: number) => Effect.Effect<void, StorageError>
   /** Deletes the timer `key`; returns whether there was one. */
   readonly cancel: (key: string) => Effect.Effect<boolean, StorageError>
   readonly get: (key: string) => Effect.Effect<Timer | undefined, StorageError>

@@ -47,6 +47,7 @@ export type {
   Execution,
   Holds,
   Leases,
+  LeaseState,
   PendingRecord,
   SettledWork,
   Settlement,

@@ -206,7 +206,7 @@ const readThenClaim = (run: Run, key: string, entry: ActiveExecution, start: Sta
             if (decision._tag === "Run") return claimAt(now)
             if (decision._tag === "Lease") {
               // Claimed here, run elsewhere: the lease's timer covers its end; past its attempts, exhausted.
-              return Effect.flatMap(LeaseClaim.claim(run, key, decision.until, now), (claimed) => {
+              return Effect.flatMap(LeaseClaim.claim(run, key, decision.until, now, decision.state), (claimed) => {
                 if (claimed === undefined) return Effect.succeed([])
                 entry.revisit = "refresh"
                 return Effect.as(decision.leased(claimed), undefined)

@@ -63,7 +63,7 @@ export const make = (run: Run): TableHandle => {
     executing: (key) => participant.active.has(key),
     executingKeys: () => participant.active.keys(),
     timers: TimerHandle.handleOf(run),
-    lease: (key, until, now) => LeaseClaim.claim(run, key, until, now),
+    lease: (key, until, now, state) => LeaseClaim.claim(run, key, until, now, state),
     resumeLease: (row, until) => LeaseClaim.resume(run, row, until)
   }
 }

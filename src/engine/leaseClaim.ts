@@ -7,7 +7,8 @@
 import * as Effect from "effect/Effect"
 import type { StorageError } from "../shared/Errors.js"
 import type { Run } from "./engine.js"
-import type { Row } from "./StorageService.js"
+import type { LeaseState } from "./DurableTable.js"
+import type { Row, SqlValue } from "./StorageService.js"
 import * as Timers from "./timers.js"
 
 /** The claim a lease timer belongs to: a timer of an earlier claim of the record is stale. */
@@ -31,20 +32,27 @@ export const holds = (row: Row | undefined, claim: Claim | undefined): row is Ro
   row !== undefined && claim !== undefined && row.status === "pending" && String(row.generation_id) === claim.generation &&
   Number(row.attempt) === claim.attempt
 
-/** Inside a transaction: the lease's claim and its timer (see `TableHandle.lease`). */
-export const claim = (run: Run, key: string, until: number, now: number): Effect.Effect<Row | undefined, StorageError> =>
+/** Inside a transaction: the lease's claim, with the table's lease state, and its timer (see `TableHandle.lease`). */
+export const claim = (
+  run: Run,
+  key: string,
+  until: number,
+  now: number,
+  state?: LeaseState | undefined
+): Effect.Effect<Row | undefined, StorageError> =>
   Effect.gen(function*() {
     const { engine, participant } = run
     const { storage } = engine
     const stamped = participant.table.dispatch?.startedColumn !== undefined
-    const at = (rest: ReadonlyArray<string | number>) => stamped ? [now, key, now, ...rest] : [key, now, ...rest]
+    const set = state?.bindings ?? []
+    const at = (rest: ReadonlyArray<SqlValue>) => stamped ? [now, ...set, key, now, ...rest] : [...set, key, now, ...rest]
     let claimed: Row | undefined
     if (participant.claimLease !== undefined) {
-      ;[claimed] = yield* storage.exec(participant.claimLease.sql, at(participant.claimLease.bindings as ReadonlyArray<string | number>))
+      ;[claimed] = yield* storage.exec(participant.sql.lease(participant.claimLease.limit, state?.columns), at(participant.claimLease.bindings))
     } else {
       const [row] = yield* storage.exec(participant.sql.read, [key])
       if (row === undefined) return undefined
-      ;[claimed] = yield* storage.exec(participant.sql.lease("?"), at([participant.table.policy(row).maxAttempts]))
+      ;[claimed] = yield* storage.exec(participant.sql.lease("?", state?.columns), at([participant.table.policy(row).maxAttempts]))
     }
     if (claimed === undefined) return undefined
     yield* timed(run, claimed, until, Timers.set)

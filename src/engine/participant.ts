@@ -33,8 +33,8 @@ export interface Participant<A = unknown> {
   readonly queued: Set<string>
   /** Claims a due record in one statement (bindings: key, due-by time, then `bindings`), when the limits fit in SQL. */
   readonly claimDue: { readonly sql: string; readonly bindings: ReadonlyArray<SqlValue> } | undefined
-  /** `claimDue`'s lease variant (`TableSql.lease`), when the limits fit in SQL. */
-  readonly claimLease: { readonly sql: string; readonly bindings: ReadonlyArray<SqlValue> } | undefined
+  /** The attempt limit of a lease's claim (`TableSql.lease`) as SQL, and its bindings, when the limits fit in SQL. */
+  readonly claimLease: { readonly limit: string; readonly bindings: ReadonlyArray<SqlValue> } | undefined
 }
 
 /** Bound parameters a claim may spend on per-value limits (SQLite caps a statement's bindings). */
@@ -63,7 +63,7 @@ export const make = <A>(table: DurableTable<A>, defaultBatchSize: number): Parti
     bindings.push(limits.otherwise)
     if (bindings.length <= MAX_LIMIT_BINDINGS) {
       claimDue = { sql: sql.claimDue(limit), bindings }
-      claimLease = { sql: sql.lease(limit), bindings }
+      claimLease = { limit, bindings }
     }
   }
   return {

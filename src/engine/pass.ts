@@ -102,48 +102,61 @@ const runBatch = (batch: DueBatch, now: number, platform: AlarmInvocationInfo | 
     if (failed !== undefined) return yield* failed
   })
 
-/** Due timers fired per pass: the rest get the next pass, which the pass's end arms the timer for. */
+/** Due timers read at a time; a pass fires up to `TIMER_BATCHES` such batches, the rest get the next pass. */
 const TIMER_BATCH = 100
+const TIMER_BATCHES = 10
 
 /**
- * Fires one due timer: takes it and runs its owner's `fire` in one transaction, covering the records
- * it made pending; after the commit they start (or get the timer) and the fire's follow-up runs as a
- * fiber of its own.
+ * Fires one owner's due timers: takes each and runs its owner's `fire`, all in one transaction,
+ * covering the records they made pending; after the commit those start (or get the timer) and each
+ * fire's follow-up runs as a fiber of its own. A lease timer's owner is the engine (`leaseExpiry.ts`).
  */
-const fire = (engine: Engine, timer: Timers.Stored, now: number) =>
+const fire = (engine: Engine, owner: string, timers: ReadonlyArray<Timers.Stored>, now: number) =>
   Effect.gen(function*() {
-    const leased = Timers.leaseKindOf(timer.owner)
+    const leased = Timers.leaseKindOf(owner)
     if (leased !== undefined) {
       const participant = engine.participants.find((p) => p.table.kind === leased)
-      return participant === undefined ? undefined : yield* LeaseExpiry.expire({ engine, participant }, timer, now)
+      return participant === undefined ? undefined : yield* LeaseExpiry.expire({ engine, participant }, timers, now)
     }
-    const participant = engine.participants.find((p) => p.table.kind === timer.owner)
-    const owner = participant?.table.timers
-    if (participant === undefined || owner === undefined) return
-    let made: { readonly pending: ReadonlyArray<PendingRecord>; readonly after?: Effect.Effect<void> | undefined } = { pending: [] }
-    yield* engine.storage.transaction(Effect.gen(function*() {
-      if (!(yield* Timers.take(engine.storage, timer))) return
-      made = yield* owner.fire({ key: timer.key, at: timer.at, data: timer.data }, now, TimerHandle.handleOf({ engine, participant }))
-      if (made.pending.length > 0) {
-        yield* engine.upkeep.cover(made.pending.reduce((at, record) => Math.min(at, record.at), Number.MAX_SAFE_INTEGER))
-      }
-    }))
-    yield* Attempt.startPending({ engine, participant }, made.pending)
-    // Its own fiber (a send to a Cloudflare Queue can take seconds): the pass goes on to its records.
-    if (made.after !== undefined) {
-      yield* Effect.flatMap(Fork.detached(made.after, engine.scope), (fiber) => engine.background.waitUntil(Fork.settled(fiber)))
+    const participant = engine.participants.find((p) => p.table.kind === owner)
+    const fires = participant?.table.timers
+    if (participant === undefined || fires === undefined) return
+    const handle = TimerHandle.handleOf({ engine, participant })
+    const pending: Array<PendingRecord> = []
+    const after: Array<Effect.Effect<void>> = []
+    yield* engine.storage.transaction(Effect.forEach(timers, (timer) =>
+      Effect.gen(function*() {
+        if (!(yield* Timers.take(engine.storage, timer))) return
+        const made = yield* fires.fire({ key: timer.key, at: timer.at, data: timer.data }, now, handle)
+        if (made.pending.length > 0) {
+          yield* engine.upkeep.cover(made.pending.reduce((at, record) => Math.min(at, record.at), Number.MAX_SAFE_INTEGER))
+          pending.push(...made.pending)
+        }
+        if (made.after !== undefined) after.push(made.after)
+      }), { discard: true }))
+    yield* Attempt.startPending({ engine, participant }, pending)
+    // Their own fibers (a send to a Cloudflare Queue can take seconds): the pass goes on to its records.
+    for (const follow of after) {
+      yield* Effect.flatMap(Fork.detached(follow, engine.scope), (fiber) => engine.background.waitUntil(Fork.settled(fiber)))
     }
   })
 
-/** The attached tables' timers due by `now`, fired one by one (before the due scans, which see what they made pending). */
+/** The attached tables' timers due by `now`, by owner, a batch at a time (before the due scans, which see what they made pending). */
 const fireDue = (engine: Engine, now: number): Effect.Effect<void, StorageError> =>
-  Effect.suspend(() => {
+  Effect.gen(function*() {
     const owners = timerOwners(engine.participants)
-    if (owners.length === 0) return Effect.void
-    return Effect.flatMap(
-      Timers.due(engine.storage, owners, now, TIMER_BATCH),
-      (timers) => Effect.forEach(timers, (timer) => fire(engine, timer, now), { discard: true })
-    )
+    if (owners.length === 0) return
+    for (let batch = 0; batch < TIMER_BATCHES; batch++) {
+      const due = yield* Timers.due(engine.storage, owners, now, TIMER_BATCH)
+      const byOwner = new Map<string, Array<Timers.Stored>>()
+      for (const timer of due) {
+        const group = byOwner.get(timer.owner)
+        if (group === undefined) byOwner.set(timer.owner, [timer])
+        else group.push(timer)
+      }
+      for (const [owner, timers] of byOwner) yield* fire(engine, owner, timers, now)
+      if (due.length < TIMER_BATCH) return
+    }
   })
 
 const runDue = (engine: Engine, startedAt: number, info: AlarmInvocationInfo | undefined) =>

@@ -26,9 +26,10 @@ export interface TableSql {
   readonly defer: string
   /**
    * A lease's claim: as `claimDue`, of a pending record whatever the table's further condition (a
-   * record may wait for its lease). Bindings: [claim time when stamped,] key, due-by time, then the limit's.
+   * record may wait for its lease), setting the table's lease state (`set`, a SET list) with it.
+   * Bindings: [claim time when stamped,] `set`'s, key, due-by time, then the limit's.
    */
-  readonly lease: (limit: string) => string
+  readonly lease: (limit: string, set?: string) => string
 }
 
 /** What a table's dispatch changes in its statements (see `DurableTable.Dispatch`). */
@@ -78,8 +79,8 @@ export const make = (table: string, key: string, shape?: Shape): TableSql => {
     settleFailure:
       `UPDATE ${table} SET status = ?, next_attempt_at = ?, last_error = ?, last_error_name = ? WHERE ${current} AND attempt = ? RETURNING attempt`,
     defer: `UPDATE ${table} SET next_attempt_at = ? WHERE ${current}`,
-    lease: (limit) =>
-      `UPDATE ${table} SET attempt = attempt + 1${stamp} WHERE ${key} = ? AND status = 'pending' AND next_attempt_at <= ? ` +
+    lease: (limit, set) =>
+      `UPDATE ${table} SET attempt = attempt + 1${stamp}${set === undefined ? "" : `, ${set}`} WHERE ${key} = ? AND status = 'pending' AND next_attempt_at <= ? ` +
       `AND attempt < ${limit} RETURNING *`
   }
 }

@@ -7,7 +7,7 @@ import * as Effect from "effect/Effect"
 import type { TimerHandle } from "./DurableTable.js"
 import type { Run } from "./engine.js"
 import type { Participant } from "./participant.js"
-import { cancel, get, set, TABLE } from "./timers.js"
+import { cancel, get, set, setBy, TABLE } from "./timers.js"
 
 const handles = new WeakMap<Participant<any>, TimerHandle>()
 
@@ -24,6 +24,8 @@ export const handleOf = (run: Run): TimerHandle => {
         // for a transaction that then failed finds nothing due).
         Effect.zipRight(engine.upkeep.cover(at), engine.alarms.coverTimer(at))
       ),
+    setBy: (key, at) =>
+      Effect.zipRight(setBy(engine.storage, owner, key, at), Effect.zipRight(engine.upkeep.cover(at), engine.alarms.coverTimer(at))),
     cancel: (key) => cancel(engine.storage, owner, key),
     get: (key) =>
       Effect.map(get(engine.storage, owner, key), (timer) =>

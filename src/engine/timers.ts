@@ -64,6 +64,14 @@ export const set = (storage: StorageService, owner: string, key: string, at: num
     [owner, key, at, data]
   )
 
+/** Makes the timer fire by `at`: set there, or kept where it is when that is earlier (one statement). */
+export const setBy = (storage: StorageService, owner: string, key: string, at: number) =>
+  storage.exec(
+    `INSERT INTO ${TABLE} (owner, key, at, data) VALUES (?, ?, ?, NULL)
+     ON CONFLICT (owner, key) DO UPDATE SET at = MIN(at, excluded.at)`,
+    [owner, key, at]
+  )
+
 /** Sets the timer unless there is one already; returns whether it was set. */
 export const setIfAbsent = (storage: StorageService, owner: string, key: string, at: number, data: string | null) =>
   Effect.map(

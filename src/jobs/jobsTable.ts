@@ -8,7 +8,7 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import type { Execution } from "../engine/DurableTable.js"
+import type { Execution, LeaseState } from "../engine/DurableTable.js"
 import type { SerializedError, StorageError } from "../shared/Errors.js"
 import type { Row, SqlValue, StorageService } from "../engine/StorageService.js"
 import * as Text from "../inspection/text.js"
@@ -258,21 +258,17 @@ export const leasable = (storage: StorageService, queue: string, now: number, ta
     [queue, now, take]
   )
 
-/** A claimed job's lease state (a new token, until `until`, to `workerId`); returns what the lease shows. */
-export const lease = (storage: StorageService, key: string, until: number, workerId: string | null): Rows =>
-  storage.exec(
-    `UPDATE ${JOBS} SET lease_token = lease_token + 1, leased_until = ?, next_attempt_at = ?, worker_id = ?
-     WHERE key = ? RETURNING id, payload, attempt, lease_token, generation_id`,
-    [until, until, workerId, key]
-  )
+/** A job's lease state, written with the engine's claim (`TableHandle.lease`): a new token, until `until`, to `workerId`. */
+export const leaseState = (until: number, workerId: string | null): LeaseState => ({
+  columns: "lease_token = lease_token + 1, leased_until = ?, next_attempt_at = ?, worker_id = ?",
+  bindings: [until, until, workerId]
+})
 
-/** A transport's claimed job: its lease state (a new token, until `until`), no longer waiting for a slot. */
-export const leaseForTransport = (storage: StorageService, key: string, generation: string, until: number): Rows =>
-  storage.exec(
-    `UPDATE ${JOBS} SET lease_token = lease_token + 1, leased_until = ?, next_attempt_at = ?, waiting_slot = 0
-     WHERE key = ? AND generation_id = ? RETURNING id, lease_token, payload`,
-    [until, until, key, generation]
-  )
+/** A transport's job's lease state (a new token, until `until`), no longer waiting for a slot. */
+export const transportLeaseState = (until: number): LeaseState => ({
+  columns: "lease_token = lease_token + 1, leased_until = ?, next_attempt_at = ?, waiting_slot = 0",
+  bindings: [until, until]
+})
 
 /** While `token`'s lease holds: extends it to `until` (never shortens it) and stores `progress` if given. */
 export const extendLease = (

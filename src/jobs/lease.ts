@@ -154,9 +154,8 @@ export const lease = (core: Core, queue: QueueRuntime, options: LeaseOptions = {
       }
       const leased: Array<Row> = []
       for (const key of chosen) {
-        // The engine's claim (the attempt counted, the lease's timer set), then this queue's lease state.
-        if ((yield* core.handle.lease(key, until, now)) === undefined) continue
-        const [row] = yield* JobsTable.lease(storage, key, until, workerId)
+        // The engine's claim (the attempt counted, the lease's timer set), with this queue's lease state.
+        const row = yield* core.handle.lease(key, until, now, JobsTable.leaseState(until, workerId))
         if (row !== undefined) leased.push(row)
       }
       return leased

@@ -78,13 +78,12 @@ export const dispatch = (
       const limited = yield* buckets(now)
       if (limited._tag !== "Run") return limited
     }
+    const until = now + settings.leaseMs
     return Admission.Lease({
-      until: now + settings.leaseMs,
-      leased: (claimed) =>
+      until,
+      state: JobsTable.transportLeaseState(until),
+      leased: (leased) =>
         Effect.gen(function*() {
-          const until = now + settings.leaseMs
-          const [leased] = yield* JobsTable.leaseForTransport(storage, key, String(claimed.generation_id), until)
-          if (leased === undefined) return
           const token = Number(leased.lease_token)
           const envelope: Envelope = {
             v: 1,
@@ -116,8 +115,7 @@ const timerOf = (queue: string) => `${OUTBOX_TIMER}${queue}`
 
 /** In a transaction that wrote envelopes of `queue` due at `at`: the queue's outbox timer fires by then. */
 export const flushBy = (core: Core, queue: string, at: number): Effect.Effect<void, StorageError> =>
-  Effect.flatMap(core.handle.timers.get(timerOf(queue)), (timer) =>
-    timer !== undefined && timer.at <= at ? Effect.void : core.handle.timers.set(timerOf(queue), at))
+  core.handle.timers.setBy(timerOf(queue), at)
 
 /** In a transaction: the queue's outbox timer at its next waiting envelope's time, or gone when none waits. */
 const reschedule = (core: Core, queue: string, now: number): Effect.Effect<void, StorageError> =>

@@ -22,8 +22,7 @@ export interface AgeBound {
 }
 
 /** Makes the retention timer due no later than `at` (inside the transaction that kept a job until then). */
-export const due = (timers: TimerHandle, at: number): Effect.Effect<void, StorageError> =>
-  Effect.flatMap(timers.get(KEY), (current) => current !== undefined && current.at <= at ? Effect.void : timers.set(KEY, at))
+export const due = (timers: TimerHandle, at: number): Effect.Effect<void, StorageError> => timers.setBy(KEY, at)
 
 /** The timer's fire: every bound's finished jobs past their age, deleted (recorded in `out`). */
 export const trim = (
