@@ -26,6 +26,7 @@ export type {
   Execution,
   Holds,
   Leases,
+  LeaseState,
   PendingRecord,
   SchedulerConfig,
   SchedulerOptions,
