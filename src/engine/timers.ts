@@ -124,7 +124,3 @@ export const take = (storage: StorageService, timer: Stored): Effect.Effect<bool
     storage.exec(`DELETE FROM ${TABLE} WHERE owner = ? AND key = ? AND at = ? RETURNING key`, [timer.owner, timer.key, timer.at]),
     (rows) => rows.length > 0
   )
-
-/** The attached owners' earliest timers, for the early timer (which skips nothing: a timer has no key lock). */
-export const earliest = (storage: StorageService, owners: ReadonlyArray<string>): Effect.Effect<number | null, StorageError> =>
-  Effect.map(storage.exec(earliestOf(owners), owners), ([row]) => typeof row?.at === "number" ? row.at : null)

@@ -85,9 +85,10 @@ export const make = (options: {
         tables: participants.length,
         earliest: owners.length === 0 ? records : `SELECT MIN(at) AS at FROM (${records} UNION ALL ${Timers.earliestOf(owners)})`,
         owners,
+        // The earliest timer rides along as a row of no table (`p` -1): one statement either way.
         pending: TableSql.pendingByTimeOf(
           participants.map((p) => ({ table: p.table.table, key: p.table.keyColumn, shape: TableSql.shapeOf(p.table) }))
-        )
+        ) + (owners.length === 0 ? "" : ` UNION ALL SELECT -1 AS p, NULL AS key, at FROM (${Timers.earliestOf(owners)})`)
       }
     }
     return sql
@@ -121,15 +122,14 @@ export const make = (options: {
       if (participants.length === 0) return alarms.armTimer(null)
       const limits = participants.map((p) => p.active.size + p.queued.size + 1)
       const { owners, pending } = statements()
-      // A timer has no key lock: the earliest one counts whatever runs.
-      const timers = owners.length === 0 ? Effect.succeed(null) : Timers.earliest(storage, owners)
-      return Effect.flatMap(Effect.zip(storage.exec(pending, limits), timers), ([rows, timer]) => {
-        let next: number | null = timer
+      return Effect.flatMap(storage.exec(pending, [...limits, ...owners]), (rows) => {
+        let next: number | null = null
         for (const row of rows) {
+          if (typeof row.at !== "number") continue
           const participant = participants[Number(row.p)]
           const key = String(row.key)
-          if (participant === undefined || typeof row.at !== "number") continue
-          if (participant.active.has(key) || participant.queued.has(key)) continue
+          // A timer (no table) has no key lock: the earliest one counts whatever runs.
+          if (participant !== undefined && (participant.active.has(key) || participant.queued.has(key))) continue
           if (next === null || row.at < next) next = row.at
         }
         if (after !== undefined && next !== null && next <= after) return Effect.void

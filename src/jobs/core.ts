@@ -410,11 +410,19 @@ export const participant = <I>(
     }
   },
   settled: (row, settlement) => settled(core, row, settlement),
-  // The jobs' timers: retention by age, and each transport queue's outbox.
-  timers: {
-    fire: (timer, now) => timer.key.startsWith(Transport.OUTBOX_TIMER) ? Transport.flush(core, timer.key, now) : retentionFire(core, now)
-  },
-  leases: { expired: (row, now) => expired(core, row, now) }
+  // The jobs' timers, when a queue has them: retention by age, and each transport queue's outbox. (Declared
+  // only then: a table with timers or leases pays for them in every reconciliation of the alarm.)
+  ...(ageBounds(core).length > 0 || [...core.queues.values()].some((queue) => queue.options.external?.transport !== undefined)
+    ? {
+      timers: {
+        fire: (timer, now) =>
+          timer.key.startsWith(Transport.OUTBOX_TIMER) ? Transport.flush(core, timer.key, now) : retentionFire(core, now)
+      }
+    }
+    : {}),
+  ...([...core.queues.values()].some((queue) => queue.options.external !== undefined)
+    ? { leases: { expired: (row, now) => expired(core, row, now) } }
+    : {})
 })
 
 /**

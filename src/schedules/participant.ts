@@ -68,11 +68,14 @@ export const spec = <R>(
       // The run's end is written by `settled` (the schedule moves on); this only fences it.
       complete: (execution) => SchedulesTable.isCurrentAttempt(storage, execution),
       // The schedule goes on: its next slot's timer, or its next run at once when that slot passed already.
+      // Usually its next slot is later: its timer, from what `advance` wrote (no read). A slot that passed
+      // already (catching up) starts its run at once, as `Slots.update` decides from the row.
       settled: (row, settlement, timers) =>
-        Effect.zipRight(
-          Runs.advance(parts(storage), row, settlement),
-          Effect.map(Slots.update(parts(storage), timers, String(row.key), settlement.at), (pending) => ({ pending }))
-        ),
+        Effect.flatMap(Runs.advance(parts(storage), row, settlement), (next) => {
+          if (next === undefined || next.at === null || !next.waits) return Effect.succeed({ pending: [] })
+          if (next.at > settlement.at) return Effect.as(timers.set(String(row.key), next.at), { pending: [] })
+          return Effect.map(Slots.update(parts(storage), timers, String(row.key), settlement.at), (pending) => ({ pending }))
+        }),
       // A schedule waiting for its next run is a slot timer; only a run in progress is a record to claim.
       timers: { fire: (timer, now, timers) => Slots.fire(parts(storage), timers, timer.key, now) },
       dispatch: { startedColumn: "started_at", slotOf: () => slot },

@@ -44,11 +44,11 @@ export type Picked = { readonly run: true } | { readonly run: false; readonly at
  * its cursor with a fresh generation (so the run's step memos go) and attempt 0; what it waits for
  * next is `Slots.update`'s. A failed run never stops the schedule.
  */
-export const advance = (parts: Parts, claimed: Row, settlement: Settlement): Effect.Effect<void, StorageError> =>
+export const advance = (parts: Parts, claimed: Row, settlement: Settlement): Effect.Effect<Next | undefined, StorageError> =>
   Effect.gen(function*() {
     const key = String(claimed.key)
     const row = yield* SchedulesTable.readGeneration(parts.storage, key, String(claimed.generation_id))
-    if (row === undefined) return
+    if (row === undefined) return undefined
     const state = Rows.planState(row, parts.timingOf)
     const runSlot = row.run_slot === null ? null : Number(row.run_slot)
     const next = runSlot === null
@@ -70,4 +70,11 @@ export const advance = (parts: Parts, claimed: Row, settlement: Settlement): Eff
       settledAt: settlement.at,
       error: settlement.outcome === "failed" ? settlement.error : undefined
     })
+    return { at, waits: at !== null && (!state.paused || next.manualAt !== null) }
   })
+
+/** Where `advance` left the schedule: its next time (`null`: ended), and whether it waits for it (not paused, or a manual run asked). */
+export interface Next {
+  readonly at: number | null
+  readonly waits: boolean
+}
