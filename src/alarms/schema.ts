@@ -32,7 +32,7 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
     name: "durability_0003_create_alarms",
     up: `${createAlarms()};
       ${PENDING_INDEX}`,
-    down: "DROP TABLE IF EXISTS durability_alarms",
+    down: "DROP TABLE IF EXISTS durability_alarms;",
     presentWhen: MigrationSql.tableExists("durability_alarms")
   },
   {

@@ -41,6 +41,6 @@ export const addGenerationAndCreatedAt = (options: {
       ${options.createBefore};
       INSERT INTO ${table} (${columns}) SELECT ${columns} FROM ${old};
       DROP TABLE IF EXISTS ${old};
-      ${options.pendingIndex}`
+      ${options.pendingIndex};`
   }
 }

@@ -29,7 +29,7 @@ export const MIGRATIONS: ReadonlyArray<Migrations.Migration> = [
         PRIMARY KEY (owner, key)
       ) WITHOUT ROWID;
       CREATE INDEX ${TABLE}_at_idx ON ${TABLE} (at, owner)`,
-    down: `DROP TABLE IF EXISTS ${TABLE}`,
+    down: `DROP TABLE IF EXISTS ${TABLE};`,
     presentWhen: `SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '${TABLE}'`
   }
 ]

@@ -101,7 +101,7 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
       DROP TABLE IF EXISTS ${DEDUP};
       DROP TABLE IF EXISTS ${BUCKETS};
       DROP TABLE IF EXISTS ${QUEUES};
-      DROP TABLE IF EXISTS ${JOBS}`,
+      DROP TABLE IF EXISTS ${JOBS};`,
     presentWhen: MigrationSql.tableExists(JOBS)
   },
   {
@@ -121,7 +121,7 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
       ALTER TABLE ${JOBS} DROP COLUMN stalled;
       ALTER TABLE ${JOBS} DROP COLUMN worker_id;
       ALTER TABLE ${JOBS} DROP COLUMN leased_until;
-      ALTER TABLE ${JOBS} DROP COLUMN lease_token`,
+      ALTER TABLE ${JOBS} DROP COLUMN lease_token;`,
     presentWhen: MigrationSql.columnExists(JOBS, "lease_token")
   },
   {
@@ -141,7 +141,7 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
         created_at INTEGER NOT NULL
       );
       CREATE INDEX ${OUTBOX}_pending_idx ON ${OUTBOX} (status, next_attempt_at)`,
-    down: `DROP TABLE IF EXISTS ${OUTBOX}`,
+    down: `DROP TABLE IF EXISTS ${OUTBOX};`,
     presentWhen: MigrationSql.tableExists(OUTBOX)
   },
   {
@@ -152,7 +152,7 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
     up: `CREATE INDEX ${JOBS}_queue_seq_idx ON ${JOBS} (queue, seq);
       CREATE INDEX ${DEAD_LETTERS}_queue_failed_idx ON ${DEAD_LETTERS} (queue, failed_at, id)`,
     down: `DROP INDEX IF EXISTS ${DEAD_LETTERS}_queue_failed_idx;
-      DROP INDEX IF EXISTS ${JOBS}_queue_seq_idx`,
+      DROP INDEX IF EXISTS ${JOBS}_queue_seq_idx;`,
     presentWhen: MigrationSql.indexExists(`${JOBS}_queue_seq_idx`)
   },
   {
@@ -161,6 +161,6 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
     // timer now, which the jobs set again when they are made (a kept job with an age bound gets it back).
     up: `DELETE FROM ${JOBS} WHERE key = '/retention' AND queue = ''`,
     // Nothing to put back: a version that wants the record makes it again at its next settle.
-    down: `DELETE FROM ${JOBS} WHERE 0`
+    down: `DELETE FROM ${JOBS} WHERE 0;`
   }
 ]

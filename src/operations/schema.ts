@@ -34,13 +34,13 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
   {
     name: "durability_0001_create_calls",
     up: createCalls(),
-    down: "DROP TABLE IF EXISTS durability_calls",
+    down: "DROP TABLE IF EXISTS durability_calls;",
     presentWhen: MigrationSql.tableExists("durability_calls")
   },
   {
     name: "durability_0002_pending_index",
     up: PENDING_INDEX,
-    down: "DROP INDEX IF EXISTS durability_calls_pending_idx",
+    down: "DROP INDEX IF EXISTS durability_calls_pending_idx;",
     presentWhen: MigrationSql.indexExists("durability_calls_pending_idx")
   },
   {

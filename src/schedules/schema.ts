@@ -59,7 +59,7 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
   {
     name: "durability_0007_create_schedules",
     up: CREATE,
-    down: `DROP TABLE IF EXISTS ${TABLE}`,
+    down: `DROP TABLE IF EXISTS ${TABLE};`,
     presentWhen: MigrationSql.tableExists(TABLE)
   },
   {

@@ -32,8 +32,12 @@ export interface DurabilityContext {
   readonly id?: { toString(): string; readonly name?: string | undefined }
 }
 
-/** The platform's alarm invocation info (`alarm(info)`). */
+/**
+ * The platform's alarm invocation info (`alarm(info)`). Mirrors the current workers types, which carry
+ * `scheduledTime` (the time the alarm was set for); older workers types lack it, hence optional.
+ */
 export interface AlarmInvocationInfo {
   readonly isRetry: boolean
   readonly retryCount: number
+  readonly scheduledTime?: number | undefined
 }

@@ -69,7 +69,7 @@ export const memoSchema = (
   DROP TRIGGER IF EXISTS ${prefix}_ended;
   DROP TRIGGER IF EXISTS ${prefix}_replaced;
   ${CREATE_MEMO};
-  DELETE FROM ${mine}`,
+  DELETE FROM ${mine};`,
     presentWhen: `SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = '${prefix}_gone'`
   }
 }

@@ -4,6 +4,9 @@ import { MigrationError, StorageError } from "../../src/shared/Errors.js"
 import * as Migrations from "../../src/engine/Migrations.js"
 import * as NamedAlarms from "../../src/alarms/NamedAlarms.js"
 import * as Operations from "../../src/operations/Operations.js"
+import * as Jobs from "../../src/jobs/Jobs.js"
+import * as Schedules from "../../src/schedules/Schedules.js"
+import * as Timers from "../../src/engine/timers.js"
 import type { Migration } from "../../src/engine/Migrations.js"
 import * as StorageService from "../../src/engine/StorageService.js"
 import * as MemoryStorage from "../../src/testing/MemoryStorage.js"
@@ -522,7 +525,7 @@ describe("the capabilities' own migrations", () => {
                        WHERE name = 'durability_0002_pending_index'`)
       yield* run(Operations.migrate("durability_0002_pending_index"))
       expect((yield* history()).find((row) => row["name"] === "durability_0002_pending_index")?.["down"])
-        .toBe("DROP INDEX IF EXISTS durability_calls_pending_idx")
+        .toBe("DROP INDEX IF EXISTS durability_calls_pending_idx;")
 
       yield* sql.exec("DROP INDEX durability_calls_pending_idx")
       expect(yield* run(Operations.migrate("durability_0001_create_calls"))).toEqual({
@@ -537,4 +540,15 @@ describe("the capabilities' own migrations", () => {
       yield* sql.exec("DROP TABLE durability_alarms")
       expect(yield* run(NamedAlarms.migrate(null))).toEqual({ applied: [], rolledBack: ["durability_0003_create_alarms"] })
     }))
+})
+
+describe("stored down scripts", () => {
+  // The reference stores its down scripts with a closing `;` and its tests compare them exactly; ours
+  // end the same way, so a history written by either reads the same.
+  it("end with a semicolon, for every capability", () => {
+    const lists = { Operations, NamedAlarms, Jobs, Schedules, Timers: { migrations: Timers.MIGRATIONS } }
+    for (const [owner, { migrations }] of Object.entries(lists)) {
+      for (const migration of migrations) expect(`${owner} ${migration.name}: ${migration.down.trimEnd().slice(-1)}`).toBe(`${owner} ${migration.name}: ;`)
+    }
+  })
 })
