@@ -12,8 +12,10 @@ export type {
   AlarmInvocationInfo,
   AlarmRetryInfo,
   DurabilityContext,
+  DurabilityRuntime,
   DurabilitySchedulerConfig,
-  DurabilitySchedulerOptions
+  DurabilitySchedulerOptions,
+  DurabilityServices
 } from "./facade/DurabilityScheduler.js"
 export { Durability } from "./facade/Durability.js"
 export type {
@@ -136,6 +138,7 @@ export {
   DurableStepError,
   JobStalledError,
   NonRetryableError,
+  reviveError,
   StaleLeaseError
 } from "./facade/errors.js"
 export { migrations as durabilityOperationMigrations } from "./operations/Operations.js"

@@ -5,16 +5,19 @@
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
 import type { Answer } from "../inspection/protocol.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
 import * as Inspector from "../inspector/InspectorService.js"
 import * as Scheduler from "../engine/Scheduler.js"
 import * as SchedulerConfig from "../engine/SchedulerConfig.js"
+import * as DurabilityRuntime from "./DurabilityRuntime.js"
 import { ObjectRuntime } from "./objectRuntime.js"
 import { toError } from "./errors.js"
 
 export type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
 export type { AlarmRetryInfo } from "../engine/SchedulerConfig.js"
+export type { DurabilityRuntime, DurabilityServices } from "./DurabilityRuntime.js"
 
 /** Times in milliseconds (the Effect face's `Scheduler.layerDurableObject` takes Durations too). */
 export type DurabilitySchedulerOptions = Omit<SchedulerConfig.SchedulerOptions<number>, "objectId">
@@ -90,6 +93,29 @@ export class DurabilityScheduler {
   /** Delegate the Durable Object's `alarm(info)` here. */
   alarm(info?: AlarmInvocationInfo): Promise<void> {
     return internals(this).runtime.run(Effect.flatMap(Scheduler.Scheduler, (engine) => engine.alarm(info)))
+  }
+
+  /**
+   * The Effect face on this scheduler: `Operations.make`, `Jobs.make`, `NamedAlarms.make`, … run here
+   * attach to the same engine as this object's promise helpers (one alarm, one concurrency pool).
+   * `layer` provides your handlers' services; it is built once, on first use. Its `runPromise`
+   * rejects with named errors (not Effect's `FiberFailure`), which keep their names over RPC through
+   * `reviveError`. Two helpers of one capability still conflict, whichever face made them.
+   */
+  runtime(): DurabilityRuntime.DurabilityRuntime<never>
+  runtime<R, E>(layer: Layer.Layer<R, E, DurabilityRuntime.DurabilityServices>): DurabilityRuntime.DurabilityRuntime<R>
+  runtime<R, E>(layer?: Layer.Layer<R, E, DurabilityRuntime.DurabilityServices>): DurabilityRuntime.DurabilityRuntime<R> {
+    return DurabilityRuntime.make(internals(this).runtime, layer ?? (Layer.empty as Layer.Layer<R>))
+  }
+
+  /**
+   * This object's engine services as a layer, for a `ManagedRuntime` of your own: the same engine as
+   * the promise helpers, not a second one. Prefer `runtime(layer)`: a runtime of your own has its own
+   * clock (the test kit's `TestClock` does not reach it) and rejects with `FiberFailure`s
+   * (`reviveError` turns them back into the library's errors).
+   */
+  get layer(): Layer.Layer<DurabilityRuntime.DurabilityServices> {
+    return Layer.succeedContext(internals(this).runtime.services())
   }
 
   /**

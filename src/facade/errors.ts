@@ -4,6 +4,7 @@
  * `message` across the wire.
  */
 import type * as Cause from "effect/Cause"
+import * as Runtime from "effect/Runtime"
 import { errorOf } from "../shared/cause.js"
 // The Queues consumer's (jobs/consumer.ts), which aborts and rejects with it on either face.
 import { StaleLeaseError } from "../jobs/consumer.js"
@@ -53,6 +54,8 @@ const byTag: Record<string, new(message: string, options?: { readonly cause?: un
   JobStalledError
 }
 
+const classOf = (name: unknown) => typeof name === "string" && Object.hasOwn(byTag, name) ? byTag[name] : undefined
+
 /** Turns any failure of the Effect API into what a promise caller expects. */
 export const toError = (error: unknown): Error => {
   if (typeof error === "object" && error !== null && "_tag" in error) {
@@ -61,7 +64,7 @@ export const toError = (error: unknown): Error => {
     if (tagged._tag === "InvalidOptionError" || tagged._tag === "InvalidInputError") {
       return tagged.kind === "type" ? new TypeError(message) : new RangeError(message)
     }
-    const ErrorClass = typeof tagged._tag === "string" ? byTag[tagged._tag] : undefined
+    const ErrorClass = classOf(tagged._tag)
     // Errors of attachment (a second helper of one kind) read as plain errors, as they always have.
     if (tagged._tag === "ParticipantConflictError") return new Error(message)
     if (ErrorClass !== undefined) return new ErrorClass(message, { cause: error })
@@ -72,3 +75,34 @@ export const toError = (error: unknown): Error => {
 
 /** The error a failed Effect stands for: its typed failure, else its defect. */
 export const fromCause = (cause: Cause.Cause<unknown>): Error => toError(errorOf(cause, "The operation was interrupted"))
+
+/** The tags of the Effect API's failures that have no class of their own on the promise face. */
+const EFFECT_ONLY = new Set(["InvalidInputError", "InvalidOptionError", "ParticipantConflictError"])
+
+// "<name>: <message>", as Workers RPC and Effect's FiberFailure spell an error they cannot carry whole.
+const SPELLED = /^(?:\(FiberFailure\) )?([A-Za-z]+): ([\s\S]*)$/
+
+/**
+ * This library's error as a caller received it, restored. Workers RPC keeps the name of the standard
+ * errors only (`TypeError`, `RangeError`, …): any other arrives as a plain `Error` whose message starts
+ * with its name (`"DurableCanceledError: Durable operation … was canceled"`), and an Effect run by a
+ * `ManagedRuntime`'s `runPromise` rejects with a `FiberFailure`. Given either, this returns an instance of
+ * the library's class (`DuplicateDurableCallError`, …) with the original message, so `name` and
+ * `instanceof` work where the call was made; an Effect API tag without a promise-face class
+ * (`InvalidInputError`) comes back as an `Error` of that name. Anything else is returned as it is.
+ */
+export function reviveError(error: Error): Error
+export function reviveError(error: unknown): unknown
+export function reviveError(error: unknown): unknown {
+  if (Runtime.isFiberFailure(error)) return reviveError(fromCause(error[Runtime.FiberFailureCauseId]))
+  if (!(error instanceof Error) || error.name !== "Error") return error
+  const spelled = SPELLED.exec(error.message)
+  if (spelled === null) return error
+  const [, name, message] = spelled as unknown as readonly [string, string, string]
+  const ErrorClass = classOf(name)
+  if (ErrorClass !== undefined) return new ErrorClass(message, { cause: error })
+  if (!EFFECT_ONLY.has(name)) return error
+  const revived = new Error(message, { cause: error })
+  revived.name = name
+  return revived
+}

@@ -10,6 +10,7 @@
  * Facade machinery, not exported.
  * @internal
  */
+import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
@@ -21,7 +22,7 @@ import * as InspectionRegistry from "../inspection/InspectionRegistry.js"
 import { fromCause } from "./errors.js"
 
 /** The engine's services, and the registry the helpers' inspection sources go to (`DurabilityScheduler.inspect`). */
-type Services = Scheduler.Services | InspectionRegistry.InspectionRegistry
+export type Services = Scheduler.Services | InspectionRegistry.InspectionRegistry
 
 /**
  * What the test kit (`TestObjectState`) attaches to a context it makes, under a symbol no user
@@ -86,6 +87,11 @@ export class ObjectRuntime {
     const exit = await this.runtime.runPromiseExit(effect)
     if (Exit.isFailure(exit)) throw fromCause(exit.cause)
     return exit.value
+  }
+
+  /** The engine's services of this object (the same instances every helper uses). */
+  services(): Context.Context<Services> {
+    return this.runSync(Effect.context<Services>())
   }
 
   /** Runs `effect` in the background on this runtime (the test kit's platform). */

@@ -20,10 +20,12 @@ import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as TestClock from "effect/TestClock"
 import * as TestContext from "effect/TestContext"
 import * as TestServices from "effect/TestServices"
+import { fromCause } from "../facade/errors.js"
 import { type ObjectRuntime, RUNTIME_HOOKS, type RuntimeHooks } from "../facade/objectRuntime.js"
 import type { DurabilityContext } from "../shared/platform.js"
 import * as Scheduler from "../engine/Scheduler.js"
@@ -65,8 +67,15 @@ const settle = async (): Promise<void> => {
   for (let turn = 0; turn < 3; turn++) await new Promise<void>((resolve) => setTimeout(resolve, 0))
 }
 
+// Not `Effect.runPromise`: its FiberFailure would wrap the error a caller reads ("sql.js is missing" among them).
+const newStorage = async (): Promise<MemoryStorage.MemoryStorage> => {
+  const exit = await Effect.runPromiseExit(MemoryStorage.make)
+  if (Exit.isFailure(exit)) throw fromCause(exit.cause)
+  return exit.value
+}
+
 export const make = async (options: TestObjectStateOptions = {}): Promise<TestObjectState> => {
-  const data = options.storage ?? (await Effect.runPromise(MemoryStorage.make))
+  const data = options.storage ?? (await newStorage())
   // A storage object of its own (same data): the next instance gets its own scheduler, as after an eviction.
   const storage = MemoryStorage.intercept(data, {})
   let time = options.startTime ?? 0

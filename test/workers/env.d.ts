@@ -16,6 +16,7 @@ declare module "cloudflare:test" {
     readonly LEASES_CHAOS_OBJECT: DurableObjectNamespace<import("./objects/LeasesChaosObject.js").LeasesChaosObject>
     readonly QUEUES_JOBS_OBJECT: DurableObjectNamespace<import("./objects/QueuesJobsObject.js").QueuesJobsObject>
     readonly INSPECTED_OBJECT: DurableObjectNamespace<import("./objects/InspectedObject.js").InspectedObject>
+    readonly FACES_OBJECT: DurableObjectNamespace<import("./objects/FacesObject.js").FacesObject>
     readonly JOBS_QUEUE: Queue
   }
 }

@@ -304,3 +304,4 @@ export default {
   // The Queues transport's consumer and dead-letter consumer (jobs.queues.test.ts).
   queue: (batch: MessageBatch, env: WorkerEnv) => queuesJobsQueueHandler(batch, env)
 } satisfies ExportedHandler<WorkerEnv>
+export { FacesObject } from "./objects/FacesObject.js"
