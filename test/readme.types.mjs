@@ -1,9 +1,12 @@
 #!/usr/bin/env node
 /**
- * Every ```ts block of README.md compiles as shown (part of `npm run typecheck`): each block is a module of
- * its own, type-checked against this repository's sources ("durability[/x]" mapped to src/ by tsconfig.json's
- * `paths`) with the workers types and "cloudflare:workers", under tsconfig.json's strict options. One program
- * for all blocks; a failure names the README line of each diagnostic.
+ * Every ```ts block of README.md and docs/*.md compiles as shown (part of `npm run typecheck`): each block is a
+ * module of its own, type-checked against this repository's sources ("durability[/x]" mapped to src/ by
+ * tsconfig.json's `paths`) with the workers types and "cloudflare:workers", under tsconfig.json's strict options.
+ * One program for all blocks; a failure names the file and line of each diagnostic (`docs/testing.md:42:7`).
+ * The consumer test (test/consumer/run.mjs) checks the same blocks again against the packed package, under the
+ * user tsconfig that docs/testing.md shows (stricter: noPropertyAccessFromIndexSignature, which this repository's
+ * sources, checked in the same program here, do not follow).
  *
  * A type-check, so it runs with the type-check rather than among the behaviour tests: it costs 6–9 s of CPU
  * (the library's sources are checked again under the blocks), which the Node test project's budget is not for.
@@ -14,18 +17,25 @@ import { fileURLToPath } from "node:url"
 import ts from "typescript"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
-const readmePath = path.join(root, "README.md")
+/** README.md, then docs/*.md (not docs/api/), as paths relative to the root. */
+const markdownFiles = () => [
+  "README.md",
+  ...fs.readdirSync(path.join(root, "docs")).filter((name) => name.endsWith(".md")).sort().map((name) => `docs/${name}`)
+]
 
-/** The blocks, each with the 1-based README line of its first line of code and a virtual file in the root. */
-const extractBlocks = (markdown) => {
+/**
+ * The blocks of one file, each with the 1-based line of its first line of code and a virtual file in the root
+ * (so "effect", "@effect/vitest"... resolve from node_modules).
+ */
+const extractBlocks = (relative, markdown) => {
   const lines = markdown.split("\n")
   const blocks = []
   for (let i = 0; i < lines.length; i++) {
     if (!/^```ts\s*$/.test(lines[i])) continue
     const end = lines.findIndex((line, j) => j > i && /^```\s*$/.test(line))
-    if (end === -1) throw new Error(`README.md:${i + 1}: a \`\`\`ts block is never closed`)
-    // In the repository root, so "effect", "@effect/vitest"... resolve from node_modules.
-    blocks.push({ line: i + 2, code: lines.slice(i + 1, end).join("\n"), file: path.join(root, `README.md.L${i + 2}.ts`) })
+    if (end === -1) throw new Error(`${relative}:${i + 1}: a \`\`\`ts block is never closed`)
+    const virtual = `${relative.replace(/\//g, "__")}.L${i + 2}.ts`
+    blocks.push({ source: relative, line: i + 2, code: lines.slice(i + 1, end).join("\n"), file: path.join(root, virtual) })
     i = end
   }
   return blocks
@@ -68,19 +78,20 @@ const typeCheck = (blocks) => {
     const { line, character } = diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start)
     const where = block === undefined
       ? `${path.relative(root, diagnostic.file.fileName)}:${line + 1}`
-      : `README.md:${block.line + line} (the \`\`\`ts block at line ${block.line - 1})`
+      : `${block.source}:${block.line + line}`
     return `${where}:${character + 1}: TS${diagnostic.code} ${message}`
   })
 }
 
-const blocks = extractBlocks(fs.readFileSync(readmePath, "utf8"))
-if (blocks.length === 0) {
+const files = markdownFiles()
+const blocks = files.flatMap((relative) => extractBlocks(relative, fs.readFileSync(path.join(root, relative), "utf8")))
+if (!blocks.some((block) => block.source === "README.md")) {
   console.error("README.md: no ```ts block found")
   process.exit(1)
 }
 const diagnostics = typeCheck(blocks)
 if (diagnostics.length > 0) {
-  console.error(`README.md code does not compile:\n${diagnostics.join("\n")}`)
+  console.error(`The code of README.md and docs/ does not compile:\n${diagnostics.join("\n")}`)
   process.exit(1)
 }
-console.log(`README.md: ${blocks.length} \`\`\`ts blocks type-check`)
+console.log(`README.md and docs/: ${blocks.length} \`\`\`ts blocks in ${files.length} files type-check`)

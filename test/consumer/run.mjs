@@ -2,14 +2,20 @@
 /**
  * The consumer test (last step of `npm test`): the library as a user gets it.
  *
- *  1. `npm pack` (prepack builds dist/) and check the tarball: entry points, LICENSE, README links.
+ *  1. `npm pack` (prepack builds dist/) and check the tarball: entry points, LICENSE, what must not ship
+ *     (tests, bench/, the repository's dev launcher), and every relative link of README.md and docs/*.md.
  *  2. A fresh project in os.tmpdir() from test/consumer/app, plus the README quick start and its
- *     wrangler.toml, installed with exactly the README's "Use it in your project" commands (the
- *     tarball substituted for `durability`), the versions checked against the README's table.
+ *     wrangler.toml, the tsconfig.json and vitest.config.ts exactly as docs/testing.md shows them, and
+ *     every ```ts block of README.md and docs/*.md as a file of its own under test/docs/ (a block that
+ *     imports vitest or @effect/vitest is a test: `*.test.ts`); installed with exactly the README's "Use
+ *     it in your project" commands (the tarball substituted for `durability`), the versions checked
+ *     against the README's table.
  *  3. Before sql.js is installed, `durability/testing` must name the install command; then it is installed.
- *  4. tsc with a strict user tsconfig, moduleResolution bundler and nodenext; the declarations without
+ *  4. tsc with the documented strict tsconfig (moduleResolution bundler) and with nodenext: the app and
+ *     every documented block (an error names the markdown file and line); the declarations without
  *     skipLibCheck; the entry points through the old node10 resolver.
- *  5. The app's vitest suite (durability/testing, TestClock) in Node, on the built JavaScript.
+ *  5. The app's vitest suite and the documented tests (durability/testing, TestClock) in Node, on the
+ *     built JavaScript, under the documented vitest config.
  *  6. `wrangler deploy --dry-run` of the app and of the quick start.
  *
  * Installs reuse the npm cache of the repository's own install (--prefer-offline). On failure the
@@ -156,6 +162,48 @@ const readReadme = () => {
   return { readme, installs, versions, node, quickStart: quickStart.body, toml: toml.body }
 }
 
+/** docs/*.md (not docs/api/), relative to the root. */
+const docPages = () =>
+  fs.readdirSync(path.join(root, "docs")).filter((name) => name.endsWith(".md")).sort().map((name) => `docs/${name}`)
+
+/**
+ * What the documentation shows, for the fresh project: every ```ts block of README.md and docs/*.md, and the
+ * blocks marked `<!-- consumer: <file> -->` on the line before (the user's tsconfig.json and vitest.config.ts),
+ * written to the project verbatim.
+ */
+const readDocs = () => {
+  const blocks = []
+  const marked = new Map()
+  for (const relative of ["README.md", ...docPages()]) {
+    const lines = fs.readFileSync(path.join(root, relative), "utf8").split("\n")
+    for (let i = 0; i < lines.length; i++) {
+      const open = /^```(\w*)\s*$/.exec(lines[i])
+      if (open === null) continue
+      const end = lines.findIndex((line, j) => j > i && /^```\s*$/.test(line))
+      if (end === -1) fail(`${relative}:${i + 1}: a code block is never closed`)
+      const code = lines.slice(i + 1, end).join("\n") + "\n"
+      const marker = /^<!--\s*consumer:\s*(\S+)\s*-->\s*$/.exec(lines[i - 1] ?? "")
+      if (marker !== null) {
+        if (marked.has(marker[1])) fail(`${relative}:${i}: a second block is marked as ${marker[1]}`)
+        marked.set(marker[1], { code, where: `${relative}:${i + 2}` })
+      }
+      if (open[1] === "ts") blocks.push({ source: relative, line: i + 2, code })
+      i = end
+    }
+  }
+  for (const file of ["tsconfig.json", "vitest.config.ts"]) {
+    if (!marked.has(file)) fail(`no block of README.md or docs/*.md is marked <!-- consumer: ${file} --> (docs/testing.md shows the user's ${file})`)
+  }
+  return { blocks, marked }
+}
+
+/** The project file of a documented block: test/docs/<page>.L<line>.ts, `.test.ts` for a test. */
+const blockFile = (block) => {
+  const page = path.posix.basename(block.source, ".md")
+  const isTest = /from\s+"(vitest|@effect\/vitest)"/.test(block.code)
+  return `test/docs/${page}.L${block.line}${isTest ? ".test" : ""}.ts`
+}
+
 /** `name@version` → [name, version] (scoped names included); a bare name → [name, undefined]. */
 const splitSpec = (spec) => {
   const at = spec.lastIndexOf("@")
@@ -205,7 +253,7 @@ const pack = (destination) => {
   return { tarball: path.join(destination, result.filename), files: result.files.map((f) => f.path), result }
 }
 
-const checkTarball = ({ files, result }, readme) => {
+const checkTarball = ({ files, result }) => {
   const set = new Set(files)
   const has = (file) => set.has(file) || files.some((f) => f.startsWith(`${file.replace(/\/$/, "")}/`))
   const pkg = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8"))
@@ -227,14 +275,20 @@ const checkTarball = ({ files, result }, readme) => {
     if (!set.has(file)) problems.push(`package.json points at ${target}, which is not in the tarball`)
     if (file !== "package.json" && !file.startsWith("dist/")) problems.push(`package.json points at ${target}, outside dist/`)
   }
+  // What a user cannot use: the tests, the benchmarks and their results, the repository's dev launcher.
   for (const file of files) {
-    if (/^(test|bench\/(?!RESULTS\.md$)|node_modules|\.)/.test(file)) problems.push(`${file} should not be published`)
+    if (/^(test\/|bench\/|examples\/start\.mjs$|node_modules\/|\.)/.test(file)) problems.push(`${file} should not be published`)
   }
   // Relative links must work from the package page (unpkg, the registry's code view): their targets are packed.
-  for (const [, target] of readme.matchAll(/\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g)) {
-    if (/^([a-z][a-z0-9+.-]*:|#)/i.test(target)) continue
-    const file = path.posix.normalize(decodeURIComponent(target.split("#")[0])).replace(/^\.\//, "")
-    if (!has(file)) problems.push(`README.md links to ${target}, which is not in the tarball (add it to "files" or change the link)`)
+  // A link to a file that is not (an example, bench/RESULTS.md) is an absolute URL into the repository.
+  for (const page of ["README.md", ...docPages()]) {
+    if (!set.has(page)) problems.push(`${page} is not in the tarball`)
+    const markdown = fs.readFileSync(path.join(root, page), "utf8")
+    for (const [, target] of markdown.matchAll(/\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g)) {
+      if (/^([a-z][a-z0-9+.-]*:|#)/i.test(target)) continue
+      const file = path.posix.normalize(path.posix.join(path.posix.dirname(page), decodeURIComponent(target.split("#")[0])))
+      if (!has(file)) problems.push(`${page} links to ${target}, which is not in the tarball (add it to "files" or link the repository)`)
+    }
   }
   if (problems.length > 0) fail(`the tarball is wrong:\n  ${problems.join("\n  ")}`)
   return `${result.filename}, ${files.length} files, ${(result.size / 1024).toFixed(0)} KiB packed`
@@ -243,16 +297,36 @@ const checkTarball = ({ files, result }, readme) => {
 // ---------------------------------------------------------------------------------------------
 // The user's project
 
-const copyApp = (project, { quickStart, toml }) => {
+const copyApp = (project, { quickStart, toml }, docs) => {
   fs.cpSync(appSource, project, { recursive: true })
   fs.mkdirSync(path.join(project, "quickstart", "src"), { recursive: true })
   fs.writeFileSync(path.join(project, "quickstart", "wrangler.toml"), toml)
   fs.writeFileSync(path.join(project, "quickstart", "src", "index.ts"), quickStart)
+  // The documented configuration is the project's: the app has no copy of its own.
+  for (const [file, { code }] of docs.marked) fs.writeFileSync(path.join(project, file), code)
+  fs.mkdirSync(path.join(project, "test", "docs"), { recursive: true })
+  for (const block of docs.blocks) {
+    // A block is a module of its own (they all import something; this keeps a future one without imports so).
+    const code = /^(import|export)\b/m.test(block.code) ? block.code : `${block.code}export {}\n`
+    fs.writeFileSync(path.join(project, blockFile(block)), code)
+  }
 }
 
-const tsc = (project, config) =>
+/** tsc's `test/docs/<page>.L<n>.ts(row,col)` as the markdown file and line the block came from. */
+const toMarkdownLines = (output, docs) => {
+  const byFile = new Map(docs.blocks.map((block) => [blockFile(block), block]))
+  return output.replace(/(test\/docs\/[^\s(]+\.ts)\((\d+),(\d+)\)/g, (match, file, row, column) => {
+    const block = byFile.get(file)
+    return block === undefined ? match : `${block.source}:${block.line + Number(row) - 1}:${column} (${file})`
+  })
+}
+
+const tsc = (project, config, docs) =>
   runAsync("node", [path.join(project, "node_modules", "typescript", "bin", "tsc"), "-p", config], project)
-    .then(() => undefined)
+    .then(() => undefined, (error) => {
+      if (error instanceof ConsumerError) error.message = toMarkdownLines(error.message, docs)
+      throw error
+    })
 
 const wranglerDryRun = async (project, config, outdir) => {
   const output = await runAsync(path.join(project, "node_modules", ".bin", "wrangler"),
@@ -271,16 +345,22 @@ const main = async () => {
   let ok = false
   try {
     let spec
+    let docs
     let packed
     step("README: install commands and version table agree with package.json", () => {
       spec = readReadme()
       return checkVersions(spec)
     })
+    step("README and docs: the code blocks and the documented tsconfig.json and vitest.config.ts", () => {
+      docs = readDocs()
+      const tests = docs.blocks.filter((block) => blockFile(block).endsWith(".test.ts")).length
+      return `${docs.blocks.length} \`\`\`ts blocks (${tests} of them tests), ${[...docs.marked.keys()].join(", ")}`
+    })
     step("npm pack (prepack builds dist/)", () => {
       packed = pack(work)
-      return checkTarball(packed, spec.readme)
+      return checkTarball(packed)
     })
-    copyApp(project, spec)
+    copyApp(project, spec, docs)
 
     const installsSqlJs = (command) => packagesOf(command).some((s) => splitSpec(s)[0] === "sql.js")
     const firstSqlJs = spec.installs.findIndex(installsSqlJs)
@@ -313,19 +393,23 @@ const main = async () => {
       run("npm", ["ls"], project)
     })
     await parallel([
-      { name: "tsc, moduleResolution bundler", body: () => tsc(project, "tsconfig.json") },
-      { name: "tsc, module/moduleResolution nodenext", body: () => tsc(project, "tsconfig.nodenext.json") },
-      { name: "tsc, skipLibCheck false (every entry point's declarations)", body: () => tsc(project, "tsconfig.libcheck.json") },
-      { name: "tsc, moduleResolution node10 (main/types/typesVersions)", body: () => tsc(project, "tsconfig.node10.json") }
+      { name: "tsc, the documented tsconfig (bundler): the app and every documented block", body: () => tsc(project, "tsconfig.json", docs) },
+      { name: "tsc, module/moduleResolution nodenext", body: () => tsc(project, "tsconfig.nodenext.json", docs) },
+      { name: "tsc, skipLibCheck false (every entry point's declarations)", body: () => tsc(project, "tsconfig.libcheck.json", docs) },
+      { name: "tsc, moduleResolution node10 (main/types/typesVersions)", body: () => tsc(project, "tsconfig.node10.json", docs) }
     ])
     await parallel([
       {
-        name: "vitest run (durability/testing, TestClock)",
+        name: "vitest run, the documented config (the app's tests and the documented ones)",
         body: async () => {
           const out = await runAsync(path.join(project, "node_modules", ".bin", "vitest"), ["run"], project)
           const tests = /Tests\s+(\d+) passed/.exec(out)
           if (tests === null) fail(`vitest printed no passed count:\n${out}`)
-          return `${tests[1]} tests passed`
+          const files = /Test Files\s+(\d+) passed/.exec(out)
+          const documented = docs.blocks.filter((block) => blockFile(block).endsWith(".test.ts")).length
+          const ran = [...out.matchAll(/test\/docs\/\S+\.test\.ts/g)].length
+          if (documented > 0 && ran === 0) fail(`vitest ran none of the ${documented} documented tests:\n${out}`)
+          return `${tests[1]} tests in ${files?.[1] ?? "?"} files passed, ${documented} files of them documented`
         }
       },
       {
