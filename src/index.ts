@@ -17,7 +17,7 @@ export type {
   DurabilitySchedulerOptions,
   DurabilityServices
 } from "./facade/DurabilityScheduler.js"
-export { Durability } from "./facade/Durability.js"
+export { Durability, DurabilityOperations } from "./facade/Durability.js"
 export type {
   DurabilityBase,
   DurabilityConfig,
@@ -36,6 +36,7 @@ export type {
   DurableOperationPage,
   DurableOperationResult,
   DurableRegistration,
+  DurableRegistrationResult,
   HandlerMap
 } from "./facade/Durability.js"
 export type { DurableStep, DurableStepOptions } from "./facade/helper.js"

@@ -7,6 +7,7 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import type { LifecycleHook } from "../engine/Lifecycle.js"
+import * as Attach from "../operations/attach.js"
 import * as Operations from "../operations/Operations.js"
 import * as Steps from "../steps/Steps.js"
 import type { IsJson } from "../shared/jsonType.js"
@@ -76,6 +77,8 @@ export interface DurableJobHandle<R> {
 /** Its `delayMs` in milliseconds (the Effect face's `Operations.register` takes a Duration too). */
 export type DurableRegistration<P> = Operations.RegisterCall<P, number>
 export type DurableOperationEntry<R> = Operations.OperationEntry<R>
+/** What registering a call did (see `DurableOperation`). */
+export type DurableRegistrationResult = Operations.Registration
 export type DurableOperationPage<R> = Operations.OperationPage<R>
 export type DurableListOptions = Operations.ListOptions
 
@@ -83,14 +86,34 @@ export interface DurableOperation<P, R> {
   /**
    * Registers the call; resolves once it committed (never waits for the handler). With `runAt` (a time
    * or a `Date`) or `delayMs` it runs no earlier than that; otherwise at once when a permit is free.
+   * Resolves with nothing, as the reference's does; `register` is the same call and says what it did.
    */
   (call: DurableRegistration<P>): Promise<void>
+  /**
+   * Registers the call, as calling the operation does, and resolves with what it did: `created`, or,
+   * for an id this operation has already, `existing` (same payload) or `conflicting` (another payload:
+   * ignored, and logged as `durability.operation.conflicting`).
+   */
+  register(call: DurableRegistration<P>): Promise<DurableRegistrationResult>
   /**
    * Registers many calls in one transaction: all are checked first (a bad one rejects the batch with a
    * `TypeError`/`RangeError` naming `calls[i]`, nothing written), then all are written or none.
    */
   many(calls: ReadonlyArray<DurableRegistration<P>>): Promise<void>
+  /** `many`, resolving with each call's registration (as `register`'s), in order. */
+  registerMany(calls: ReadonlyArray<DurableRegistration<P>>): Promise<ReadonlyArray<DurableRegistrationResult>>
   getResult(id: string): Promise<DurableOperationResult<R>>
+  /**
+   * Waits up to `timeoutMs` for the call to settle, then resolves with its state: the same as
+   * `job(id).wait(options)` (the reference's form), in the shape every capability's `wait` has.
+   */
+  wait(id: string, options: DurableJobWaitOptions): Promise<DurableOperationResult<R>>
+  /**
+   * Runs a call that failed for good (or was canceled) again: pending at once, attempts from one, a new
+   * generation (its steps run again). Resolves true when a failed call was re-queued.
+   */
+  retry(id: string): Promise<boolean>
+  /** A handle on one call (the reference's form of `getResult` and `wait`). */
   job(id: string): DurableJobHandle<R>
   /**
    * Cancels a pending call: it fails with `DurableCanceledError` and is not retried; a running handler's
@@ -130,7 +153,7 @@ export interface DurabilityConstructor {
   migrate(context: DurabilityContext, target?: string | null): MigrationResult
 }
 
-type Service = Operations.Operations<Record<string, Operations.AnyOperationDefinition>>
+type Service = Operations.OperationsBase<Record<string, Operations.AnyOperationDefinition>>
 
 const spec: HelperSpec<DurabilityMethodOptions, Operations.AnyOperationDefinition, Service> = {
   owner: "Durability",
@@ -143,7 +166,7 @@ const spec: HelperSpec<DurabilityMethodOptions, Operations.AnyOperationDefinitio
       ...pickExecution(method)
     })
   },
-  make: (definitions, options) => Operations.make(definitions, options) as Effect.Effect<Service, unknown, Scheduler.Services>
+  make: (definitions, options) => Attach.attach(definitions, options) as Effect.Effect<Service, unknown, Scheduler.Services>
 }
 
 class DurabilityImpl extends Helper<Service> {
@@ -156,22 +179,27 @@ class DurabilityImpl extends Helper<Service> {
   #define(name: string): void {
     const run = <A, E>(call: (service: Service) => Effect.Effect<A, E>) => Helper.run(this, call)
     const getResult = (id: string) => run((service) => service.getResult(name, id))
-    const method = (call: DurableRegistration<unknown>) => run((service) => service.register(name, call as never))
+    const register = (call: DurableRegistration<unknown>) => run((service) => service.register(name, call as never))
+    const registerMany = (calls: ReadonlyArray<DurableRegistration<unknown>>) =>
+      run((service) => service.registerMany(name, calls as never))
+    const method = (call: DurableRegistration<unknown>) => register(call).then(() => undefined)
+    const wait = (id: string, options: DurableJobWaitOptions) =>
+      typeof options !== "object" || options === null
+        ? Promise.reject(new TypeError("wait needs { timeoutMs }"))
+        : run((service) => service.wait(name, id, options.timeoutMs))
     Object.defineProperties(method, {
       getResult: { value: getResult },
-      many: {
-        value: (calls: ReadonlyArray<DurableRegistration<unknown>>) =>
-          run((service) => service.registerMany(name, calls as never))
-      },
+      register: { value: register },
+      registerMany: { value: registerMany },
+      many: { value: (calls: ReadonlyArray<DurableRegistration<unknown>>) => registerMany(calls).then(() => undefined) },
       cancel: { value: (id: string) => run((service) => service.cancel(name, id)) },
+      retry: { value: (id: string) => run((service) => service.retry(name, id)) },
+      wait: { value: (id: string, options: DurableJobWaitOptions) => wait(id, options) },
       list: { value: (options?: DurableListOptions) => run((service) => service.list(name, options)) },
       job: {
         value: (id: string): DurableJobHandle<unknown> => ({
           getResult: () => getResult(id),
-          wait: (options: DurableJobWaitOptions) =>
-            typeof options !== "object" || options === null
-              ? Promise.reject(new TypeError("wait needs { timeoutMs }"))
-              : run((service) => service.wait(name, id, options.timeoutMs))
+          wait: (options: DurableJobWaitOptions) => wait(id, options)
         })
       }
     })
@@ -184,3 +212,9 @@ class DurabilityImpl extends Helper<Service> {
 }
 
 export const Durability: DurabilityConstructor = DurabilityImpl as unknown as DurabilityConstructor
+
+/**
+ * `Durability` under the name that sits beside `DurabilityAlarms`, `DurabilityJobs` and
+ * `DurabilitySchedules`: the same class (`Durability` is the reference's name, kept).
+ */
+export const DurabilityOperations: DurabilityConstructor = Durability

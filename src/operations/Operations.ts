@@ -17,30 +17,22 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Schema from "effect/Schema"
-import type { CallDuration } from "../shared/duration.js"
-import type {
-  DuplicateDurableCallError,
-  InvalidInputError,
+import {
+  type DuplicateDurableCallError,
+  type InvalidInputError,
   InvalidOptionError,
-  MigrationError,
-  ParticipantConflictError,
-  StorageError
+  type MigrationError,
+  type ParticipantConflictError,
+  type StorageError
 } from "../shared/Errors.js"
-import * as Capability from "../engine/capability.js"
+import * as Attach from "./attach.js"
 import * as Codec from "../shared/codec.js"
 import type { IsJson } from "../shared/jsonType.js"
-import * as InspectionRegistry from "../inspection/InspectionRegistry.js"
-import * as OperationsInspect from "./inspection.js"
 import type * as Policy from "../engine/policy.js"
-import type * as Lifecycle from "../engine/Lifecycle.js"
 import * as StepMemo from "../steps/memo.js"
 import type * as Scheduler from "../engine/Scheduler.js"
 import * as Steps from "../steps/Steps.js"
 import type { StorageService } from "../engine/StorageService.js"
-import * as Manage from "./manage.js"
-import * as Participant from "./participant.js"
-import * as Read from "./read.js"
-import * as Register from "./register.js"
 import { CAPABILITY, migrations } from "./schema.js"
 import type {
   AnyOperationDefinition,
@@ -49,10 +41,14 @@ import type {
   OperationDefinition,
   OperationPage,
   OperationResult,
+  OperationsBase,
+  OperationsOptions,
   PayloadOf,
   RegisterCall,
+  Registration,
   RequirementsOf,
-  ResultOf
+  ResultOf,
+  WaitOptions
 } from "./types.js"
 export type { ExecutionOptions, RetriesOptions } from "../engine/policy.js"
 export type {
@@ -65,9 +61,13 @@ export type {
   OperationResult,
   OperationStatus,
   PayloadOf,
+  OperationsBase,
+  OperationsOptions,
   RegisterCall,
+  Registration,
   RequirementsOf,
-  ResultOf
+  ResultOf,
+  WaitOptions
 } from "./types.js"
 export { DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT } from "./read.js"
 export { CAPABILITY, migrations, TABLE } from "./schema.js"
@@ -100,60 +100,42 @@ export const operation = <P, R, E = never, Req = never, PI = P, RI = R>(
   result: Codec.fromSchema(options.result)
 })
 
-export interface OperationsOptions extends Policy.ExecutionOptions {
-  readonly onLifecycleEvent?: Lifecycle.LifecycleHook | undefined
+/** One operation's calls: `ops.resize.register(…)` is `ops.register("resize", …)`. */
+export interface OperationHandle<P, R> {
+  /** See `OperationsBase.register`. */
+  readonly register: (call: RegisterCall<P>) => Effect.Effect<Registration, InvalidInputError | DuplicateDurableCallError | StorageError>
+  /** See `OperationsBase.registerMany`. */
+  readonly registerMany: (
+    calls: Iterable<RegisterCall<P>>
+  ) => Effect.Effect<ReadonlyArray<Registration>, InvalidInputError | DuplicateDurableCallError | StorageError>
+  /** The call's state now. */
+  readonly getResult: (id: string) => Effect.Effect<OperationResult<R>, InvalidInputError | DuplicateDurableCallError | StorageError>
+  /** See `OperationsBase.wait`. */
+  readonly wait: (
+    id: string,
+    options: WaitOptions
+  ) => Effect.Effect<OperationResult<R>, InvalidInputError | DuplicateDurableCallError | StorageError>
+  /** See `OperationsBase.cancel`. */
+  readonly cancel: (id: string) => Effect.Effect<boolean, InvalidInputError | DuplicateDurableCallError | StorageError>
+  /** See `OperationsBase.retry`. */
+  readonly retry: (id: string) => Effect.Effect<boolean, InvalidInputError | DuplicateDurableCallError | StorageError>
+  /** See `OperationsBase.list`. */
+  readonly list: (options?: ListOptions) => Effect.Effect<OperationPage<R>, InvalidInputError | StorageError>
 }
 
-export interface Operations<Defs extends Record<string, AnyOperationDefinition>> {
-  /**
-   * Resolves once the registration committed; never waits for the handler. Same id + same operation
-   * is a no-op. With `runAt`/`delayMs` the call runs no earlier than that; otherwise at once when a
-   * permit is free.
-   */
-  readonly register: <K extends keyof Defs & string>(
-    operation: K,
-    call: RegisterCall<PayloadOf<Defs[K]>>
-  ) => Effect.Effect<void, InvalidInputError | DuplicateDurableCallError | StorageError>
-  /**
-   * Registers many calls of one operation in one transaction: every call is checked first (a bad one
-   * fails the batch with `InvalidInputError` naming `calls[i]` and writes nothing), then all are
-   * written or, on a `DuplicateDurableCallError` or `StorageError`, none. Each call then behaves as
-   * if registered alone (an id already registered for this operation is a no-op).
-   */
-  readonly registerMany: <K extends keyof Defs & string>(
-    operation: K,
-    calls: Iterable<RegisterCall<PayloadOf<Defs[K]>>>
-  ) => Effect.Effect<void, InvalidInputError | DuplicateDurableCallError | StorageError>
-  /**
-   * Cancels a pending call: it fails with `DurableCanceledError` and is never retried; a running
-   * handler's signal is aborted with that error (its late settle changes nothing). True when a pending
-   * call was canceled; false when it had already settled or does not exist.
-   */
-  readonly cancel: <K extends keyof Defs & string>(
-    operation: K,
-    id: string
-  ) => Effect.Effect<boolean, InvalidInputError | DuplicateDurableCallError | StorageError>
-  /** The operation's calls in registration order, a page at a time. */
-  readonly list: <K extends keyof Defs & string>(
-    operation: K,
-    options?: ListOptions
-  ) => Effect.Effect<OperationPage<ResultOf<Defs[K]>>, InvalidInputError | StorageError>
-  readonly getResult: <K extends keyof Defs & string>(
-    operation: K,
-    id: string
-  ) => Effect.Effect<OperationResult<ResultOf<Defs[K]>>, InvalidInputError | DuplicateDurableCallError | StorageError>
-  /** Waits up to `timeoutMs` (a Duration or milliseconds) for the record to settle, then returns its latest state. */
-  readonly wait: <K extends keyof Defs & string>(
-    operation: K,
-    id: string,
-    timeoutMs: CallDuration
-  ) => Effect.Effect<OperationResult<ResultOf<Defs[K]>>, InvalidInputError | DuplicateDurableCallError | StorageError>
-  /** Deletes every record created before `before` (strict; epoch ms or a `Date`); returns how many. */
-  readonly purgeBefore: (before: number | Date) => Effect.Effect<number, InvalidInputError | StorageError>
-}
+/** The operations capability: by name (`OperationsBase`) and as one property per operation. */
+export type Operations<Defs extends Record<string, AnyOperationDefinition>> =
+  & OperationsBase<Defs>
+  & { readonly [K in keyof Defs]: OperationHandle<PayloadOf<Defs[K]>, ResultOf<Defs[K]>> }
 
 /** Applies (or reverts to `target`) the operations table's migrations. */
 export const migrate = (target?: string | null) => StepMemo.migrate(CAPABILITY, migrations, target)
+
+/**
+ * The service's calls by name: an operation of one of these names would hide it (`purgeBefore` and the
+ * names every helper reserves are refused by the attachment, for both faces).
+ */
+export const RESERVED_NAMES: ReadonlyArray<string> = ["register", "registerMany", "getResult", "wait", "cancel", "retry", "list"]
 
 /**
  * Attaches the operations capability to the scheduler: migrates its table,
@@ -168,23 +150,31 @@ export const make = <const Defs extends Record<string, AnyOperationDefinition>>(
   Scheduler.Scheduler | StorageService | RequirementsOf<Defs>
 > =>
   Effect.gen(function*() {
-    const context = yield* Effect.context<RequirementsOf<Defs>>()
-    const parts = yield* Capability.make(Participant.spec(definitions, options, context))
-    const { purgeBefore, storage } = parts
-    const cancel = (operation: string, id: string) => Manage.cancel(parts, operation, id)
-    yield* InspectionRegistry.register(OperationsInspect.source(storage, { cancel, purgeBefore }))
-    return {
-      register: (operation, call) => Register.register(parts, operation, call),
-      registerMany: (operation, calls) => Register.registerMany(parts, operation, calls),
-      getResult: <K extends keyof Defs & string>(operation: K, id: string) =>
-        Read.getResult<ResultOf<Defs[K]>>(parts, operation, id),
-      wait: <K extends keyof Defs & string>(operation: K, id: string, timeoutMs: CallDuration) =>
-        Read.wait<ResultOf<Defs[K]>>(parts, operation, id, timeoutMs),
-      purgeBefore,
-      cancel,
-      list: <K extends keyof Defs & string>(operation: K, options?: ListOptions) =>
-        Read.list<ResultOf<Defs[K]>>(parts, operation, options)
+    // Definitions that are not an object are the attachment's to refuse.
+    const names = typeof definitions === "object" && definitions !== null ? Object.keys(definitions) : []
+    const reserved = names.find((name) => RESERVED_NAMES.includes(name))
+    if (reserved !== undefined) {
+      return yield* new InvalidOptionError({
+        field: `handlers.${reserved}`,
+        kind: "type",
+        message: `"${reserved}" is reserved by Operations (a member of the service): name the operation otherwise`
+      })
     }
+    const base = yield* Attach.attach(definitions, options)
+    const handles: Record<string, OperationHandle<unknown, unknown>> = {}
+    for (const name of names) {
+      handles[name] = {
+        register: (call) => base.register(name, call as never),
+        registerMany: (calls) => base.registerMany(name, calls as never),
+        getResult: (id) => base.getResult(name, id),
+        wait: (id, waitOptions) => base.wait(name, id, waitOptions),
+        cancel: (id) => base.cancel(name, id),
+        retry: (id) => base.retry(name, id),
+        list: (listOptions) => base.list(name, listOptions)
+      }
+    }
+    // Typed per name by `Operations<Defs>`; built from the names at run time.
+    return { ...handles, ...base } as unknown as Operations<Defs>
   })
 
 /** A service tag for an application's operations, when you want them in a layer. */

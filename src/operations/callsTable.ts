@@ -25,9 +25,9 @@ export const IS_CURRENT = `SELECT 1 FROM ${TABLE} WHERE ${CURRENT}`
 export const read = (storage: StorageService, id: string): Effect.Effect<Row | undefined, StorageError> =>
   Effect.map(storage.exec(`SELECT * FROM ${TABLE} WHERE id = ?`, [id]), ([row]) => row)
 
-/** The operation of the call stored under `id` (`operation`), if any. */
+/** The operation and payload of the call stored under `id` (`operation`, `payload`), if any. */
 export const operationOf = (storage: StorageService, id: string): Effect.Effect<Row | undefined, StorageError> =>
-  Effect.map(storage.exec(`SELECT operation FROM ${TABLE} WHERE id = ?`, [id]), ([row]) => row)
+  Effect.map(storage.exec(`SELECT operation, payload FROM ${TABLE} WHERE id = ?`, [id]), ([row]) => row)
 
 /** Inserts a pending call, unless its id is taken; returns its id when inserted. */
 export const insert = (
@@ -62,6 +62,18 @@ export const cancel = (storage: StorageService, id: string, generation: string, 
     `UPDATE ${TABLE} SET status = 'failed', last_error = ?, last_error_name = ?, completed_at = ?
      WHERE ${CURRENT} RETURNING attempt`,
     [error.message, error.name, at, id, generation]
+  )
+
+/**
+ * A call that failed for good runs again: pending now, attempts from zero, a new generation (its old
+ * attempts' late ends match nothing; the memo trigger drops its steps); returns its id when it did.
+ */
+export const retry = (storage: StorageService, operation: string, id: string, generation: string, at: number): Rows =>
+  storage.exec(
+    `UPDATE ${TABLE} SET status = 'pending', attempt = 0, next_attempt_at = ?, generation_id = ?,
+       result = NULL, completed_at = NULL, last_error = NULL, last_error_name = NULL
+     WHERE id = ? AND operation = ? AND status = 'failed' RETURNING id`,
+    [at, generation, id, operation]
   )
 
 type After = { readonly at: number; readonly key: string } | undefined

@@ -1,5 +1,6 @@
 /**
- * Canceling a pending call: it fails with `DurableCanceledError` and is never retried.
+ * Canceling a pending call (it fails with `DurableCanceledError` and is never retried), and running a
+ * failed one again.
  * @internal
  */
 import * as Clock from "effect/Clock"
@@ -36,5 +37,32 @@ export const cancel = Effect.fn("Operations.cancel")(function*(parts: Parts, ope
     reason: "canceled",
     error: { name: error._tag, message: error.message }
   }))
+  return true
+})
+
+export const retry = Effect.fn("Operations.retry")(function*(parts: Parts, operation: string, id: string) {
+  const { handle, storage } = parts
+  yield* checkOperation(parts, operation)
+  yield* Validate.key("id", id)
+  const now = yield* Clock.currentTimeMillis
+  const generation = crypto.randomUUID()
+  const rows = yield* handle.writePending(
+    CallsTable.retry(storage, operation, id, generation, now),
+    (rows) => rows.length === 0 ? [] : [{ key: id, at: now, start: true }]
+  )
+  if (rows.length === 0) {
+    // Not failed, or not there: an id of another operation says so.
+    yield* readRow(parts, operation, id)
+    return false
+  }
+  yield* handle.emit((timestamp) => ({
+    type: "registered",
+    entityKind: "operation",
+    operation,
+    id,
+    generation,
+    timestamp,
+    attempt: 0
+  }), now)
   return true
 })

@@ -14,7 +14,7 @@ import * as Validate from "../shared/validate.js"
 import * as Watchers from "../engine/watchers.js"
 import type { Row } from "../engine/StorageService.js"
 import * as CallsTable from "./callsTable.js"
-import type { AnyOperationDefinition, ListOptions, OperationStatus } from "./types.js"
+import type { AnyOperationDefinition, ListOptions, OperationStatus, WaitOptions } from "./types.js"
 
 /** What the calls read and write through: the capability as attached. */
 export type Parts = Capability.Capability<AnyOperationDefinition>
@@ -52,6 +52,11 @@ export const readRow = (parts: Parts, operation: string, id: string) =>
 const toResult = <R>(parts: Parts, operation: string, row: Option.Option<Row>) =>
   Option.isNone(row) ? Effect.succeed({ status: "not_found" } as const) : stateOf<R>(parts, operation, row.value)
 
+const errorOf = (stored: Row) => ({
+  name: stored.last_error_name === null ? "Error" : String(stored.last_error_name),
+  message: stored.last_error === null ? "Durable operation failed" : String(stored.last_error)
+})
+
 const stateOf = <R>(parts: Parts, operation: string, stored: Row) =>
   Effect.gen(function*() {
     switch (stored.status) {
@@ -60,16 +65,14 @@ const stateOf = <R>(parts: Parts, operation: string, stored: Row) =>
           status: "pending",
           attempt: Number(stored.attempt),
           nextAttemptAt: Number(stored.next_attempt_at),
-          lastError: stored.last_error === null ? null : String(stored.last_error)
+          lastError: stored.last_error === null ? null : String(stored.last_error),
+          error: stored.last_error === null ? null : errorOf(stored)
         } as const
       case "failed":
         return {
           status: "failed",
           attempt: Number(stored.attempt),
-          error: {
-            name: stored.last_error_name === null ? "Error" : String(stored.last_error_name),
-            message: stored.last_error === null ? "Durable operation failed" : String(stored.last_error)
-          }
+          error: errorOf(stored)
         } as const
       default: {
         const definition = parts.definitionOf(operation)!
@@ -87,11 +90,15 @@ export const getResult = <R>(parts: Parts, operation: string, id: string) =>
     return yield* toResult<R>(parts, operation, yield* readRow(parts, operation, id))
   })
 
+/** How long to wait: `{ timeoutMs }` (as everywhere else), or the time alone. */
+export type WaitFor = Time.CallDuration | WaitOptions
+
 /** Waits up to `timeoutMs` for the call to settle, then returns its latest state. */
-export const wait = <R>(parts: Parts, operation: string, id: string, timeoutMs: Time.CallDuration) =>
+export const wait = <R>(parts: Parts, operation: string, id: string, waitFor: WaitFor) =>
   Effect.gen(function*() {
     yield* checkOperation(parts, operation)
     yield* Validate.key("id", id)
+    const timeoutMs = typeof waitFor === "object" && waitFor !== null && "timeoutMs" in waitFor ? waitFor.timeoutMs : waitFor
     const limit = yield* Time.milliseconds("timeoutMs", timeoutMs)
     const row = yield* readRow(parts, operation, id)
     if (Option.isNone(row) || row.value.status !== "pending" || limit === 0) return yield* toResult<R>(parts, operation, row)

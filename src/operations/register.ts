@@ -8,11 +8,12 @@ import * as Effect from "effect/Effect"
 import { InvalidInputError } from "../shared/Errors.js"
 import type { PendingRecord } from "../engine/DurableTable.js"
 import * as Codec from "../shared/codec.js"
+import * as Json from "../shared/json.js"
 import * as Time from "../shared/duration.js"
 import * as Validate from "../shared/validate.js"
 import * as CallsTable from "./callsTable.js"
 import { checkOperation, duplicate, type Parts } from "./read.js"
-import type { RegisterCall } from "./types.js"
+import type { RegisterCall, Registration } from "./types.js"
 
 // When a registered call is due: now, `runAt`, or now + `delayMs`.
 const dueTime = (call: RegisterCall<unknown>, now: number, fieldOf: (name: string) => string) =>
@@ -68,28 +69,41 @@ type Prepared = Effect.Effect.Success<ReturnType<typeof prepare>>
 const insert = (parts: Parts, operation: string, call: Prepared, now: number) =>
   Effect.gen(function*() {
     const rows = yield* CallsTable.insert(parts.storage, { ...call, operation, createdAt: now })
-    if (rows.length > 0) return true
+    if (rows.length > 0) return "created" as const
     const winner = yield* CallsTable.operationOf(parts.storage, call.id)
-    if (winner !== undefined && winner.operation !== operation) {
-      return yield* duplicate(call.id, String(winner.operation), operation)
-    }
-    return false
+    if (winner === undefined) return "existing" as const
+    if (winner.operation !== operation) return yield* duplicate(call.id, String(winner.operation), operation)
+    return Json.same(String(winner.payload), call.payload) ? "existing" as const : "conflicting" as const
   })
+
+// The caller learns it from the result; the log tells whoever reads the object's logs, who may not be that caller.
+const logConflict = (operation: string, id: string) =>
+  Effect.logWarning(
+    `Durable call "${id}" of operation "${operation}" is registered already with another payload: ` +
+      "the new payload was ignored (an id runs once; use a new id, or retry/purge the old call)"
+  ).pipe(Effect.annotateLogs({ event: "durability.operation.conflicting", operation, id }))
 
 /** Writes the calls in one transaction (all or none), then starts what a free permit can take. */
 const write = (parts: Parts, operation: string, calls: ReadonlyArray<Prepared>, now: number) =>
   Effect.gen(function*() {
-    const inserted = yield* parts.handle.writePending(
-      Effect.forEach(calls, (call) => Effect.map(insert(parts, operation, call, now), (fresh) => fresh ? call : undefined)),
+    const statuses = yield* parts.handle.writePending(
+      Effect.forEach(calls, (call) => insert(parts, operation, call, now)),
       (written) => {
         const records: Array<PendingRecord> = []
-        for (const call of written) if (call !== undefined) records.push({ key: call.id, at: call.at, start: call.at <= now })
+        written.forEach((status, index) => {
+          const call = calls[index]!
+          if (status === "created") records.push({ key: call.id, at: call.at, start: call.at <= now })
+        })
         return records
       },
       { oneStatementAt: calls.length === 1 ? calls[0]!.at : undefined }
     )
-    for (const call of inserted) {
-      if (call === undefined) continue
+    const registrations: Array<Registration> = []
+    for (const [index, status] of statuses.entries()) {
+      const call = calls[index]!
+      registrations.push({ id: call.id, status })
+      if (status === "conflicting") yield* logConflict(operation, call.id)
+      if (status !== "created") continue
       yield* parts.handle.emit((timestamp) => ({
         type: "registered",
         entityKind: "operation",
@@ -100,12 +114,14 @@ const write = (parts: Parts, operation: string, calls: ReadonlyArray<Prepared>, 
         attempt: 0
       }), now)
     }
+    return registrations
   })
 
 export const register = Effect.fnUntraced(function*(parts: Parts, operation: string, call: RegisterCall<unknown>) {
   yield* checkOperation(parts, operation)
   const now = yield* Clock.currentTimeMillis
-  yield* write(parts, operation, [yield* prepare(parts, operation, call, now)], now)
+  const [registration] = yield* write(parts, operation, [yield* prepare(parts, operation, call, now)], now)
+  return registration!
 })
 
 export const registerMany = Effect.fn("Operations.registerMany")(function*(
@@ -125,5 +141,5 @@ export const registerMany = Effect.fn("Operations.registerMany")(function*(
   const prepared: Array<Prepared> = []
   let index = 0
   for (const call of calls) prepared.push(yield* prepare(parts, operation, call, now, `calls[${index++}]`))
-  if (prepared.length > 0) yield* write(parts, operation, prepared, now)
+  return prepared.length === 0 ? [] : yield* write(parts, operation, prepared, now)
 })

@@ -5,9 +5,15 @@
  */
 import type * as Effect from "effect/Effect"
 import type { CallDuration } from "../shared/duration.js"
-import type { SerializedError } from "../shared/Errors.js"
 import type * as Codec from "../shared/codec.js"
 import type * as Policy from "../engine/policy.js"
+import type * as Lifecycle from "../engine/Lifecycle.js"
+import type {
+  DuplicateDurableCallError,
+  InvalidInputError,
+  SerializedError,
+  StorageError
+} from "../shared/Errors.js"
 
 /** What a handler is called with for one attempt. */
 export interface DurableCall<P> {
@@ -46,7 +52,10 @@ export type OperationResult<R> =
     readonly status: "pending"
     readonly attempt: number
     readonly nextAttemptAt: number
+    /** The last attempt's error message (the reference's shape); `error` has it with its name. */
     readonly lastError: string | null
+    /** The last attempt's error, as a failed call's `error` is, or null before any failure. */
+    readonly error: SerializedError | null
   }
   | { readonly status: "failed"; readonly attempt: number; readonly error: SerializedError }
   | { readonly status: "completed"; readonly result: R }
@@ -63,6 +72,22 @@ export interface RegisterCall<P, Time = CallDuration> {
   readonly runAt?: number | Date | undefined
   /** Run no earlier than this long from now. Not with `runAt`. */
   readonly delayMs?: Time | undefined
+}
+
+/**
+ * What registering a call did. `created`: the call was written. `existing`: its id was registered for
+ * this operation already, with the same payload; nothing was written. `conflicting`: registered already
+ * with another payload; nothing was written, the stored call keeps its own payload, and a warning is
+ * logged (`durability.operation.conflicting`). An id of another operation is a `DuplicateDurableCallError`.
+ */
+export interface Registration {
+  readonly id: string
+  readonly status: "created" | "existing" | "conflicting"
+}
+
+/** How long `wait` waits for a call to settle (a Duration or milliseconds; 0 returns its state now). */
+export interface WaitOptions<Time = CallDuration> {
+  readonly timeoutMs: Time
 }
 
 export type OperationStatus = "pending" | "completed" | "failed"
@@ -86,5 +111,76 @@ export interface ListOptions {
 export interface OperationPage<R> {
   readonly items: ReadonlyArray<OperationEntry<R>>
   readonly cursor?: string | undefined
+}
+
+/** Options of `Operations.make`: the default execution options, and a lifecycle hook. */
+export interface OperationsOptions extends Policy.ExecutionOptions {
+  readonly onLifecycleEvent?: Lifecycle.LifecycleHook | undefined
+}
+
+/**
+ * The operations by name (`ops.register("resize", …)`): the form for a name held in a variable. Each
+ * operation is also a property with the same calls (`ops.resize.register(…)`), the form to use.
+ */
+export interface OperationsBase<Defs extends Record<string, AnyOperationDefinition>> {
+  /**
+   * Resolves once the registration committed; never waits for the handler. Same id + same operation
+   * writes nothing: the result says whether the call was `created`, `existing` (same payload) or
+   * `conflicting` (another payload, ignored and logged). With `runAt`/`delayMs` the call runs no
+   * earlier than that; otherwise at once when a permit is free.
+   */
+  readonly register: <K extends keyof Defs & string>(
+    operation: K,
+    call: RegisterCall<PayloadOf<Defs[K]>>
+  ) => Effect.Effect<Registration, InvalidInputError | DuplicateDurableCallError | StorageError>
+  /**
+   * Registers many calls of one operation in one transaction: every call is checked first (a bad one
+   * fails the batch with `InvalidInputError` naming `calls[i]` and writes nothing), then all are
+   * written or, on a `DuplicateDurableCallError` or `StorageError`, none. Each call then behaves as
+   * if registered alone (an id already registered for this operation is a no-op); the results are in
+   * the calls' order.
+   */
+  readonly registerMany: <K extends keyof Defs & string>(
+    operation: K,
+    calls: Iterable<RegisterCall<PayloadOf<Defs[K]>>>
+  ) => Effect.Effect<ReadonlyArray<Registration>, InvalidInputError | DuplicateDurableCallError | StorageError>
+  /**
+   * Cancels a pending call: it fails with `DurableCanceledError` and is never retried; a running
+   * handler's signal is aborted with that error (its late settle changes nothing). True when a pending
+   * call was canceled; false when it had already settled or does not exist.
+   */
+  readonly cancel: <K extends keyof Defs & string>(
+    operation: K,
+    id: string
+  ) => Effect.Effect<boolean, InvalidInputError | DuplicateDurableCallError | StorageError>
+  /** The operation's calls in registration order, a page at a time. */
+  readonly list: <K extends keyof Defs & string>(
+    operation: K,
+    options?: ListOptions
+  ) => Effect.Effect<OperationPage<ResultOf<Defs[K]>>, InvalidInputError | StorageError>
+  readonly getResult: <K extends keyof Defs & string>(
+    operation: K,
+    id: string
+  ) => Effect.Effect<OperationResult<ResultOf<Defs[K]>>, InvalidInputError | DuplicateDurableCallError | StorageError>
+  /**
+   * Waits up to `{ timeoutMs }` (a Duration or milliseconds; the time alone is accepted too) for the
+   * record to settle, then returns its latest state.
+   */
+  readonly wait: <K extends keyof Defs & string>(
+    operation: K,
+    id: string,
+    options: WaitOptions | CallDuration
+  ) => Effect.Effect<OperationResult<ResultOf<Defs[K]>>, InvalidInputError | DuplicateDurableCallError | StorageError>
+  /**
+   * Runs a call that failed for good (or was canceled) again: pending at once, attempts from one, a new
+   * idempotency generation (its steps run again). True when a failed call was re-queued; false when it
+   * is pending, completed or absent.
+   */
+  readonly retry: <K extends keyof Defs & string>(
+    operation: K,
+    id: string
+  ) => Effect.Effect<boolean, InvalidInputError | DuplicateDurableCallError | StorageError>
+  /** Deletes every record created before `before` (strict; epoch ms or a `Date`); returns how many. */
+  readonly purgeBefore: (before: number | Date) => Effect.Effect<number, InvalidInputError | StorageError>
 }
 

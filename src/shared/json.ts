@@ -73,6 +73,20 @@ export const decode = (text: string): unknown => {
   return wrapped.kind === "undefined" ? undefined : wrapped.value
 }
 
+const equalValues = (a: unknown, b: unknown): boolean => {
+  if (a === b) return true
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false
+  if (Array.isArray(a) !== Array.isArray(b)) return false
+  const aKeys = Object.keys(a)
+  if (aKeys.length !== Object.keys(b).length) return false
+  return aKeys.every((key) =>
+    Object.hasOwn(b, key) && equalValues((a as Record<string, unknown>)[key], (b as Record<string, unknown>)[key])
+  )
+}
+
+/** Whether two stored texts hold the same value, whatever the order of their objects' keys. */
+export const same = (a: string, b: string): boolean => a === b || equalValues(decode(a), decode(b))
+
 const byteLength = (text: string): number => new TextEncoder().encode(text).byteLength
 
 /** The UTF-8 size of `text` when it is over the row limit; counted only when it could be (≤ 3 bytes per UTF-16 unit). */

@@ -137,7 +137,7 @@ describe("src/ layering", () => {
     // The edges are read, not assumed: known ones must be there (a type-only import among them).
     expect(graph.get(at("engine/Scheduler.ts"))).toContain(at("engine/DurableTable.ts"))
     expect(graph.get(at("inspection/source.ts"))).toContain(at("inspection/protocol.ts"))
-    expect(graph.get(at("operations/Operations.ts"))).toContain(at("inspection/InspectionRegistry.ts"))
+    expect(graph.get(at("operations/attach.ts"))).toContain(at("inspection/InspectionRegistry.ts"))
     expect(violations(graph)).toEqual([])
   })
 

@@ -97,7 +97,8 @@ describe("registration", () => {
         status: "pending",
         attempt: 1,
         nextAttemptAt: 0,
-        lastError: null
+        lastError: null,
+        error: null
       })
 
       yield* TestClock.adjust(1_000)
@@ -489,7 +490,8 @@ describe("getResult", () => {
         status: "pending",
         attempt: 1,
         nextAttemptAt: 1_000,
-        lastError: "card declined"
+        lastError: "card declined",
+        error: { name: "CardDeclined", message: "card declined" }
       })
       expect(yield* rowOf(object, "x")).toMatchObject({ last_error_name: "CardDeclined" })
       expect(yield* object.run(ops.getResult("charge", "y"))).toEqual({
@@ -743,7 +745,8 @@ describe("retries and timeouts", () => {
         status: "pending",
         attempt: 1,
         nextAttemptAt: 750,
-        lastError: "transient"
+        lastError: "transient",
+        error: { name: "Error", message: "transient" }
       })
       expect(object.storage.alarmAt).toBe(15_000)
       yield* TestClock.adjust(750)
@@ -824,7 +827,8 @@ describe("retries and timeouts", () => {
         status: "pending",
         attempt: 1,
         nextAttemptAt: 1_500,
-        lastError: message
+        lastError: message,
+        error: { name: "DurableAttemptTimeoutError", message }
       })
       expect(yield* rowOf(object, "s")).toMatchObject({ last_error_name: "DurableAttemptTimeoutError" })
       yield* TestClock.adjust(1_500)
@@ -832,7 +836,8 @@ describe("retries and timeouts", () => {
         status: "pending",
         attempt: 2,
         nextAttemptAt: 3_000,
-        lastError: message
+        lastError: message,
+        error: { name: "DurableAttemptTimeoutError", message }
       })
       yield* TestClock.adjust(500)
       expect(signals).toHaveLength(3)
@@ -916,7 +921,7 @@ describe("retries and timeouts", () => {
       for (const id of [...Object.keys(thrown), "died"]) yield* object.run(ops.register("boom", { id, payload: null }))
       yield* TestClock.adjust(0)
       const result = (id: string) => object.run(ops.getResult("boom", id))
-      expect(yield* result("null")).toEqual({ status: "pending", attempt: 1, nextAttemptAt: 1_000, lastError: "null" })
+      expect(yield* result("null")).toEqual({ status: "pending", attempt: 1, nextAttemptAt: 1_000, lastError: "null", error: { name: "Error", message: "null" } })
       expect(yield* result("number")).toMatchObject({ status: "pending", lastError: "42" })
       expect(yield* result("hostile")).toMatchObject({ status: "pending", lastError: "Unserializable error" })
       expect(yield* result("died")).toMatchObject({ status: "pending", lastError: "bug" })
@@ -1180,7 +1185,7 @@ describe("wait", () => {
       expect(yield* object.run(ops.wait("job", "missing", 60_000))).toEqual({ status: "not_found" })
       yield* object.run(ops.register("job", { id: "long", payload: { ms: 10_000 } }))
       yield* TestClock.adjust(0)
-      const pending = { status: "pending", attempt: 1, nextAttemptAt: 0, lastError: null }
+      const pending = { status: "pending", attempt: 1, nextAttemptAt: 0, lastError: null, error: null }
       expect(yield* object.run(ops.wait("job", "long", 0))).toEqual(pending)
       const waiting = yield* Effect.fork(object.run(ops.wait("job", "long", 2_000)))
       yield* TestClock.adjust(1_999)
@@ -1742,7 +1747,7 @@ describe("list", () => {
         items: [
           { id: "b", createdAt: 0, status: "completed", result: "sent b" },
           { id: "a", createdAt: 10, status: "failed", attempt: 1, error: { name: "Error", message: "a bounced" } },
-          { id: "c", createdAt: 20, status: "pending", attempt: 0, nextAttemptAt: 60_020, lastError: null }
+          { id: "c", createdAt: 20, status: "pending", attempt: 0, nextAttemptAt: 60_020, lastError: null, error: null }
         ]
       })
       const first = yield* object.run(ops.list("send", { limit: 2 }))

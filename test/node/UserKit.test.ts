@@ -62,7 +62,8 @@ describe("charging through durability (user kit)", () => {
         status: "pending",
         attempt: 1,
         nextAttemptAt: 1_000,
-        lastError: "gateway unavailable"
+        lastError: "gateway unavailable",
+        error: { name: "GatewayError", message: "gateway unavailable" }
       })
 
       const waiter = yield* Effect.fork(object.run(ops.wait("charge", "inv-1", 60_000)))
