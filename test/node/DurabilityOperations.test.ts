@@ -85,7 +85,10 @@ describe("scheduler.runtime(layer): the Effect face on the promise face's schedu
     await expect(runtime.runPromise(Operations.make({ other: Operations.operation({ handler: () => Effect.void }) })))
       .rejects.toThrow(/already/)
     // Bad input: a RangeError or TypeError, as on the promise face; never a FiberFailure.
-    const bad = await runtime.runPromise(alarms.schedule("nightly", Number.NaN)).catch((error: unknown) => error as Error)
+    const bad = await runtime.runPromise(alarms.schedule("nightly", Number.NaN)).then(
+      () => new Error("scheduled"),
+      (error: unknown) => error as Error
+    )
     expect(bad).toBeInstanceOf(Error)
     expect(["TypeError", "RangeError"]).toContain(bad.name)
     expect(bad.message).not.toContain("FiberFailure")
