@@ -1,5 +1,5 @@
 /**
- * The inspector mounted as the README shows: one handler per env (built once, not per request), the
+ * The inspector mounted as docs/inspector.md shows: one handler per env (built once, not per request), the
  * billing object by name, the token from a secret.
  */
 import { DurabilityInspector, type DurabilityInspectorHandler } from "durability/inspector"
