@@ -43,6 +43,7 @@ export type { DurableStep, DurableStepOptions } from "./facade/helper.js"
 export { DurabilityAlarms } from "./facade/DurabilityAlarms.js"
 export type {
   AlarmHandlerMap,
+  AlarmPayloadOf,
   DurabilityAlarmMethodOptions,
   DurabilityAlarmsBase,
   DurabilityAlarmsConfig,
@@ -51,6 +52,8 @@ export type {
   DurabilityAlarmsOptions,
   DurableAlarmHandler,
   DurableAlarmInfo,
+  DurableAlarmListOptions,
+  DurableAlarmPage,
   DurableNamedAlarm,
   DurableNamedAlarmState
 } from "./facade/DurabilityAlarms.js"

@@ -30,9 +30,26 @@ import type { StorageService } from "../engine/StorageService.js"
 import * as Calls from "./calls.js"
 import * as Participant from "./participant.js"
 import { CAPABILITY, migrations } from "./schema.js"
-import type { AlarmDefinition, AnyAlarmDefinition, DurableAlarmInfo, NamedAlarmState, RequirementsOf } from "./types.js"
+import type {
+  AlarmDefinition,
+  AlarmListOptions,
+  AlarmPage,
+  AnyAlarmDefinition,
+  DurableAlarmInfo,
+  NamedAlarmState,
+  RequirementsOf
+} from "./types.js"
 
-export type { AlarmDefinition, AnyAlarmDefinition, DurableAlarmInfo, NamedAlarmState, RequirementsOf } from "./types.js"
+export type {
+  AlarmDefinition,
+  AlarmListOptions,
+  AlarmPage,
+  AnyAlarmDefinition,
+  DurableAlarmInfo,
+  NamedAlarmState,
+  RequirementsOf
+} from "./types.js"
+export { DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT } from "./calls.js"
 export { CAPABILITY, IDEMPOTENCY_PREFIX, migrations, TABLE } from "./schema.js"
 
 export const alarm = <E = never, Req = never>(
@@ -47,10 +64,14 @@ export interface NamedAlarmsOptions extends Policy.ExecutionOptions {
 }
 
 export interface NamedAlarms<Defs extends Record<string, AnyAlarmDefinition>> {
-  /** Schedules the name at `scheduledTime` (epoch ms or a `Date`), replacing its pending occurrence. */
+  /**
+   * Schedules the name at `scheduledTime` (epoch ms or a `Date`), replacing its pending occurrence;
+   * `payload` (JSON) reaches its handler as `info.payload`.
+   */
   readonly schedule: (
     name: keyof Defs & string,
-    scheduledTime: number | Date
+    scheduledTime: number | Date,
+    payload?: unknown
   ) => Effect.Effect<void, InvalidInputError | StorageError>
   /** The name's stored occurrence, if any. */
   readonly get: <K extends keyof Defs & string>(
@@ -61,8 +82,8 @@ export interface NamedAlarms<Defs extends Record<string, AnyAlarmDefinition>> {
    * `DurableCanceledError` (the name stays locked until that handler ends). True when there was one.
    */
   readonly cancel: (name: keyof Defs & string) => Effect.Effect<boolean, InvalidInputError | StorageError>
-  /** Every stored occurrence, soonest first. */
-  readonly list: Effect.Effect<ReadonlyArray<NamedAlarmState>, StorageError>
+  /** The stored occurrences, soonest first, a page at a time (`{ status?, limit?, cursor? }`). */
+  readonly list: (options?: AlarmListOptions) => Effect.Effect<AlarmPage, InvalidInputError | StorageError>
   /** Deletes every occurrence created before `before` (strict; epoch ms or a `Date`); returns how many. */
   readonly purgeBefore: (before: number | Date) => Effect.Effect<number, InvalidInputError | StorageError>
 }
@@ -84,10 +105,10 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
     const cancel = (name: string) => Calls.cancel(parts, name)
     yield* InspectionRegistry.register(AlarmsInspect.source(storage, { cancel, purgeBefore }))
     return {
-      schedule: (name, scheduledTime) => Calls.schedule(parts, name, scheduledTime),
+      schedule: (name, scheduledTime, payload) => Calls.schedule(parts, name, scheduledTime, payload),
       get: (name) => Calls.get(parts, name),
       cancel,
-      list: Calls.list(parts),
+      list: (listOptions) => Calls.list(parts, listOptions),
       purgeBefore
     }
   })

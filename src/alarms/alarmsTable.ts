@@ -23,19 +23,41 @@ export const read = (storage: StorageService, name: string): Effect.Effect<Row |
 export const exists = (storage: StorageService, name: string): Effect.Effect<boolean, StorageError> =>
   Effect.map(storage.exec(`SELECT name FROM ${TABLE} WHERE name = ?`, [name]), ([row]) => row !== undefined)
 
-/** Every stored occurrence, soonest first. */
-export const all = (storage: StorageService): Rows => storage.exec(`SELECT * FROM ${TABLE} ORDER BY next_attempt_at, name`)
+/**
+ * The first `take` occurrences, soonest first, after the keyset cursor `after` (`next_attempt_at`,
+ * then `name`), in `statuses` (all when undefined).
+ */
+export const soonest = (
+  storage: StorageService,
+  statuses: ReadonlyArray<string> | undefined,
+  after: { readonly at: number; readonly key: string } | undefined,
+  take: number
+): Rows =>
+  storage.exec(
+    `SELECT * FROM ${TABLE} WHERE 1 = 1${statuses === undefined ? "" : ` AND status IN (${statuses.map(() => "?").join(", ")})`}${
+      after === undefined ? "" : " AND (next_attempt_at > ? OR (next_attempt_at = ? AND name > ?))"
+    }
+     ORDER BY next_attempt_at, name LIMIT ?`,
+    [...(statuses ?? []), ...(after === undefined ? [] : [after.at, after.at, after.key]), take]
+  )
 
-/** A new occurrence of `name` at `at` (a new generation, attempt 0), replacing the stored one. */
-export const schedule = (storage: StorageService, name: string, generation: string, at: number, now: number): Rows =>
+/** A new occurrence of `name` at `at` (a new generation, attempt 0, its payload or NULL), replacing the stored one. */
+export const schedule = (
+  storage: StorageService,
+  name: string,
+  generation: string,
+  at: number,
+  now: number,
+  payload: string | null
+): Rows =>
   storage.exec(
     `INSERT INTO ${TABLE}
-       (name, generation_id, status, scheduled_at, next_attempt_at, attempt, last_error, last_error_name, created_at)
-     VALUES (?, ?, 'pending', ?, ?, 0, NULL, NULL, ?)
+       (name, generation_id, status, scheduled_at, next_attempt_at, attempt, last_error, last_error_name, created_at, payload)
+     VALUES (?, ?, 'pending', ?, ?, 0, NULL, NULL, ?, ?)
      ON CONFLICT (name) DO UPDATE SET generation_id = excluded.generation_id, status = 'pending',
        scheduled_at = excluded.scheduled_at, next_attempt_at = excluded.next_attempt_at, attempt = 0,
-       last_error = NULL, last_error_name = NULL, created_at = excluded.created_at`,
-    [name, generation, at, at, now]
+       last_error = NULL, last_error_name = NULL, created_at = excluded.created_at, payload = excluded.payload`,
+    [name, generation, at, at, now, payload]
   )
 
 /** Deletes the occurrence of `name`; returns its `status`, `attempt` and `generation_id` when there was one. */

@@ -5,13 +5,15 @@
  */
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Json from "../shared/json.js"
+import * as ListQuery from "../engine/listQuery.js"
 import { DurableCanceledError, InvalidInputError } from "../shared/Errors.js"
 import type * as Capability from "../engine/capability.js"
 import type { Row } from "../engine/StorageService.js"
 import * as Validate from "../shared/validate.js"
 import * as AlarmsTable from "./alarmsTable.js"
 import { IDEMPOTENCY_PREFIX } from "./schema.js"
-import type { AnyAlarmDefinition, NamedAlarmState } from "./types.js"
+import type { AlarmListOptions, AnyAlarmDefinition, NamedAlarmState } from "./types.js"
 
 /** What the calls read and write through: the capability as attached. */
 export type Parts = Capability.Capability<AnyAlarmDefinition>
@@ -34,8 +36,17 @@ const stateOf = <Name extends string>(row: Row, name: Name): NamedAlarmState<Nam
     ? null
     : { name: row.last_error_name === null ? "Error" : String(row.last_error_name), message: String(row.last_error) },
   idempotencyKey: `${IDEMPOTENCY_PREFIX}${String(row.generation_id)}`,
-  createdAt: Number(row.created_at)
+  createdAt: Number(row.created_at),
+  payload: payloadOf(row)
 })
+
+/** The payload stored with an occurrence, or undefined. */
+export const payloadOf = (row: Row): unknown =>
+  row.payload === null || row.payload === undefined ? undefined : Json.decode(String(row.payload))
+
+export const DEFAULT_LIST_LIMIT = 100
+export const MAX_LIST_LIMIT = 1_000
+const STATUSES: ReadonlyArray<NamedAlarmState["status"]> = ["pending", "failed"]
 
 export const get = Effect.fn("NamedAlarms.get")(function*<Name extends string>(parts: Parts, name: Name) {
   yield* checkName(parts, name)
@@ -43,9 +54,17 @@ export const get = Effect.fn("NamedAlarms.get")(function*<Name extends string>(p
   return Option.map(Option.fromNullable(row), (found) => stateOf(found, name))
 })
 
-/** Every stored occurrence, soonest first. */
-export const list = (parts: Parts) =>
-  Effect.map(AlarmsTable.all(parts.storage), (rows) => rows.map((row) => stateOf(row, String(row.name))))
+/** The stored occurrences, soonest first, a page at a time. */
+export const list = Effect.fn("NamedAlarms.list")(function*(parts: Parts, options: AlarmListOptions = {}) {
+  const query = yield* ListQuery.parse(options, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, STATUSES)
+  const rows = yield* AlarmsTable.soonest(parts.storage, query.statuses, query.after, query.limit + 1)
+  return ListQuery.page(
+    rows,
+    query.limit,
+    (row) => stateOf(row, String(row.name)),
+    (last) => ListQuery.cursor(Number(last.next_attempt_at), String(last.name))
+  )
+})
 
 export const cancel = Effect.fn("NamedAlarms.cancel")(function*(parts: Parts, name: string) {
   const { handle, storage, watchers } = parts
@@ -74,13 +93,14 @@ export const cancel = Effect.fn("NamedAlarms.cancel")(function*(parts: Parts, na
 })
 
 // Untraced: this is the hot path, and a span (with its captured call site) costs more than the write (bench B1).
-export const schedule = Effect.fnUntraced(function*(parts: Parts, name: string, scheduledTime: number | Date) {
+export const schedule = Effect.fnUntraced(function*(parts: Parts, name: string, scheduledTime: number | Date, payload?: unknown) {
   const { handle, storage } = parts
   yield* checkName(parts, name)
   const at = yield* Validate.timestamp("scheduledTime", scheduledTime)
+  const stored = payload === undefined ? null : yield* Validate.json("payload", payload)
   const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
   const generation = crypto.randomUUID()
-  yield* handle.writePending(AlarmsTable.schedule(storage, name, generation, at, now), () => ({ key: name, at }))
+  yield* handle.writePending(AlarmsTable.schedule(storage, name, generation, at, now, stored), () => ({ key: name, at }))
   yield* handle.emit((timestamp) => ({
     type: "scheduled",
     entityKind: "named_alarm",

@@ -11,6 +11,7 @@ import * as Capability from "../engine/capability.js"
 import type { StorageService } from "../engine/StorageService.js"
 import * as Validate from "../shared/validate.js"
 import * as AlarmsTable from "./alarmsTable.js"
+import { payloadOf } from "./calls.js"
 import { CAPABILITY, IDEMPOTENCY_PREFIX, migrations, TABLE } from "./schema.js"
 import type { AnyAlarmDefinition, DurableAlarmInfo } from "./types.js"
 
@@ -79,6 +80,7 @@ const run = <R>(definitionOf: (name: string) => AnyAlarmDefinition | undefined, 
     }
     const info: DurableAlarmInfo = {
       name,
+      payload: payloadOf(execution.row),
       scheduledTime: Number(execution.row.scheduled_at),
       attempt: execution.attempt,
       isRetry: execution.attempt > 1,

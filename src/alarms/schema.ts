@@ -49,5 +49,13 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
       ),
       pendingIndex: PENDING_INDEX
     })
+  },
+  {
+    // The occurrence's payload (JSON as stored, NULL for none): the Agents SDK's `schedule(when, method,
+    // payload)` carries one, and users reached for it.
+    name: "durability_0013_alarms_payload",
+    up: "ALTER TABLE durability_alarms ADD COLUMN payload TEXT",
+    down: "ALTER TABLE durability_alarms DROP COLUMN payload;",
+    presentWhen: MigrationSql.columnExists("durability_alarms", "payload")
   }
 ]

@@ -8,9 +8,11 @@ import type { SerializedError } from "../shared/Errors.js"
 import type { AlarmInvocationInfo } from "../shared/platform.js"
 import type * as Policy from "../engine/policy.js"
 
-/** What a named-alarm handler is called with. */
-export interface DurableAlarmInfo<Name extends string = string> {
+/** What a named-alarm handler is called with. `P`: the payload's type, as the handler declares it. */
+export interface DurableAlarmInfo<Name extends string = string, P = unknown> {
   readonly name: Name
+  /** The payload given when the occurrence was scheduled (JSON), or undefined. */
+  readonly payload: P | undefined
   /** The time the occurrence was scheduled for. */
   readonly scheduledTime: number
   /** 1-based; already durably counted. */
@@ -53,4 +55,25 @@ export interface NamedAlarmState<Name extends string = string> {
   /** The `idempotencyKey` its handler gets (stable across this occurrence's retries). */
   readonly idempotencyKey: string
   readonly createdAt: number
+  /** The payload it was scheduled with (JSON), or undefined. */
+  readonly payload: unknown
+}
+
+/** Which occurrences `list` returns, a page at a time. */
+export interface AlarmListOptions {
+  /** Only occurrences in this state (or these states). Default: all. */
+  readonly status?: NamedAlarmState["status"] | ReadonlyArray<NamedAlarmState["status"]> | undefined
+  /** At most this many (1–1000). Default 100. */
+  readonly limit?: number | undefined
+  /** The `cursor` of the previous page. */
+  readonly cursor?: string | undefined
+}
+
+/**
+ * A page of occurrences, soonest first; `cursor` is set when more follow. An occurrence whose next
+ * attempt moves while you page (a retry, a replacement) may be seen twice or not at all.
+ */
+export interface AlarmPage<Name extends string = string> {
+  readonly items: ReadonlyArray<NamedAlarmState<Name>>
+  readonly cursor?: string | undefined
 }

@@ -13,7 +13,7 @@ import { fromPromise, migrateWith, type MigrationResult, type SchedulerAttachmen
 import type { BivariantHandler } from "./Durability.js"
 import { build, type DurabilityMethodOptions, Helper, type HelperSpec, pickExecution } from "./helper.js"
 
-export type DurableAlarmInfo<Name extends string = string> = NamedAlarms.DurableAlarmInfo<Name>
+export type DurableAlarmInfo<Name extends string = string, P = unknown> = NamedAlarms.DurableAlarmInfo<Name, P>
 
 export type DurableAlarmHandler<Name extends string = string> = (info: DurableAlarmInfo<Name>) => unknown
 
@@ -33,8 +33,23 @@ export interface DurabilityAlarmsOptions<H extends AlarmHandlerMap> extends Dura
 
 export type DurabilityAlarmsConfig<H extends AlarmHandlerMap> = DurabilityAlarmsOptions<H> & SchedulerAttachment
 
-/** Schedules (or replaces) the name's occurrence at `scheduledTime` (epoch ms or a `Date`). */
-export type DurableNamedAlarm = (scheduledTime: number | Date) => Promise<void>
+/**
+ * Schedules (or replaces) the name's occurrence at `scheduledTime` (epoch ms or a `Date`), with an
+ * optional JSON `payload` its handler reads as `info.payload` (type it there: `DurableAlarmInfo<"name", P>`).
+ */
+export type DurableNamedAlarm<P = unknown> = (scheduledTime: number | Date, payload?: P) => Promise<void>
+
+/** The payload type a handler declares (`(info: DurableAlarmInfo<"name", P>) => …`), else `unknown`. */
+export type AlarmPayloadOf<H> = H extends (info: DurableAlarmInfo<string, infer P>) => unknown ? P : unknown
+
+/** Which occurrences `list` returns, a page at a time (`{ status?, limit?, cursor? }`). */
+export type DurableAlarmListOptions = NamedAlarms.AlarmListOptions
+
+/** A page of occurrences, soonest first; `cursor` is set when more follow. */
+export interface DurableAlarmPage<Name extends string = string> {
+  readonly items: ReadonlyArray<DurableNamedAlarmState<Name>>
+  readonly cursor?: string | undefined
+}
 
 export type DurableNamedAlarmState<Name extends string = string> = NamedAlarms.NamedAlarmState<Name>
 
@@ -49,13 +64,16 @@ export interface DurabilityAlarmsBase<Name extends string = string> {
    * Resolves true when there was one.
    */
   cancel(name: Name): Promise<boolean>
-  /** Every stored occurrence, soonest first. */
-  list(): Promise<ReadonlyArray<DurableNamedAlarmState<Name>>>
+  /**
+   * The stored occurrences, soonest first, a page at a time (`{ items, cursor }`, as every capability's
+   * `list`). Before issue 25 this resolved with a bare array.
+   */
+  list(options?: DurableAlarmListOptions): Promise<DurableAlarmPage<Name>>
 }
 
 export type DurabilityAlarmsInstance<H extends AlarmHandlerMap> =
   & DurabilityAlarmsBase<keyof H & string>
-  & { readonly [K in keyof H]: DurableNamedAlarm }
+  & { readonly [K in keyof H]: DurableNamedAlarm<AlarmPayloadOf<H[K]>> }
 
 export interface DurabilityAlarmsConstructor {
   new<H extends AlarmHandlerMap>(config: DurabilityAlarmsConfig<H>): DurabilityAlarmsInstance<H>
@@ -82,7 +100,8 @@ class DurabilityAlarmsImpl extends Helper<Service> {
     const built = build(config, spec)
     super(built)
     for (const name of built.names) {
-      const schedule: DurableNamedAlarm = (scheduledTime) => Helper.run(this, (service) => service.schedule(name, scheduledTime))
+      const schedule: DurableNamedAlarm = (scheduledTime, payload) =>
+        Helper.run(this, (service) => service.schedule(name, scheduledTime, payload))
       Helper.method(this, name, schedule)
     }
   }
@@ -95,8 +114,8 @@ class DurabilityAlarmsImpl extends Helper<Service> {
     return Helper.run(this, (service) => service.cancel(name))
   }
 
-  list(): Promise<ReadonlyArray<DurableNamedAlarmState>> {
-    return Helper.run(this, (service) => service.list)
+  list(options?: DurableAlarmListOptions): Promise<DurableAlarmPage> {
+    return Helper.run(this, (service) => service.list(options))
   }
 
   static migrate(context: DurabilityContext, target?: string | null): MigrationResult {

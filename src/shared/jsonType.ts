@@ -30,3 +30,4 @@ export type JsonShape<T> = unknown extends T ? T
 
 /** Whether every value of `T` is JSON. */
 export type IsJson<T> = [T] extends [JsonShape<T>] ? true : false
+

@@ -42,7 +42,11 @@ const OPERATION_MIGRATIONS = [
 ]
 /** The durable steps' memo table, shared by the capabilities: it goes only when every capability is reverted. */
 const MEMO_TABLE = "durability_steps"
-const ALARM_MIGRATIONS = ["durability_0003_create_alarms", "durability_0004_alarms_generation_and_created_at"]
+const ALARM_MIGRATIONS = [
+  "durability_0003_create_alarms",
+  "durability_0004_alarms_generation_and_created_at",
+  "durability_0013_alarms_payload"
+]
 
 describe("Durability", () => {
   it("generates a method per handler; registration resolves; getResult, job().getResult() and job().wait() read it", async () => {
@@ -291,7 +295,7 @@ describe("DurabilityAlarms", () => {
     expect(tables(context.memory)).toEqual(["durability_alarms", "durability_calls", "durability_migrations", MEMO_TABLE])
     expect(DurabilityAlarms.migrate(context, null)).toEqual({
       applied: [],
-      rolledBack: ["durability_0004_alarms_generation_and_created_at", "durability_0003_create_alarms"]
+      rolledBack: [...ALARM_MIGRATIONS].reverse()
     })
     expect(tables(context.memory)).toEqual(["durability_calls", "durability_migrations", MEMO_TABLE])
     expect(DurabilityAlarms.migrate(context)).toEqual({ applied: ALARM_MIGRATIONS, rolledBack: [] })
@@ -597,7 +601,7 @@ describe("managing work from the promise face", () => {
     await alarms.renew(at)
     await alarms.expire(at.getTime() + 1_000)
     expect(await alarms.get("renew")).toMatchObject({ name: "renew", status: "pending", scheduledTime: at.getTime(), attempt: 0 })
-    expect((await alarms.list()).map((state) => state.name)).toEqual(["renew", "expire"])
+    expect((await alarms.list()).items.map((state) => state.name)).toEqual(["renew", "expire"])
     expect(await alarms.cancel("renew")).toBe(true)
     expect(await alarms.get("renew")).toBeUndefined()
     expect(context.memory.alarmAt).toBe(at.getTime() + 1_000)

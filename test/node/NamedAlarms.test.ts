@@ -75,6 +75,7 @@ describe("handler info", () => {
       yield* object.fireAlarm({ isRetry: true, retryCount: 3 })
       expect(seen).toStrictEqual([{
         name: "renew",
+        payload: undefined,
         scheduledTime: 60_000,
         attempt: 1,
         isRetry: false,
@@ -96,6 +97,7 @@ describe("handler info", () => {
       yield* TestClock.adjust(1)
       expect(seen[1]).toStrictEqual({
         name: "renew",
+        payload: undefined,
         scheduledTime: 65_000,
         attempt: 1,
         isRetry: false,
@@ -711,7 +713,7 @@ describe("get, cancel and list", () => {
         nextAttemptAt: 50_000,
         lastError: { name: "Error", message: "boom" }
       })))
-      expect((yield* object.run(alarms.list)).map((state) => [state.name, state.nextAttemptAt])).toEqual([
+      expect((yield* object.run(alarms.list())).items.map((state) => [state.name, state.nextAttemptAt])).toEqual([
         ["renew", 50_000],
         ["expire", 90_000]
       ])

@@ -54,7 +54,7 @@ it("applies and reverts the named alarms table independently of operations", asy
   await runInDurableObject(stub, async (_instance, state) => {
     Durability.migrate(state)
     expect(DurabilityAlarms.migrate(state)).toEqual({
-      applied: ["durability_0003_create_alarms", "durability_0004_alarms_generation_and_created_at"],
+      applied: ["durability_0003_create_alarms", "durability_0004_alarms_generation_and_created_at", "durability_0013_alarms_payload"],
       rolledBack: []
     })
     expect(tables(state)).toEqual(["durability_alarms", "durability_calls", "durability_migrations", "durability_steps"])

@@ -71,14 +71,15 @@ it("a ManagedRuntime of the user's own rejects with a FiberFailure; reviveError 
   await endAfterRejection(stub)
 })
 
-it("promise-face operations and Effect-face named alarms share the one alarm of the object", async () => {
+it("promise-face operations and Effect-face named alarms (with a payload) share the one alarm of the object", async () => {
   const stub = faces()
   const start = Date.now()
-  const cleanupAt = await stub.cleanupAt(start + FacesObject.MIN_DELAY_MS + 200)
+  const cleanupAt = await stub.cleanupAt(start + FacesObject.MIN_DELAY_MS + 200, { bucket: "thumbs" })
   await stub.resize("later", 320)
   // The Effect handler ran with the layer's service, through the alarm the promise helper shares.
   const ledger = await waitFor(() => stub.ledger(), (lines) => lines.length === 2)
-  expect([...ledger].sort()).toEqual([`cleanup ${cleanupAt}`, "resize later"])
+  // The payload was stored with the occurrence and reached the handler through the real alarm.
+  expect([...ledger].sort()).toEqual([`cleanup ${cleanupAt} {"bucket":"thumbs"}`, "resize later"])
   expect(await stub.result("later")).toEqual({ status: "completed", result: { width: 320 } })
   expect(await waitFor(() => stub.idle(), isIdle)).toEqual(IDLE)
 })

@@ -135,7 +135,11 @@ it("named alarms: get, list and cancel over RPC; a Date schedules; the physical 
   await stub.schedule("renew", renewAt, true)
   await stub.schedule("expire", expireAt, false)
   expect(await stub.getAlarm("renew")).toMatchObject({ name: "renew", status: "pending", scheduledTime: renewAt, attempt: 0 })
-  expect((await stub.listAlarms()).map((state) => state.name)).toEqual(["renew", "expire"])
+  expect((await stub.listAlarms()).names).toEqual(["renew", "expire"])
+  // A page at a time, as every capability's list.
+  const first = await stub.listAlarms({ limit: 1 })
+  expect(first.names).toEqual(["renew"])
+  expect((await stub.listAlarms({ limit: 1, cursor: first.cursor })).names).toEqual(["expire"])
   expect(await stub.alarmAt()).toBe(renewAt)
   expect(await stub.cancelAlarm("renew")).toBe(true)
   expect(await stub.getAlarm("renew")).toBeUndefined()

@@ -43,7 +43,8 @@ export class FacesObject extends DurableObject {
   private readonly alarms = this.ctx.blockConcurrencyWhile(() =>
     this.runtime.runPromise(NamedAlarms.make({
       cleanup: NamedAlarms.alarm({
-        handler: (info) => Effect.flatMap(Ledger, (ledger) => ledger.record(`cleanup ${info.scheduledTime}`))
+        handler: (info) =>
+          Effect.flatMap(Ledger, (ledger) => ledger.record(`cleanup ${info.scheduledTime} ${JSON.stringify(info.payload) ?? "-"}`))
       })
     }))
   )
@@ -73,9 +74,9 @@ export class FacesObject extends DurableObject {
   }
 
   /** Effect face, through the scheduler's runtime: schedules the named alarm (a bad time is a RangeError). */
-  async cleanupAt(at: number): Promise<number> {
+  async cleanupAt(at: number, payload?: { readonly bucket: string }): Promise<number> {
     const alarms = await this.alarms
-    return this.runtime.runPromise(Effect.as(alarms.schedule("cleanup", at), at))
+    return this.runtime.runPromise(Effect.as(alarms.schedule("cleanup", at, payload), at))
   }
 
   /** Effect face, through a `ManagedRuntime` of the user's own over `scheduler.layer`: rejects with a FiberFailure. */

@@ -12,6 +12,8 @@ import {
   DurabilityScheduler,
   type DurableCall,
   type DurableListOptions,
+  type DurableAlarmListOptions,
+  type DurableAlarmPage,
   type DurableNamedAlarmState,
   type DurableOperationPage,
   type DurableOperationResult
@@ -120,8 +122,10 @@ export class ManagedObject extends DurableObject {
     return this.alarms.cancel(name)
   }
 
-  listAlarms(): Promise<ReadonlyArray<DurableNamedAlarmState>> {
-    return this.alarms.list()
+  /** Names only: a page's payloads are `unknown`, which RPC's types cannot carry. */
+  async listAlarms(options?: DurableAlarmListOptions): Promise<{ readonly names: Array<string>; readonly cursor?: string | undefined }> {
+    const page: DurableAlarmPage = await this.alarms.list(options)
+    return { names: page.items.map((state) => state.name), ...(page.cursor === undefined ? {} : { cursor: page.cursor }) }
   }
 
   runs(): ReadonlyArray<{ readonly what: string; readonly at: number }> {
