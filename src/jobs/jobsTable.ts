@@ -85,9 +85,12 @@ export const lastSeq = (storage: StorageService): Effect.Effect<number, StorageE
 
 // A job's children.
 
-/** The children's queues and ids, in the order they were added. */
+/** The children's queues, ids and what their states are read from, in the order they were added. */
 export const childIds = (storage: StorageService, parentKey: string): Rows =>
-  storage.exec(`SELECT queue, id FROM ${JOBS} WHERE parent_key = ? ORDER BY seq`, [parentKey])
+  storage.exec(
+    `SELECT key, queue, id, status, next_attempt_at, leased_until FROM ${JOBS} WHERE parent_key = ? ORDER BY seq`,
+    [parentKey]
+  )
 
 /** What a parent's handler reads of its children (`childrenValues`). */
 export const childValues = (storage: StorageService, parentKey: string): Rows =>

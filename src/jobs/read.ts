@@ -40,7 +40,7 @@ export const info = (core: Core, queue: QueueRuntime, row: Row, now: number): Ef
   Effect.gen(function*() {
     const key = String(row.key)
     const children = yield* JobsTable.childIds(core.storage, key)
-    const stored = Rows.infoOf(row, now, core.handle.executing(key), queue.maxAttempts, children)
+    const stored = Rows.infoOf(row, now, core.handle.executing(key), queue.maxAttempts, children, core.handle.executing)
     const payload = yield* Effect.orElseSucceed(queue.definition.payload.decode(stored.payload), () => stored.payload)
     if (!("result" in stored)) return { ...stored, payload }
     const result = yield* Effect.orElseSucceed(queue.definition.result.decode(stored.result), () => stored.result)

@@ -42,7 +42,8 @@ export const infoOf = (
   now: number,
   executing: boolean,
   maxAttempts: number,
-  children: ReadonlyArray<Row>
+  children: ReadonlyArray<Row>,
+  childExecuting: (key: string) => boolean
 ): JobInfo<unknown, unknown> => {
   const parentKey = row.parent_key === null || row.parent_key === undefined ? undefined : String(row.parent_key)
   const error = errorOf(row)
@@ -65,6 +66,12 @@ export const infoOf = (
     ...(parentKey === undefined || separator < 0
       ? {}
       : { parentQueue: parentKey.slice(0, separator), parentId: parentKey.slice(separator + 1) }),
-    ...(children.length === 0 ? {} : { children: children.map((child) => ({ queue: String(child.queue), id: String(child.id) })) })
+    ...(children.length === 0 ? {} : {
+      children: children.map((child) => ({
+        queue: String(child.queue),
+        id: String(child.id),
+        state: stateOf(child, now, childExecuting(String(child.key)))
+      }))
+    })
   }
 }

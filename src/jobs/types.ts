@@ -100,7 +100,8 @@ export interface JobInfo<P = unknown, R = unknown> {
   readonly finishedAt?: number
   readonly parentId?: string
   readonly parentQueue?: string
-  readonly children?: ReadonlyArray<{ readonly queue: string; readonly id: string }>
+  /** Its children (a flow's parent), in the order they were added, with their states now. */
+  readonly children?: ReadonlyArray<{ readonly queue: string; readonly id: string; readonly state: JobState }>
 }
 
 export interface JobListOptions {

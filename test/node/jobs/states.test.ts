@@ -84,7 +84,7 @@ describe("job states", () => {
       })
       expect(yield* object.run(jobs.work.get("fail"))).toMatchObject({ error: { name: "NonRetryableError", message: "no" } })
       expect(yield* object.run(jobs.work.get("later"))).toMatchObject({ runAt: 60_000 })
-      expect(yield* object.run(jobs.work.get("parent"))).toMatchObject({ children: [{ queue: "work", id: "child" }] })
+      expect(yield* object.run(jobs.work.get("parent"))).toMatchObject({ children: [{ queue: "work", id: "child", state: "waiting" }] })
       expect(yield* object.run(jobs.work.get("child"))).toMatchObject({ parentId: "parent", parentQueue: "work" })
       expect(yield* object.run(jobs.work.get("missing"))).toBeUndefined()
 
@@ -164,5 +164,38 @@ describe("job states", () => {
       yield* TestClock.adjust(0)
       expect(yield* Fiber.join(waiting)).toMatchObject({ id: "hold", state: "completed", result: "held", finishedAt: 1_000 })
       expect(yield* object.run(jobs.work.wait("missing", { timeoutMs: 1_000 }))).toBeUndefined()
+    }))
+
+  it.scoped("a parent's get lists its children with their states as they change (outside any job)", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const held = gates()
+      const jobs = yield* makeQueues(object, held)
+      yield* object.run(jobs.flow({
+        queue: "work",
+        id: "report",
+        payload: "r",
+        children: [
+          { queue: "work", id: "hold-page", payload: "1" },
+          { queue: "work", id: "fail-page", payload: "2" },
+          { queue: "work", id: "later-page", payload: "3", delayMs: 5_000 }
+        ]
+      }))
+      yield* TestClock.adjust(0)
+      const childrenOf = Effect.map(object.run(jobs.work.get("report")), (info) => info?.children)
+      expect(yield* childrenOf).toEqual([
+        { queue: "work", id: "hold-page", state: "active" },
+        { queue: "work", id: "fail-page", state: "waiting" },
+        { queue: "work", id: "later-page", state: "delayed" }
+      ])
+      yield* held.open("hold-page")
+      yield* TestClock.adjust(0)
+      expect(yield* childrenOf).toEqual([
+        { queue: "work", id: "hold-page", state: "completed" },
+        { queue: "work", id: "fail-page", state: "failed" },
+        // The failed child failed its parent, whose children not yet run were canceled with it.
+        { queue: "work", id: "later-page", state: "canceled" }
+      ])
+      expect(yield* object.run(jobs.work.get("report"))).toMatchObject({ state: "failed" })
     }))
 })
