@@ -7,6 +7,7 @@
  * idempotency key. Success deletes only the occurrence that ran; a timeout is
  * terminal unless `retryTimeouts` (the outcome of a timed-out side effect is
  * unknown).
+ * @packageDocumentation
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"

@@ -14,6 +14,7 @@
  *
  * Reverting the last recorded migration drops the history table too, and the tables the caller
  * names as shared (`MigrateOptions.sharedTables`), so reverting everything leaves no trace.
+ * @packageDocumentation
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"

@@ -14,6 +14,7 @@
  * `readAlarm` refreshes it from the platform (at warm-up and after an alarm
  * fired). Building the service does no I/O, so a layer over it builds
  * synchronously inside a Durable Object's constructor.
+ * @packageDocumentation
  */
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"

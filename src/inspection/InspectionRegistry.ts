@@ -8,6 +8,7 @@
  * `Scheduler.layerDurableObject` adds `InspectionRegistry.layer` to be inspected. A capability made
  * where no registry is provided registers nowhere (`register`): it works the same, it is only not
  * inspectable. So the registry is never a requirement of a capability, only of the inspector.
+ * @packageDocumentation
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"

@@ -8,6 +8,7 @@
  * Every endpoint is one protocol request (`inspection/protocol.ts`) sent to one object's
  * `inspect` method; the answer's failure becomes the status (NotFound 404, BadRequest 400,
  * Unavailable 503). Reads are GET, actions POST.
+ * @packageDocumentation
  */
 import * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"

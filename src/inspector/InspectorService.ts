@@ -10,6 +10,7 @@
  *
  * `inspect` is the typed face; `answer` takes a request as it crossed RPC or HTTP and never fails:
  * it answers `{ ok: false, failure }` instead, which survives RPC where a rejection's fields do not.
+ * @packageDocumentation
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"

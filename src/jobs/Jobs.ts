@@ -13,6 +13,7 @@
  * Handlers are Effects; their requirements are taken from the context `make` runs in, as for
  * operations. In a handler, `Jobs.progress(n)` and `Jobs.log(message)` reach the current job, and
  * `Jobs.step(name, effect)` is a durable step of it (see `Steps`).
+ * @packageDocumentation
  */
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"

@@ -8,6 +8,7 @@
  * const consume = JobsConsumer.make({ namespace: (env: Env) => env.MAILER, handlers: { email: (job) => send(job.payload) } })
  * export default { queue: (batch, env) => runtime.runPromise(consume(batch, env)) }
  * ```
+ * @packageDocumentation
  */
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"

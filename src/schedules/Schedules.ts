@@ -9,6 +9,7 @@
  * the schedule paused follow `catchUp`; slots that come due while a run is active follow `overlap`.
  * A run that fails for good does not stop the schedule. Runs share the object's permits but take at
  * most `concurrency` of them (default 1), so long recurring runs never starve other work.
+ * @packageDocumentation
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"

@@ -1,6 +1,7 @@
 /**
  * Every typed failure of the Effect API. The promise facade turns each into an
  * `Error` subclass whose `name` equals the tag (Workers RPC keeps only name and message).
+ * @packageDocumentation
  */
 import * as Schema from "effect/Schema"
 /** A SQL statement, transaction or alarm call of the Durable Object's storage failed. */

@@ -17,6 +17,7 @@
  * storage.failCall("sql", 12)       // the 12th statement since `make` fails
  * storage.failNext("alarm")         // so does the next alarm write
  * ```
+ * @packageDocumentation
  */
 import { intercept, type MemoryStorage } from "./MemoryStorage.js"
 

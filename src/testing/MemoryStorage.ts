@@ -25,6 +25,7 @@
  *
  * The object outlives any runtime built on it, which is how tests simulate
  * eviction: drop the runtime, keep the `MemoryStorage`, build a new runtime.
+ * @packageDocumentation
  */
 import * as Effect from "effect/Effect"
 import type { Database, SqlJsStatic, Statement } from "sql.js"

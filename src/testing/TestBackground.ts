@@ -1,6 +1,7 @@
 /**
  * A `Background` that records instead of logging: every report and every
  * promise handed to `waitUntil`, so tests can assert on them.
+ * @packageDocumentation
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"

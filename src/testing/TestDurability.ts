@@ -12,6 +12,7 @@
  *   const next = yield* object.restart    // eviction: memory gone, storage kept
  * }))
  * ```
+ * @packageDocumentation
  */
 import * as Clock from "effect/Clock"
 import type * as Context from "effect/Context"

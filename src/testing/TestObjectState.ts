@@ -15,6 +15,7 @@
  * Handlers run for real: a handler awaiting real I/O (a `fetch`, a real
  * timer) finishes on its own schedule, not the object's clock. `Date.now()` in
  * a handler is the machine's time; the object's time is `state.now()`.
+ * @packageDocumentation
  */
 import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"

@@ -6,6 +6,7 @@
  * `Inspector` sees the capabilities made on it). Build it in a scope you own to simulate
  * eviction: close the scope (running handlers are interrupted, timers vanish),
  * keep the `MemoryStorage`, build the layer again.
+ * @packageDocumentation
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
