@@ -13,6 +13,18 @@
  */
 import { Application, ReflectionKind } from "typedoc"
 
+/**
+ * `type X = { ... }`, whose properties read like an interface's (not a union's members, nor a nested literal).
+ * @param {import("typedoc").Reflection | undefined} alias
+ * @param {import("typedoc").Reflection} literal
+ */
+const isObjectTypeAlias = (alias, literal) =>
+  alias !== undefined &&
+  alias.kindOf(ReflectionKind.TypeAlias) &&
+  "type" in alias &&
+  alias.type?.type === "reflection" &&
+  alias.type.declaration === literal
+
 /** @param {import("typedoc").Application} app */
 export function load(app) {
   app.on(Application.EVENT_VALIDATE_PROJECT, (project) => {
@@ -23,7 +35,7 @@ export function load(app) {
       if (parent === undefined) continue
       const named =
         parent.kindOf(ReflectionKind.Interface | ReflectionKind.Class) ||
-        (parent.kindOf(ReflectionKind.TypeLiteral) && parent.parent?.kindOf(ReflectionKind.TypeAlias) === true)
+        (parent.kindOf(ReflectionKind.TypeLiteral) && isObjectTypeAlias(parent.parent, parent))
       if (!named) continue
       // An inherited member is documented (or reported) where it is declared.
       if ("inheritedFrom" in reflection && reflection.inheritedFrom !== undefined) continue

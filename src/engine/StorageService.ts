@@ -30,8 +30,13 @@ import type { DurableObjectStorageLike, SqlValue } from "../shared/platform.js"
 
 export type { SqlValue } from "../shared/platform.js"
 
+/** One result row: column name to value. */
 export type Row = Readonly<Record<string, SqlValue>>
 
+/**
+ * The object's SQLite storage and its alarm as an Effect service: statements, transactions, and the physical
+ * alarm the engine owns.
+ */
 export interface StorageService {
   /** Runs one statement (or a script without bindings) and returns the rows of the last statement. */
   readonly exec: (query: string, bindings?: ReadonlyArray<SqlValue>) => Effect.Effect<ReadonlyArray<Row>, StorageError>
@@ -65,6 +70,7 @@ export interface StorageService {
   readonly alarmFired: Effect.Effect<void>
 }
 
+/** The `StorageService` service's tag: provide it with `layer` over the object's `ctx.storage`. */
 export const StorageService: Context.Tag<StorageService, StorageService> = Context.GenericTag<StorageService>(
   "durability/StorageService"
 )

@@ -32,6 +32,7 @@ export interface DurableCall<P> extends Operations.DurableCall<P> {
    */
   readonly step: DurableStep
 }
+/** A call's state as read back: unknown, pending, failed for good, or completed with its result. */
 export type DurableOperationResult<R> = Operations.OperationResult<R>
 
 /** A handler: receives the call, returns the result (JSON) or a promise of it. */
@@ -55,30 +56,47 @@ export type ResultOf<H> = H extends (call: DurableCall<never>) => infer R ? Awai
 
 export type { DurabilityMethodOptions, DurabilityRetryOptions } from "./helper.js"
 
+/** `Durability`'s options: the handlers, per-handler options, and the defaults they override. */
 export interface DurabilityOptions<H extends HandlerMap> extends DurabilityMethodOptions {
+  /** The handlers, by name: each name becomes a method of the instance that registers calls to it. */
   readonly handlers: H
+  /** Options for one handler (retries, timeouts), over the defaults given here. */
   readonly methods?: { readonly [K in keyof H]?: DurabilityMethodOptions } | undefined
+  /** Told each lifecycle event of the calls after it committed, e.g. for metrics. */
   readonly onLifecycleEvent?: LifecycleHook | undefined
 }
 
+/**
+ * What `new Durability(...)` takes: its options and where it attaches (a scheduler, or the object's context).
+ */
 export type DurabilityConfig<H extends HandlerMap> = DurabilityOptions<H> & SchedulerAttachment
 
+/** How long `DurableJobHandle.wait` waits. */
 export interface DurableJobWaitOptions {
   /** How long to wait for the call to settle; 0 returns the current state. */
   readonly timeoutMs: number
 }
 
+/** One call, by id, to read or wait for its outcome. */
 export interface DurableJobHandle<R> {
+  /** Reads the call's state now. */
   getResult(): Promise<DurableOperationResult<R>>
+  /** Waits until the call completed or failed for good (or `timeoutMs` passed) and returns its state then. */
   wait(options: DurableJobWaitOptions): Promise<DurableOperationResult<R>>
 }
 
 /** Its `delayMs` in milliseconds (the Effect face's `Operations.register` takes a Duration too). */
 export type DurableRegistration<P> = Operations.RegisterCall<P, number>
+/** One stored call, as `list` returns it: its id, when it was registered, and its state. */
 export type DurableOperationEntry<R> = Operations.OperationEntry<R>
+/** A page of calls in registration order. */
 export type DurableOperationPage<R> = Operations.OperationPage<R>
+/** `list`'s options: a status filter and the page. */
 export type DurableListOptions = Operations.ListOptions
 
+/**
+ * One operation of a `Durability`: call it to register a call, then read, wait for, cancel or list its calls.
+ */
 export interface DurableOperation<P, R> {
   /**
    * Registers the call; resolves once it committed (never waits for the handler). With `runAt` (a time
@@ -90,7 +108,9 @@ export interface DurableOperation<P, R> {
    * `TypeError`/`RangeError` naming `calls[i]`, nothing written), then all are written or none.
    */
   many(calls: ReadonlyArray<DurableRegistration<P>>): Promise<void>
+  /** Reads a call's state now. */
   getResult(id: string): Promise<DurableOperationResult<R>>
+  /** One call by id, to wait for it. */
   job(id: string): DurableJobHandle<R>
   /**
    * Cancels a pending call: it fails with `DurableCanceledError` and is not retried; a running handler's
@@ -101,6 +121,7 @@ export interface DurableOperation<P, R> {
   list(options?: DurableListOptions): Promise<DurableOperationPage<R>>
 }
 
+/** The calls of a `Durability` besides its operations. */
 export interface DurabilityBase {
   /** Delegate the object's `alarm(info)` here (or to the shared scheduler). */
   alarm(info?: AlarmInvocationInfo): Promise<void>
@@ -108,6 +129,9 @@ export interface DurabilityBase {
   purgeBefore(before: number | Date): Promise<number>
 }
 
+/**
+ * A `Durability` instance: the base calls, and one `DurableOperation` per handler name, typed by its handler.
+ */
 export type DurabilityInstance<H extends HandlerMap> =
   & DurabilityBase
   & { readonly [K in keyof H]: DurableOperation<PayloadOf<H[K]>, ResultOf<H[K]>> }
@@ -122,6 +146,7 @@ export type JsonResultHandlers<H> = {
     : `handler "${K & string}" must return JSON (no Date, Map, Set, BigInt, function or Error in its result)`
 }
 
+/** The `Durability` class: `new Durability({ handlers })`, and its static helpers. */
 export interface DurabilityConstructor {
   new<H extends HandlerMap>(
     config: DurabilityConfig<H> & { readonly handlers: NoInfer<JsonResultHandlers<H>> }
@@ -183,4 +208,8 @@ class DurabilityImpl extends Helper<Service> {
   }
 }
 
+/**
+ * Durable operations for promise-style code, in a Durable Object: each handler becomes a method whose calls
+ * are stored, run and retried.
+ */
 export const Durability: DurabilityConstructor = DurabilityImpl as unknown as DurabilityConstructor

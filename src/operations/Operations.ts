@@ -102,9 +102,14 @@ export const operation = <P, R, E = never, Req = never, PI = P, RI = R>(
 })
 
 export interface OperationsOptions extends Policy.ExecutionOptions {
+  /** Told each lifecycle event of the calls after it committed, e.g. for metrics. */
   readonly onLifecycleEvent?: Lifecycle.LifecycleHook | undefined
 }
 
+/**
+ * The operations service `make` returns: register calls, read their outcome, wait for them, cancel, list and
+ * purge.
+ */
 export interface Operations<Defs extends Record<string, AnyOperationDefinition>> {
   /**
    * Resolves once the registration committed; never waits for the handler. Same id + same operation
@@ -139,6 +144,7 @@ export interface Operations<Defs extends Record<string, AnyOperationDefinition>>
     operation: K,
     options?: ListOptions
   ) => Effect.Effect<OperationPage<ResultOf<Defs[K]>>, InvalidInputError | StorageError>
+  /** Reads a call's state now: not found, pending, failed for good, or completed with its result. */
   readonly getResult: <K extends keyof Defs & string>(
     operation: K,
     id: string

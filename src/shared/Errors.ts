@@ -59,7 +59,9 @@ export class MigrationError extends Schema.TaggedError<MigrationError>("durabili
 
 /** The compact, storable shape of any failure. */
 export interface SerializedError {
+  /** The error's name (or its tag), e.g. `DurableAttemptTimeoutError`. */
   readonly name: string
+  /** The error's message. */
   readonly message: string
 }
 

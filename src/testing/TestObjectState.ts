@@ -31,6 +31,10 @@ import * as Scheduler from "../engine/Scheduler.js"
 import * as PlatformAlarm from "./internal/platformAlarm.js"
 import * as MemoryStorage from "./MemoryStorage.js"
 
+/**
+ * A simulated Durable Object state for promise-style code: pass its `context` to the helpers, then move its
+ * clock and restart it.
+ */
 export interface TestObjectState {
   /** Pass it where the object passes `this.ctx`: `new DurabilityScheduler({ context })` or a helper's `{ context }`. */
   readonly context: DurabilityContext
@@ -54,6 +58,7 @@ export interface TestObjectState {
   readonly restart: () => Promise<TestObjectState>
 }
 
+/** `make`'s options. */
 export interface TestObjectStateOptions {
   /** Reuse the storage of an earlier instance. */
   readonly storage?: MemoryStorage.MemoryStorage | undefined
@@ -66,6 +71,7 @@ const settle = async (): Promise<void> => {
   for (let turn = 0; turn < 3; turn++) await new Promise<void>((resolve) => setTimeout(resolve, 0))
 }
 
+/** Makes a simulated object state over a new (or the given) in-memory storage, its clock at `startTime`. */
 export const make = async (options: TestObjectStateOptions = {}): Promise<TestObjectState> => {
   const data = options.storage ?? (await Effect.runPromise(MemoryStorage.make))
   // A storage object of its own (same data): the next instance gets its own scheduler, as after an eviction.

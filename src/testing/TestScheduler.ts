@@ -20,8 +20,13 @@ import * as StorageService from "../engine/StorageService.js"
 import * as InspectionRegistry from "../inspection/InspectionRegistry.js"
 import type { MemoryStorage } from "./MemoryStorage.js"
 
+/** The services a test scheduler provides: the scheduler's and an inspection registry. */
 export type Services = Scheduler.Services | InspectionRegistry.InspectionRegistry
 
+/**
+ * A scheduler over a `MemoryStorage` and a `Background` (e.g. `TestBackground`), with its inspection
+ * registry, for Effect tests.
+ */
 export const layer = (
   storage: MemoryStorage,
   background: Layer.Layer<Background.Background>,
