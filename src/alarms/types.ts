@@ -53,7 +53,10 @@ export type RequirementsOf<Defs> = {
 export interface NamedAlarmState<Name extends string = string> {
   /** The alarm's name. */
   readonly name: Name
-  /** `pending`: waiting, running or retrying; `failed`: failed for good, kept until scheduled again, canceled or purged. */
+  /**
+   * `pending`: waiting, running or retrying; `failed`: failed for good, kept until scheduled again,
+   * canceled or purged.
+   */
   readonly status: "pending" | "failed"
   /** The time it was scheduled for. */
   readonly scheduledTime: number

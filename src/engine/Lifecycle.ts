@@ -11,7 +11,7 @@ import type { SerializedError } from "../shared/Errors.js"
 
 /** Who an event is about; each capability adds its own fields (e.g. `operation`). */
 export interface LifecycleEntity {
-  /** The kind of record: `operation`, `alarm`, `job`, `schedule`, or a table of your own. */
+  /** The kind of record: `operation`, `named_alarm`, `job`, `schedule`, or a table of your own. */
   readonly entityKind: string
   /** The record's key within its kind. */
   readonly id: string

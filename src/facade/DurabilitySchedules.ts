@@ -35,7 +35,7 @@ export interface DurableScheduleRun<P = unknown> extends Schedules.ScheduleRun<P
 export type DurableScheduleInfo<P = unknown> = Schedules.ScheduleInfo<P>
 /** Its `everyMs` in milliseconds (the Effect face's `upsert` takes a Duration too). */
 export type DurableScheduleTiming = Schedules.TimingInput<number>
-/** `upsert`'s options (payload, start and end, run limit, catch-up, overlap, grace), with times in milliseconds. */
+/** `upsert`'s options (payload, start and end, run limit, catch-up, overlap, grace), in milliseconds. */
 export type DurableScheduleOptions<P = unknown> = Schedules.UpsertOptions<P, number>
 /** What `upsert` answers: whether the schedule was created or changed, and its next run. */
 export type DurableScheduleUpsertResult = Schedules.UpsertResult

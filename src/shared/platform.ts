@@ -37,9 +37,12 @@ export interface DurabilityContext {
   readonly storage: DurableObjectStorageLike
   /** Keeps the isolate alive until the promise settles, for work that outlives a call. */
   waitUntil?(promise: Promise<unknown>): void
-  /** Runs `callback` with the object's input gate closed, as at construction. */
+  /** Runs `callback` while the object takes no other event (the library warms up inside it when it can). */
   blockConcurrencyWhile?<T>(callback: () => Promise<T>): Promise<T>
-  /** The object's id (`toString()`: its hex form; `name`: the name it was got by, if any), for diagnostics and the inspector. */
+  /**
+   * The object's id (`toString()`: its hex form; `name`: the name it was got by, if any), for diagnostics
+   * and the inspector.
+   */
   readonly id?: { toString(): string; readonly name?: string | undefined }
 }
 
