@@ -6,6 +6,7 @@
  * `Lifecycle`), which name the public ones. The engine's own services (`AlarmService`,
  * `PermitSemaphore`) and `DurableTable` (its user-facing types are `Scheduler`'s) are not here:
  * nothing outside the library needs them, so they may change without a breaking release.
+ * @module durability/effect
  */
 export * as Background from "./effect/Background.js"
 export * as Errors from "./shared/Errors.js"

@@ -1,6 +1,7 @@
 /**
  * `durability`: durable background work for Cloudflare Durable Objects, as
  * promise-style classes. The Effect API lives in `durability/effect`.
+ * @module durability
  */
 export { DurabilityScheduler } from "./facade/DurabilityScheduler.js"
 export type {

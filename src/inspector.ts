@@ -3,6 +3,7 @@
  * serves the web page and the admin API in a Worker's `fetch`; `InspectorApi` is the API's `@effect/platform`
  * `HttpApi` definition (and its OpenAPI document); the protocol types are what an object's
  * `inspect(request)` receives and answers.
+ * @module durability/inspector
  */
 export { DurabilityInspector } from "./facade/DurabilityInspector.js"
 export type {

@@ -1,6 +1,7 @@
 /**
  * `durability/testing`: in-memory backends and test handles, so handlers can be
  * tested in plain Node under `TestClock` with no workerd and no real waiting.
+ * @module durability/testing
  */
 export * as MemoryStorage from "./testing/MemoryStorage.js"
 export * as TestBackground from "./testing/TestBackground.js"

@@ -7,6 +7,7 @@
  * idempotency key. Success deletes only the occurrence that ran; a timeout is
  * terminal unless `retryTimeouts` (the outcome of a timed-out side effect is
  * unknown).
+ * @packageDocumentation
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -52,6 +53,10 @@ export type {
 export { DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT } from "./calls.js"
 export { CAPABILITY, IDEMPOTENCY_PREFIX, migrations, TABLE } from "./schema.js"
 
+/**
+ * Defines one named alarm for `make`: its handler, retries and timeouts (typed, so the definitions map
+ * infers).
+ */
 export const alarm = <E = never, Req = never>(
   options: Policy.ExecutionOptions & {
     readonly handler: (info: DurableAlarmInfo) => Effect.Effect<unknown, E, Req>
@@ -59,10 +64,13 @@ export const alarm = <E = never, Req = never>(
   }
 ): AlarmDefinition<E, Req> => options
 
+/** `make`'s options: the defaults of every name's retries and timeouts, and a lifecycle hook. */
 export interface NamedAlarmsOptions extends Policy.ExecutionOptions {
+  /** Told each lifecycle event of the alarms after it committed, e.g. for metrics. */
   readonly onLifecycleEvent?: Lifecycle.LifecycleHook | undefined
 }
 
+/** The named alarms service `make` returns: schedule, read, cancel and purge names' occurrences. */
 export interface NamedAlarms<Defs extends Record<string, AnyAlarmDefinition>> {
   /**
    * Schedules the name at `scheduledTime` (epoch ms or a `Date`), replacing its pending occurrence;
@@ -88,8 +96,16 @@ export interface NamedAlarms<Defs extends Record<string, AnyAlarmDefinition>> {
   readonly purgeBefore: (before: number | Date) => Effect.Effect<number, InvalidInputError | StorageError>
 }
 
+/**
+ * Applies (default: latest) or reverts (`null`: all) the named alarms table's migrations, through the
+ * `StorageService`.
+ */
 export const migrate = (target?: string | null) => StepMemo.migrate(CAPABILITY, migrations, target)
 
+/**
+ * Attaches named alarms to the object's scheduler (running the table's migrations first) and returns their
+ * service.
+ */
 export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
   definitions: Defs,
   options: NamedAlarmsOptions = {}

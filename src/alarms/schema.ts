@@ -5,10 +5,13 @@
 import * as MigrationSql from "../engine/migrationSql.js"
 import type * as Migrations from "../engine/Migrations.js"
 
+/** The capability's name on the scheduler (and in its migrations' history). */
 export const CAPABILITY = "namedAlarms"
 
+/** The start of every named alarm's `idempotencyKey`; a generation follows it. */
 export const IDEMPOTENCY_PREFIX = "durability-alarm:v1:"
 
+/** The named alarms' SQL table. */
 export const TABLE = "durability_alarms"
 
 const COLUMNS = "name, status, scheduled_at, next_attempt_at, attempt, last_error, last_error_name"
@@ -27,6 +30,7 @@ const createAlarms = (generation = "", created = "") =>
 
 const PENDING_INDEX = "CREATE INDEX durability_alarms_pending_idx ON durability_alarms (status, next_attempt_at)"
 
+/** The named alarms table's migrations, in order: what `NamedAlarms.migrate` applies. */
 export const migrations: ReadonlyArray<Migrations.Migration> = [
   {
     name: "durability_0003_create_alarms",

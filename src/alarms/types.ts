@@ -10,6 +10,7 @@ import type * as Policy from "../engine/policy.js"
 
 /** What a named-alarm handler is called with. `P`: the payload's type, as the handler declares it. */
 export interface DurableAlarmInfo<Name extends string = string, P = unknown> {
+  /** The alarm's name. */
   readonly name: Name
   /** The payload given when the occurrence was scheduled (JSON), or undefined. */
   readonly payload: P | undefined
@@ -17,33 +18,47 @@ export interface DurableAlarmInfo<Name extends string = string, P = unknown> {
   readonly scheduledTime: number
   /** 1-based; already durably counted. */
   readonly attempt: number
+  /** True from the second attempt on. */
   readonly isRetry: boolean
+  /** Attempts before this one (`attempt - 1`). */
   readonly retryCount: number
   /** `durability-alarm:v1:<generation>`: stable across retries of one occurrence, new for a replacement. */
   readonly idempotencyKey: string
+  /** Aborted on timeout, cancel or purge. Cooperative: stop when you see it. */
   readonly signal: AbortSignal
   /** The platform's alarm info when a physical alarm started this attempt. */
   readonly platform: AlarmInvocationInfo | undefined
 }
 
+/** One named alarm: its handler, retries and timeouts. */
 export interface AlarmDefinition<E, Req> extends Policy.ExecutionOptions {
+  /** Runs one attempt; a failure is retried under the policy. */
   readonly handler: (info: DurableAlarmInfo) => Effect.Effect<unknown, E, Req>
   /** Retry an attempt that timed out (default false: a timeout is terminal). */
   readonly retryTimeouts?: boolean | undefined
 }
 
+/** The shape every `AlarmDefinition` is assignable to. */
 export interface AnyAlarmDefinition extends Policy.ExecutionOptions {
+  /** The handler. */
   readonly handler: (info: DurableAlarmInfo) => Effect.Effect<unknown, unknown, unknown>
+  /** Retry an attempt that timed out. */
   readonly retryTimeouts?: boolean | undefined
 }
 
+/** The services the handlers of a set of definitions need, which `make` takes from its context. */
 export type RequirementsOf<Defs> = {
   readonly [K in keyof Defs]: Defs[K] extends AlarmDefinition<infer _E, infer Req> ? Req : never
 }[keyof Defs]
 
 /** A name's stored occurrence: pending (waiting, running or retrying) or failed for good. */
 export interface NamedAlarmState<Name extends string = string> {
+  /** The alarm's name. */
   readonly name: Name
+  /**
+   * `pending`: waiting, running or retrying; `failed`: failed for good, kept until scheduled again,
+   * canceled or purged.
+   */
   readonly status: "pending" | "failed"
   /** The time it was scheduled for. */
   readonly scheduledTime: number
@@ -51,9 +66,11 @@ export interface NamedAlarmState<Name extends string = string> {
   readonly nextAttemptAt: number
   /** Attempts claimed so far. */
   readonly attempt: number
+  /** The last attempt's failure; null before any failed. */
   readonly lastError: SerializedError | null
   /** The `idempotencyKey` its handler gets (stable across this occurrence's retries). */
   readonly idempotencyKey: string
+  /** When it was scheduled (epoch milliseconds). */
   readonly createdAt: number
   /** The payload it was scheduled with (JSON), or undefined. */
   readonly payload: unknown

@@ -3,6 +3,7 @@
  * with, and the types of `attach` (a table of your own). The engine's own constructors (`make`,
  * `layer` over services a user never provides, the facade's `layerDurableObjectResolved`) stay
  * internal, so changing them is no breaking change.
+ * @packageDocumentation
  */
 export {
   Admission,

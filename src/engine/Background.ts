@@ -10,11 +10,17 @@ import * as Layer from "effect/Layer"
 import * as Runtime from "effect/Runtime"
 import type { SerializedError } from "../shared/Errors.js"
 
+/** A failure nobody awaits, as reported: the event's name and its fields. */
 export interface Report {
+  /** The event's name, e.g. `durability.lifecycle_hook.failed`. */
   readonly event: string
+  /** The event's fields: what and which record it was about, and the error. */
   readonly details: Readonly<Record<string, unknown>>
 }
 
+/**
+ * The service that keeps the object alive for work that outlives a call and reports failures nobody awaits.
+ */
 export interface Background {
   /** Keeps the object alive until `promise` settles. Its rejection is reported, never thrown. */
   readonly waitUntil: (promise: Promise<unknown>) => Effect.Effect<void>
@@ -22,6 +28,9 @@ export interface Background {
   readonly report: (event: string, details: Readonly<Record<string, unknown>>) => Effect.Effect<void>
 }
 
+/**
+ * The `Background` service's tag: provide it with `layerDurableObject` (or the test kit's `TestBackground`).
+ */
 export const Background: Context.Tag<Background, Background> = Context.GenericTag<Background>(
   "durability/Background"
 )
@@ -50,7 +59,11 @@ const safeString = (value: unknown): string => {
   }
 }
 
+/** What a `Background` is made of: the platform's `waitUntil`, and where reports go. */
 export interface Sink {
+  /**
+   * Keeps the isolate alive until the promise settles (a Durable Object's `ctx.waitUntil`); default: nothing.
+   */
   readonly waitUntil?: ((promise: Promise<unknown>) => void) | undefined
   /** Where reports go; by default, Effect's logger of the fiber that reports (see `logReport`). */
   readonly report?: ((report: Report) => void) | undefined

@@ -27,7 +27,12 @@ import type { Row, SqlValue } from "./StorageService.js"
 
 /** One attempt of one record, as its handler sees it. */
 export interface Execution {
+  /** The record's key in its table. */
   readonly key: string
+  /**
+   * The record's generation: fences this attempt's settle against a record registered again under the same
+   * key.
+   */
   readonly generation: string
   /** 1-based; already durably counted when the handler runs. */
   readonly attempt: number
@@ -39,7 +44,9 @@ export interface Execution {
   readonly platform: AlarmInvocationInfo | undefined
 }
 
+/** How a table's record is retried and timed out: the retry policy plus the attempt's time limit. */
 export interface AttemptPolicy extends RetryPolicy.RetryPolicy {
+  /** How long one attempt may run before its signal is aborted and it counts as failed (milliseconds). */
   readonly attemptTimeoutMs: number
   /** What the signal is aborted with, and the failure recorded, when an attempt times out. */
   readonly timeoutError: (timeoutMs: number) => unknown
@@ -54,6 +61,7 @@ export interface AttemptPolicy extends RetryPolicy.RetryPolicy {
 export interface AttemptLimits {
   /** The column the policy depends on (e.g. the operation name). */
   readonly column: string
+  /** `maxAttempts` by the column's value. */
   readonly byValue: ReadonlyMap<string, number>
   /** For values not in `byValue`. */
   readonly otherwise: number
@@ -66,10 +74,13 @@ export interface AttemptLimits {
 export interface DurableTable<A = unknown> {
   /** Unique per scheduler, e.g. "operations". */
   readonly kind: string
+  /** The SQL table's name. */
   readonly table: string
+  /** The table's key column (`TEXT PRIMARY KEY`). */
   readonly keyColumn: string
   /** Rows started per alarm pass; the rest follow from the re-armed timer or alarm. Default 100. */
   readonly dueBatchSize?: number | undefined
+  /** The record's retry and timeout policy, decided from its row. */
   readonly policy: (row: Row) => AttemptPolicy
   /**
    * Every record's `maxAttempts` as a function of one column (what `policy` decides by), so the
@@ -94,6 +105,7 @@ export interface DurableTable<A = unknown> {
   readonly describe: (row: Row) => string
   /** The entity fields of lifecycle events about `row`. */
   readonly entity: (row: Row) => Lifecycle.LifecycleEntity
+  /** Told the lifecycle events of the table's records. */
   readonly onEvent?: Lifecycle.LifecycleHook | undefined
   /** How due records start when time order alone is not enough (job queues). */
   readonly dispatch?: Dispatch | undefined
@@ -122,6 +134,7 @@ export interface DurableTable<A = unknown> {
  * due first, `expired` decides from the record as stored (still under that claim) what becomes of it.
  */
 export interface Leases {
+  /** Decides what becomes of a leased record when its lease's timer comes due (see `LeaseExpiry`). */
   readonly expired: (row: Row, now: number) => LeaseExpiry
 }
 
@@ -141,12 +154,16 @@ export type LeaseExpiry = Data.TaggedEnum<{
   Exhausted: { readonly write: Effect.Effect<void, StorageError> }
 }>
 
+/** Builds and matches `LeaseExpiry` values. */
 export const LeaseExpiry = Data.taggedEnum<LeaseExpiry>()
 
 /** One of a table's durable timers, as stored. */
 export interface Timer {
+  /** The timer's key within its table. */
   readonly key: string
+  /** When it comes due (epoch milliseconds). */
   readonly at: number
+  /** What `set` stored with it (null: nothing). */
   readonly data: string | null
 }
 
@@ -157,6 +174,10 @@ export interface Timer {
  * made pending (covered by the alarm before the commit, started after it) and what to run after.
  */
 export interface Timers {
+  /**
+   * Runs the due timer in the transaction that took it; returns the records it made pending and what to run
+   * after.
+   */
   readonly fire: (timer: Timer, now: number, timers: TimerHandle) => SettledWork
 }
 
@@ -175,10 +196,12 @@ export type Admission = Data.TaggedEnum<{
   Lease: {
     readonly until: number
     readonly state?: LeaseState | undefined
+    /** Writes the table's lease state with the claim, in the claim's transaction. */
     readonly leased: (row: Row) => Effect.Effect<void, StorageError>
   }
 }>
 
+/** Builds and matches `Admission` values. */
 export const Admission = Data.taggedEnum<Admission>()
 
 /**
@@ -197,10 +220,13 @@ export type Settlement =
 
 /** A group's limit inside the shared permits; its waiters are served by rank (smaller first), then arrival. */
 export interface Slot {
+  /** How many of the group's records may run at once. */
   readonly capacity: number
+  /** Takes a permit if one is free now; never waits. */
   readonly tryAcquire: Effect.Effect<Option.Option<PermitSemaphore.Permit>>
   /** Waits for a permit as `key`, ranked by `rank` among the waiters. */
   readonly acquire: (rank: ReadonlyArray<number>, key: string) => Effect.Effect<PermitSemaphore.Permit>
+  /** Permits free now. */
   readonly available: Effect.Effect<number>
 }
 
@@ -212,7 +238,12 @@ export interface Dispatch {
    * The start order as numbers (smaller first), read by due scans (`columns`, a select list) so
    * records waiting for a full slot start in that order, whenever each came due.
    */
-  readonly rank?: { readonly columns: string; readonly of: (row: Row) => ReadonlyArray<number> } | undefined
+  readonly rank?: {
+    /** The select list the due scans read for `of`. */
+    readonly columns: string
+    /** The numbers, from a row read with `columns`. */
+    readonly of: (row: Row) => ReadonlyArray<number>
+  } | undefined
   /**
    * The record's own limit inside the shared permits (e.g. its queue's concurrency), by key: taken
    * before a shared permit, so a full group never holds a permit another group could use.
@@ -236,7 +267,9 @@ export interface Holds {
 
 /** What a table writes to a record with its lease's claim, in the same statement: a SET list and its bindings. */
 export interface LeaseState {
+  /** The SQL SET list, e.g. `worker = ?, token = ?`. */
   readonly columns: string
+  /** The values of its placeholders, in order. */
   readonly bindings: ReadonlyArray<SqlValue>
 }
 
@@ -256,7 +289,9 @@ export interface Admissions {
 
 /** A record a write made pending. */
 export interface PendingRecord {
+  /** The record's key. */
   readonly key: string
+  /** When it comes due (epoch milliseconds). */
   readonly at: number
   /** Start it now (eagerly) if a permit is free. */
   readonly start?: boolean | undefined
@@ -357,6 +392,7 @@ export interface TimerHandle {
   readonly setBy: (key: string, at: number) => Effect.Effect<void, StorageError>
   /** Deletes the timer `key`; returns whether there was one. */
   readonly cancel: (key: string) => Effect.Effect<boolean, StorageError>
+  /** Reads the timer `key`; undefined when there is none. */
   readonly get: (key: string) => Effect.Effect<Timer | undefined, StorageError>
   /** How many timers the table has. */
   readonly count: Effect.Effect<number, StorageError>

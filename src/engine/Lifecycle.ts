@@ -11,12 +11,22 @@ import type { SerializedError } from "../shared/Errors.js"
 
 /** Who an event is about; each capability adds its own fields (e.g. `operation`). */
 export interface LifecycleEntity {
+  /** The kind of record: `operation`, `named_alarm`, `job`, `schedule`, or a table of your own. */
   readonly entityKind: string
+  /** The record's key within its kind. */
   readonly id: string
+  /**
+   * Which life of the record: a record registered again under the same key gets a new generation, so events
+   * of the old one can be told apart.
+   */
   readonly generation: string
   readonly [field: string]: unknown
 }
 
+/**
+ * One event about a record (registered, scheduled, an attempt started or settled, terminal) or a purge, told
+ * after the change committed.
+ */
 export type LifecycleEvent =
   | (LifecycleEntity & { readonly type: "registered"; readonly timestamp: number; readonly attempt: 0 })
   | (LifecycleEntity & {
@@ -66,6 +76,10 @@ export type LifecycleEvent =
     readonly count: number
   }
 
+/**
+ * A function told each lifecycle event, e.g. `logLifecycle` or a metrics forwarder; a throw or rejection is
+ * reported, never retried.
+ */
 export type LifecycleHook = (event: LifecycleEvent) => void | PromiseLike<void>
 
 /**

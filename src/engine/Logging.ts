@@ -8,6 +8,7 @@
  * good (its last attempt, a `NonRetryableError`, its attempts exhausted) and
  * every attempt that timed out. `logLifecycle` is a ready `onLifecycleEvent`
  * hook for users who want every event.
+ * @packageDocumentation
  */
 import * as Cause from "effect/Cause"
 import * as HashMap from "effect/HashMap"

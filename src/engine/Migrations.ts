@@ -14,14 +14,18 @@
  *
  * Reverting the last recorded migration drops the history table too, and the tables the caller
  * names as shared (`MigrateOptions.sharedTables`), so reverting everything leaves no trace.
+ * @packageDocumentation
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { MigrationError, StorageError } from "../shared/Errors.js"
 import { StorageService } from "./StorageService.js"
 
+/** One reversible schema change of a capability, applied once and recorded in the history. */
 export interface Migration {
+  /** Unique within its capability's list; recorded in the history. */
   readonly name: string
+  /** The SQL that applies it. */
   readonly up: string
   /** Reverts `up`. Stored with the history, so it should tolerate a missing object (`IF EXISTS`). */
   readonly down: string
@@ -34,6 +38,7 @@ export interface Migration {
   readonly presentWhen?: string | undefined
 }
 
+/** `migrate`'s options. */
 export interface MigrateOptions {
   /**
    * Tables several capabilities' migrations make (each `up` creates it if missing) and none drops in
@@ -43,6 +48,7 @@ export interface MigrateOptions {
   readonly sharedTables?: ReadonlyArray<string> | undefined
 }
 
+/** What a migration call did. */
 export interface MigrationResult {
   /** Migrations applied, in list order. */
   readonly applied: ReadonlyArray<string>
@@ -50,6 +56,7 @@ export interface MigrationResult {
   readonly rolledBack: ReadonlyArray<string>
 }
 
+/** The shared history table: one row per applied migration, with its `down` script. */
 export const HISTORY_TABLE = "durability_migrations"
 
 /**

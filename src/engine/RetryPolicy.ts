@@ -28,9 +28,11 @@ import * as Utils from "../shared/backoff.js"
 /** Anything that can be stepped to get the next attempt time. The output is ignored. */
 export type RetrySchedule = Schedule.Schedule<unknown, unknown>
 
+/** How a record is retried: how many attempts in all, and when each retry comes due. */
 export interface RetryPolicy {
   /** Total attempts, the first one included. */
   readonly maxAttempts: number
+  /** Stepped once per failure to get the next attempt's time (e.g. exponential backoff with jitter). */
   readonly schedule: RetrySchedule
 }
 
@@ -38,6 +40,7 @@ export type Decision =
   | { readonly _tag: "Retry"; readonly at: number }
   | { readonly _tag: "Fail"; readonly error: unknown }
 
+/** Attempts a record gets when its options name none (the first one included). */
 export const DEFAULT_MAX_ATTEMPTS = 5
 
 /** How long an attempt may run before its signal is aborted and it counts as timed out. */

@@ -63,8 +63,17 @@ export type { EngineSummary } from "./summary.js"
 /** How long the engine must stay idle before owed upkeep (reconciling after settles) runs. */
 export const UPKEEP_DELAY = Upkeep.UPKEEP_DELAY
 
+/**
+ * The engine of one Durable Object: it owns the object's one alarm and runs the records of every attached
+ * table on it.
+ */
 export interface Scheduler {
+  /** The scheduler's settings, resolved. */
   readonly config: SchedulerConfig.SchedulerConfig
+  /**
+   * Attaches a capability's table (its migrations must have run): the handle is its only way to write pending
+   * work and start it.
+   */
   readonly attach: <A>(
     table: DurableTable<A>
   ) => Effect.Effect<TableHandle, ParticipantConflictError | InvalidOptionError | MigrationError | StorageError>
@@ -82,6 +91,7 @@ export interface Scheduler {
   readonly summary: (runningListed: number) => Effect.Effect<Summary.EngineSummary>
 }
 
+/** The `Scheduler` service's tag: build it with `layerDurableObject` or `layerWith`. */
 export const Scheduler: Context.Tag<Scheduler, Scheduler> = Context.GenericTag<Scheduler>("durability/Scheduler")
 
 /** The services the engine runs on. */

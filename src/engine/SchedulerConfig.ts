@@ -14,10 +14,15 @@ import { isPositiveInteger, positiveInteger, shown } from "../shared/validate.js
 
 /** What `onAlarmRetry` is told after a failed alarm pass armed its own fallback alarm. */
 export interface AlarmRetryInfo {
+  /** Why the pass failed. */
   readonly error: SerializedError
+  /** When the fallback alarm fires, from now (milliseconds): the scheduler's `alarmMinDelayMs`. */
   readonly retryInMs: number
+  /** The platform's retry count of the failed alarm invocation, when it gave one. */
   readonly retryCount?: number
+  /** Whether the failed invocation was itself a platform retry, when the platform said. */
   readonly isRetry?: boolean
+  /** The scheduler's `objectId` option, to tell objects apart in metrics. */
   readonly objectId?: string
 }
 
@@ -46,22 +51,32 @@ export interface SchedulerOptions<Time = Duration.DurationInput> {
   readonly log?: Logging.Sink | undefined
 }
 
+/** The engine's settings, resolved: every option checked, times in milliseconds, defaults filled in. */
 export interface SchedulerConfig {
+  /** Permits shared by every execution in the object. */
   readonly alarmConcurrency: number
+  /** The physical alarm is never set sooner than this after a write (milliseconds). */
   readonly alarmMinDelayMs: number
+  /** An alarm pass returns after this long and lets the work continue (milliseconds). */
   readonly alarmHandoffMs: number
+  /** Whether work runs at its exact due time with an in-memory timer. */
   readonly liveTimers: boolean
+  /** Told after a failed alarm pass armed its fallback alarm. */
   readonly onAlarmRetry: ((info: AlarmRetryInfo) => void | PromiseLike<void>) | undefined
+  /** Included in `AlarmRetryInfo`. */
   readonly objectId: string | undefined
+  /** Where the library's diagnostics go. */
   readonly log: Logging.Sink | undefined
   /** Due rows a pass starts per table (a table may set its own). */
   readonly dueBatchSize: number
 }
 
+/** The `SchedulerConfig` service's tag: the engine's settings, resolved once. */
 export const SchedulerConfig: Context.Tag<SchedulerConfig, SchedulerConfig> = Context.GenericTag<SchedulerConfig>(
   "durability/SchedulerConfig"
 )
 
+/** The defaults of the numeric settings (milliseconds), for reference and tests. */
 export const defaults = {
   alarmConcurrency: 10,
   alarmMinDelayMs: 15_000,

@@ -14,6 +14,7 @@
  * `readAlarm` refreshes it from the platform (at warm-up and after an alarm
  * fired). Building the service does no I/O, so a layer over it builds
  * synchronously inside a Durable Object's constructor.
+ * @packageDocumentation
  */
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
@@ -29,8 +30,13 @@ import type { DurableObjectStorageLike, SqlValue } from "../shared/platform.js"
 
 export type { SqlValue } from "../shared/platform.js"
 
+/** One result row: column name to value. */
 export type Row = Readonly<Record<string, SqlValue>>
 
+/**
+ * The object's SQLite storage and its alarm as an Effect service: statements, transactions, and the physical
+ * alarm the engine owns.
+ */
 export interface StorageService {
   /** Runs one statement (or a script without bindings) and returns the rows of the last statement. */
   readonly exec: (query: string, bindings?: ReadonlyArray<SqlValue>) => Effect.Effect<ReadonlyArray<Row>, StorageError>
@@ -64,6 +70,7 @@ export interface StorageService {
   readonly alarmFired: Effect.Effect<void>
 }
 
+/** The `StorageService` service's tag: provide it with `layer` over the object's `ctx.storage`. */
 export const StorageService: Context.Tag<StorageService, StorageService> = Context.GenericTag<StorageService>(
   "durability/StorageService"
 )

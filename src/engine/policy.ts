@@ -13,6 +13,7 @@ import { InvalidOptionError } from "../shared/Errors.js"
 import * as RetryPolicy from "./RetryPolicy.js"
 import { isPositiveInteger, shown } from "../shared/validate.js"
 
+/** How a record is retried: attempts in all, and the delay (or `Schedule`) before each retry. */
 export interface RetriesOptions {
   /** Total attempts, the first included. Default 5. */
   readonly maxAttempts?: number | undefined
@@ -22,12 +23,14 @@ export interface RetriesOptions {
   readonly schedule?: RetryPolicy.RetrySchedule | undefined
 }
 
+/** Retries and timeouts of a capability or of one method; the method's options override the capability's. */
 export interface ExecutionOptions {
   /**
    * Per-attempt timeout: a Duration ("30 seconds") or milliseconds, whole milliseconds at least 1.
    * Default 5 minutes. (The name keeps its `Ms` from the promise face, where it is milliseconds only.)
    */
   readonly attemptTimeoutMs?: Duration.DurationInput | undefined
+  /** How failed attempts are retried (default: 5 attempts, exponential backoff with jitter). */
   readonly retries?: RetriesOptions | undefined
 }
 

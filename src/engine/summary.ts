@@ -8,17 +8,24 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import type { Engine } from "./engine.js"
 
+/**
+ * The engine as this instance knows it in memory, read without I/O: what the inspector's overview shows of
+ * the scheduler.
+ */
 export interface EngineSummary {
+  /** The scheduler's `objectId` option (null: not given). */
   readonly objectId: string | null
   /** The physical alarm as this instance knows it (null: none set). */
   readonly physicalAlarm: number | null
   /** The in-memory early timer (null: not armed). */
   readonly earlyTimer: number | null
+  /** The shared permits: how many in all, free now, and executions waiting for one. */
   readonly permits: { readonly capacity: number; readonly available: number; readonly waiting: number }
   /** Executions in this isolate now: the exact count, and the first of them (up to the asked bound). */
   readonly runningCount: number
   /** `kind` is the attached table's (`DurableTable.kind`), in attach order. */
   readonly running: ReadonlyArray<{ readonly kind: string; readonly key: string }>
+  /** The clock when read (epoch milliseconds). */
   readonly now: number
 }
 

@@ -33,6 +33,7 @@ export interface DurableCall<P> extends Operations.DurableCall<P> {
    */
   readonly step: DurableStep
 }
+/** A call's state as read back: unknown, pending, failed for good, or completed with its result. */
 export type DurableOperationResult<R> = Operations.OperationResult<R>
 
 /** A handler: receives the call, returns the result (JSON) or a promise of it. */
@@ -56,32 +57,49 @@ export type ResultOf<H> = H extends (call: DurableCall<never>) => infer R ? Awai
 
 export type { DurabilityMethodOptions, DurabilityRetryOptions } from "./helper.js"
 
+/** `Durability`'s options: the handlers, per-handler options, and the defaults they override. */
 export interface DurabilityOptions<H extends HandlerMap> extends DurabilityMethodOptions {
+  /** The handlers, by name: each name becomes a method of the instance that registers calls to it. */
   readonly handlers: H
+  /** Options for one handler (retries, timeouts), over the defaults given here. */
   readonly methods?: { readonly [K in keyof H]?: DurabilityMethodOptions } | undefined
+  /** Told each lifecycle event of the calls after it committed, e.g. for metrics. */
   readonly onLifecycleEvent?: LifecycleHook | undefined
 }
 
+/**
+ * What `new Durability(...)` takes: its options and where it attaches (a scheduler, or the object's context).
+ */
 export type DurabilityConfig<H extends HandlerMap> = DurabilityOptions<H> & SchedulerAttachment
 
+/** How long `DurableJobHandle.wait` waits. */
 export interface DurableJobWaitOptions {
   /** How long to wait for the call to settle; 0 returns the current state. */
   readonly timeoutMs: number
 }
 
+/** One call, by id, to read or wait for its outcome. */
 export interface DurableJobHandle<R> {
+  /** Reads the call's state now. */
   getResult(): Promise<DurableOperationResult<R>>
+  /** Waits until the call completed or failed for good (or `timeoutMs` passed) and returns its state then. */
   wait(options: DurableJobWaitOptions): Promise<DurableOperationResult<R>>
 }
 
 /** Its `delayMs` in milliseconds (the Effect face's `Operations.register` takes a Duration too). */
 export type DurableRegistration<P> = Operations.RegisterCall<P, number>
+/** One stored call, as `list` returns it: its id, when it was registered, and its state. */
 export type DurableOperationEntry<R> = Operations.OperationEntry<R>
 /** What registering a call did (see `DurableOperation`). */
 export type DurableRegistrationResult = Operations.Registration
+/** A page of calls in registration order. */
 export type DurableOperationPage<R> = Operations.OperationPage<R>
+/** `list`'s options: a status filter and the page. */
 export type DurableListOptions = Operations.ListOptions
 
+/**
+ * One operation of a `Durability`: call it to register a call, then read, wait for, cancel or list its calls.
+ */
 export interface DurableOperation<P, R> {
   /**
    * Registers the call; resolves once it committed (never waits for the handler). With `runAt` (a time
@@ -102,6 +120,7 @@ export interface DurableOperation<P, R> {
   many(calls: ReadonlyArray<DurableRegistration<P>>): Promise<void>
   /** `many`, resolving with each call's registration (as `register`'s), in order. */
   registerMany(calls: ReadonlyArray<DurableRegistration<P>>): Promise<ReadonlyArray<DurableRegistrationResult>>
+  /** Reads a call's state now. */
   getResult(id: string): Promise<DurableOperationResult<R>>
   /**
    * Waits up to `timeoutMs` for the call to settle, then resolves with its state: the same as
@@ -124,6 +143,7 @@ export interface DurableOperation<P, R> {
   list(options?: DurableListOptions): Promise<DurableOperationPage<R>>
 }
 
+/** The calls of a `Durability` besides its operations. */
 export interface DurabilityBase {
   /** Delegate the object's `alarm(info)` here (or to the shared scheduler). */
   alarm(info?: AlarmInvocationInfo): Promise<void>
@@ -131,6 +151,9 @@ export interface DurabilityBase {
   purgeBefore(before: number | Date): Promise<number>
 }
 
+/**
+ * A `Durability` instance: the base calls, and one `DurableOperation` per handler name, typed by its handler.
+ */
 export type DurabilityInstance<H extends HandlerMap> =
   & DurabilityBase
   & { readonly [K in keyof H]: DurableOperation<PayloadOf<H[K]>, ResultOf<H[K]>> }
@@ -145,6 +168,7 @@ export type JsonResultHandlers<H> = {
     : `handler "${K & string}" must return JSON (no Date, Map, Set, BigInt, function or Error in its result)`
 }
 
+/** The `Durability` class: `new Durability({ handlers })`, and its static helpers. */
 export interface DurabilityConstructor {
   new<H extends HandlerMap>(
     config: DurabilityConfig<H> & { readonly handlers: NoInfer<JsonResultHandlers<H>> }
@@ -211,6 +235,10 @@ class DurabilityImpl extends Helper<Service> {
   }
 }
 
+/**
+ * Durable operations for promise-style code, in a Durable Object: each handler becomes a method whose calls
+ * are stored, run and retried.
+ */
 export const Durability: DurabilityConstructor = DurabilityImpl as unknown as DurabilityConstructor
 
 /**

@@ -13,10 +13,16 @@ import { fromPromise, migrateWith, type MigrationResult, type SchedulerAttachmen
 import type { BivariantHandler } from "./Durability.js"
 import { build, type DurabilityMethodOptions, Helper, type HelperSpec, pickExecution } from "./helper.js"
 
+/**
+ * What a named alarm's handler is called with: the name, its payload, its scheduled time, the attempt
+ * and the abort signal.
+ */
 export type DurableAlarmInfo<Name extends string = string, P = unknown> = NamedAlarms.DurableAlarmInfo<Name, P>
 
+/** A named alarm's handler; a throw fails the attempt, retried under the name's policy. */
 export type DurableAlarmHandler<Name extends string = string> = (info: DurableAlarmInfo<Name>) => unknown
 
+/** One named alarm's options: retries and timeouts, and whether a timed-out attempt is retried. */
 export interface DurabilityAlarmMethodOptions extends DurabilityMethodOptions {
   /** Retry attempts that timed out (default false: their outcome is unknown, so they are terminal). */
   readonly retryTimeouts?: boolean | undefined
@@ -25,12 +31,20 @@ export interface DurabilityAlarmMethodOptions extends DurabilityMethodOptions {
 /** An unannotated handler's parameter is a `DurableAlarmInfo`; an annotated one keeps its own type. */
 export type AlarmHandlerMap = Record<string, BivariantHandler<DurableAlarmInfo>>
 
+/** `DurabilityAlarms`'s options: the handlers, per-name options, and the defaults they override. */
 export interface DurabilityAlarmsOptions<H extends AlarmHandlerMap> extends DurabilityMethodOptions {
+  /** The handlers, by alarm name: each name becomes a method of the instance that schedules it. */
   readonly handlers: H
+  /** Options for one name (retries, timeouts, `retryTimeouts`), over the defaults given here. */
   readonly methods?: { readonly [K in keyof H]?: DurabilityAlarmMethodOptions } | undefined
+  /** Told each lifecycle event of the alarms after it committed, e.g. for metrics. */
   readonly onLifecycleEvent?: LifecycleHook | undefined
 }
 
+/**
+ * What `new DurabilityAlarms(...)` takes: its options and where it attaches (a scheduler, or the object's
+ * context).
+ */
 export type DurabilityAlarmsConfig<H extends AlarmHandlerMap> = DurabilityAlarmsOptions<H> & SchedulerAttachment
 
 /**
@@ -51,9 +65,12 @@ export interface DurableAlarmPage<Name extends string = string> {
   readonly cursor?: string | undefined
 }
 
+/** A name's stored occurrence: pending (waiting, running or retrying) or failed for good. */
 export type DurableNamedAlarmState<Name extends string = string> = NamedAlarms.NamedAlarmState<Name>
 
+/** The calls of a `DurabilityAlarms` besides its names' methods. */
 export interface DurabilityAlarmsBase<Name extends string = string> {
+  /** Delegate the object's `alarm(info)` here (or to the shared scheduler). */
   alarm(info?: AlarmInvocationInfo): Promise<void>
   /** Deletes every occurrence created before `before` (strict; epoch ms or a `Date`); returns how many. */
   purgeBefore(before: number | Date): Promise<number>
@@ -71,12 +88,15 @@ export interface DurabilityAlarmsBase<Name extends string = string> {
   list(options?: DurableAlarmListOptions): Promise<DurableAlarmPage<Name>>
 }
 
+/** A `DurabilityAlarms` instance: the base calls, and one `DurableNamedAlarm` method per handler name. */
 export type DurabilityAlarmsInstance<H extends AlarmHandlerMap> =
   & DurabilityAlarmsBase<keyof H & string>
   & { readonly [K in keyof H]: DurableNamedAlarm<AlarmPayloadOf<H[K]>> }
 
+/** The `DurabilityAlarms` class: `new DurabilityAlarms({ handlers })`, and its static helpers. */
 export interface DurabilityAlarmsConstructor {
   new<H extends AlarmHandlerMap>(config: DurabilityAlarmsConfig<H>): DurabilityAlarmsInstance<H>
+  /** Applies (default: latest) or reverts (`null`: all) the named alarms table's migrations. */
   migrate(context: DurabilityContext, target?: string | null): MigrationResult
 }
 
@@ -123,4 +143,5 @@ class DurabilityAlarmsImpl extends Helper<Service> {
   }
 }
 
+/** Named logical alarms for promise-style code: many timers, by name, on the object's one physical alarm. */
 export const DurabilityAlarms: DurabilityAlarmsConstructor = DurabilityAlarmsImpl as unknown as DurabilityAlarmsConstructor

@@ -29,6 +29,10 @@ export type DurabilityInspectorSource =
 /** Which objects the inspector shows: one source, or several (their listed names must not collide). */
 export type DurabilityInspectorObjects = DurabilityInspectorSource | ReadonlyArray<DurabilityInspectorSource>
 
+/**
+ * Cloudflare Access as the inspector's login: requests with a valid Access token for this application are let
+ * in.
+ */
 export interface DurabilityInspectorAccess {
   /** The team's Access domain, e.g. `myteam.cloudflareaccess.com`. */
   readonly teamDomain: string
@@ -41,9 +45,13 @@ export interface DurabilityInspectorAccess {
   readonly fetchCerts?: ((url: string) => Promise<unknown>) | undefined
 }
 
+/**
+ * `DurabilityInspector.handler`'s options: where it is mounted, which objects it shows, and who may use it.
+ */
 export interface DurabilityInspectorOptions {
   /** Where the inspector is mounted (default `"/_durability"`): the page at `<prefix>/`, the API at `<prefix>/api/`. */
   readonly prefix?: string | undefined
+  /** Which objects the inspector lists and reaches. */
   readonly objects: DurabilityInspectorObjects
   /** A secret of at least 16 characters, sent as `Authorization: Bearer <token>`. */
   readonly token?: string | undefined
@@ -57,6 +65,10 @@ export interface DurabilityInspectorOptions {
   readonly log?: Logging.Sink | undefined
 }
 
+/**
+ * A Worker `fetch` handler: the inspector's response, or undefined for a URL outside its prefix (your routes
+ * go on).
+ */
 export type DurabilityInspectorHandler = (request: Request) => Promise<Response | undefined>
 
 const OPTIONS = ["prefix", "objects", "token", "access", "readOnly", "method", "log"]
@@ -205,6 +217,7 @@ const checkOptions = (options: unknown) => {
   }
 }
 
+/** The inspector's web page and admin API, to mount in a Worker's `fetch`. */
 export const DurabilityInspector = {
   /**
    * A `fetch` handler for the inspector: resolves `undefined` for URLs outside `prefix` (your own

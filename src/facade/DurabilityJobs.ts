@@ -40,15 +40,28 @@ export interface DurableJob<P = unknown>
   readonly step: DurableStep
 }
 
+/**
+ * A queue's handler: called with the job, its return value (JSON) becomes the job's result, a throw fails the
+ * attempt.
+ */
 export type DurableJobHandler<P = unknown> = (job: DurableJob<P>) => unknown
 
 // The calls' times are milliseconds here (the Effect face's `Jobs.Queue` takes Durations too).
+/** `add`'s options, with times in milliseconds. */
 export type DurableJobAddOptions<P = unknown> = Types.AddOptions<P, number>
+/** Dedup options (throttle or debounce), with times in milliseconds. */
 export type DurableJobDedupOptions = Types.DedupOptions<number>
+/** `clean`'s options, with times in milliseconds. */
 export type DurableJobCleanOptions = Types.CleanOptions<number>
+/** One job of a flow (`flow`), with times in milliseconds. */
 export type DurableJobFlowNode = Types.FlowNode<number>
+/** `lease`'s options for an external queue, with times in milliseconds. */
 export type DurableJobLeaseOptions = JobLeaseOptions<number>
 
+/**
+ * One queue's options: its handler (or external processing), retries and timeouts, and its own limits,
+ * retention and logs.
+ */
 export interface DurabilityQueueOptions<P = unknown> extends DurabilityMethodOptions {
   /** Runs each job here; omitted for a queue with `processing: "external"` (its workers lease the jobs). */
   readonly handler?: BivariantHandler<DurableJob<P>> | undefined
@@ -62,28 +75,53 @@ export interface DurabilityQueueOptions<P = unknown> extends DurabilityMethodOpt
   readonly leaseMs?: number | undefined
   /** An external queue's expired leases a job survives before it fails (`JobStalledError`; default 1). */
   readonly maxStalled?: number | undefined
+  /** Jobs of this queue running at once, inside the scheduler's shared permits. Default: no own limit. */
   readonly concurrency?: number | undefined
+  /** A token bucket for the whole queue: a job starts only with a token, so bursts are bounded. */
   readonly rateLimit?: Types.RateLimit | undefined
+  /**
+   * A token bucket per group (e.g. per tenant, from the payload), so one group cannot use up the queue's
+   * rate.
+   */
   readonly groupRateLimit?: GroupRateLimit<P> | undefined
+  /** How many completed jobs to keep (the newest `count`, none older than `ageMs`). Default: all. */
   readonly removeOnComplete?: Retention<number> | undefined
+  /** How many failed jobs to keep, as for `removeOnComplete`. */
   readonly removeOnFail?: Retention<number> | undefined
+  /** List jobs that fail for good under `deadLetters`, to read and redrive them (default false). */
   readonly deadLetter?: boolean | undefined
+  /** Log lines kept per job, the newest (default 100). */
   readonly keepLogs?: number | undefined
+  /**
+   * The largest payload as stored JSON, in bytes (default 131 072, a Cloudflare Queues message; at most 2
+   * MB).
+   */
   readonly maxPayloadBytes?: number | undefined
 }
 
+/** The queues of a `DurabilityJobs`, by name: each name becomes a property of the instance. */
 export type QueueMap = Record<string, DurabilityQueueOptions<never>>
 
 type PayloadOf<Q> = Q extends { readonly handler: (job: DurableJob<infer P>) => unknown } ? P : unknown
 type ResultOf<Q> = Q extends { readonly handler: (job: never) => infer R } ? Awaited<R> : unknown
 
+/** `DurabilityJobs`'s options: the queues, and the defaults their options override. */
 export interface DurabilityJobsOptions<Q extends QueueMap> extends DurabilityMethodOptions {
+  /** The queues, by name. */
   readonly queues: Q
+  /**
+   * Told each job event (added, started, completed, retried, failed, …) after it committed, e.g. for metrics.
+   */
   readonly onLifecycleEvent?: Types.JobEventHook | undefined
 }
 
+/**
+ * What `new DurabilityJobs(...)` takes: its options and where it attaches (a scheduler, or the object's
+ * context).
+ */
 export type DurabilityJobsConfig<Q extends QueueMap> = DurabilityJobsOptions<Q> & SchedulerAttachment
 
+/** One job, by id, for the calls that follow it. */
 export interface DurableJobRef<P, R> {
   /** Waits until the job finished (or `timeoutMs`, default 30 000, passed) and returns it as it is then. */
   wait(options?: { readonly timeoutMs?: number | undefined }): Promise<Types.JobInfo<P, R> | undefined>
@@ -91,22 +129,41 @@ export interface DurableJobRef<P, R> {
 
 /** One queue's calls (see `Jobs.Queue` for each one's contract). */
 export interface DurableQueue<P, R> {
+  /** Adds a job (or finds it: same id, or a live dedup key). Resolves once it committed. */
   add(options: DurableJobAddOptions<P>): Promise<Types.AddResult>
+  /** Adds jobs in one transaction: all or none. */
   addBulk(jobs: ReadonlyArray<DurableJobAddOptions<P>>): Promise<ReadonlyArray<Types.AddResult>>
+  /** Reads one job; undefined when there is none with this id. */
   get(id: string): Promise<Types.JobInfo<P, R> | undefined>
+  /** Reads a page of the queue's jobs, optionally of some states only. */
   list(options?: Types.JobListOptions): Promise<Types.JobPage<P, R>>
+  /** The queue's jobs counted by state. */
   counts(): Promise<Record<Types.JobState, number>>
+  /** Reads a page of a job's kept log lines (`offset`: lines to skip). */
   logs(id: string, options?: { readonly limit?: number | undefined; readonly offset?: number | undefined }): Promise<Types.JobLogs>
+  /** Pauses the queue durably: none of its jobs starts until `resume`. */
   pause(): Promise<void>
+  /** Resumes a paused queue. */
   resume(): Promise<void>
+  /** Whether the queue is paused. */
   isPaused(): Promise<boolean>
+  /** A delayed job (or one waiting for its retry) becomes due now. True when one was. */
   promote(id: string): Promise<boolean>
+  /** A failed or canceled job runs again with fresh attempts. True when one was. */
   retry(id: string): Promise<boolean>
+  /** Deletes a job that is not active, with its descendants and logs. True when one was. */
   remove(id: string): Promise<boolean>
+  /**
+   * Cancels an unfinished job (an active one: its signal is aborted, it is not retried). True when one was.
+   */
   cancel(id: string, reason?: string): Promise<boolean>
+  /** Changes the start order of a job not started yet (higher first). True when one was. */
   changePriority(id: string, priority: number): Promise<boolean>
+  /** Deletes finished jobs; resolves to how many. */
   clean(options: DurableJobCleanOptions): Promise<number>
+  /** Replaces the queue's rate limit durably (`null`: none). */
   setRateLimit(limit: Types.RateLimit | null): Promise<void>
+  /** One job by id, to wait for it. */
   job(id: string): DurableJobRef<P, R>
   /** External queues: leases due jobs to a worker (see `Jobs.Queue.lease`). */
   lease(options?: DurableJobLeaseOptions): Promise<ReadonlyArray<JobLease<P>>>
@@ -123,13 +180,20 @@ export interface DurableQueue<P, R> {
     error: string | { readonly name?: string | undefined; readonly message: string },
     options?: { readonly retryable?: boolean | undefined }
   ): Promise<void>
+  /** The queue's dead letters (`deadLetter: true`): jobs that failed for good, to read and redrive. */
   readonly deadLetters: {
+    /** Reads a page of dead letters. */
     list(options?: { readonly limit?: number | undefined; readonly cursor?: string | undefined }): Promise<Types.DeadLetterPage<P>>
+    /**
+     * Back to `waiting` with fresh attempts (all, oldest first, up to 1 000; or `ids`); resolves to how many.
+     */
     redrive(options?: { readonly ids?: ReadonlyArray<string> | undefined }): Promise<number>
   }
 }
 
+/** The calls of a `DurabilityJobs` besides its queues. */
 export interface DurabilityJobsBase {
+  /** Delegate the object's `alarm(info)` here (or to the shared scheduler). */
   alarm(info?: AlarmInvocationInfo): Promise<void>
   /** Deletes every job created before `before` (strict; epoch ms or a `Date`); returns how many. */
   purgeBefore(before: number | Date): Promise<number>
@@ -137,6 +201,9 @@ export interface DurabilityJobsBase {
   flow(root: DurableJobFlowNode): Promise<Types.FlowResult>
 }
 
+/**
+ * A `DurabilityJobs` instance: the base calls, and one `DurableQueue` per queue name, typed by its handler.
+ */
 export type DurabilityJobsInstance<Q extends QueueMap> =
   & DurabilityJobsBase
   & { readonly [K in keyof Q]: DurableQueue<PayloadOf<Q[K]>, ResultOf<Q[K]>> }
@@ -158,16 +225,20 @@ type RoutedQueueOf<Q> = Q extends DurableQueue<infer P, infer R> ? Router.Routed
 
 /** The queues of `N` objects of one class, routed by key (`J`: the type of the class's `DurabilityJobs`). */
 export interface DurableJobsRouter<J = DurableJobsAnyQueues> {
+  /** How many objects the queues are spread over. */
   readonly shards: number
   /** The shard (0-based) a routing key goes to: FNV-1a 32-bit of its UTF-8 bytes, mod `shards`. */
   shardOf(key: string): number
+  /** One queue across the shards: adds go to the shard of their key, reads fan in. */
   queue<K extends Exclude<keyof J, keyof DurabilityJobsBase> & string>(name: K): RoutedQueueOf<J[K]>
   /** The whole tree goes to the shard of the root's key (a root without `id` gets one here first). */
   flow(root: DurableJobFlowNode): Promise<Types.FlowResult>
 }
 
+/** The `DurabilityJobs` class: `new DurabilityJobs({ queues })`, and its static helpers. */
 export interface DurabilityJobsConstructor {
   new<Q extends QueueMap>(config: DurabilityJobsConfig<Q>): DurabilityJobsInstance<Q>
+  /** Applies (default: latest) or reverts (`null`: all) the job tables' migrations. */
   migrate(context: DurabilityContext, target?: string | null): MigrationResult
   /**
    * Routes a queue's jobs over `shards` objects of your class (shard `i`: `namespace.idFromName(`${name}:${i}`)`)
@@ -419,4 +490,8 @@ class DurabilityJobsImpl extends Helper<Service> {
   }
 }
 
+/**
+ * Durable job queues for promise-style code, in a Durable Object: `new DurabilityJobs({ queues: { email: {
+ * handler } } })`.
+ */
 export const DurabilityJobs: DurabilityJobsConstructor = DurabilityJobsImpl as unknown as DurabilityJobsConstructor

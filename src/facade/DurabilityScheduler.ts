@@ -62,6 +62,11 @@ export const checkContext = (context: unknown): DurabilityContext => {
   return context as DurabilityContext
 }
 
+/**
+ * The object's one scheduler, for promise-style code: it owns the object's alarm and runs the work of every
+ * capability attached to it (`Durability`, `DurabilityAlarms`, `DurabilityJobs`, `DurabilitySchedules`), so
+ * they can share one alarm.
+ */
 export class DurabilityScheduler {
   /**
    * One scheduler per object storage: constructing another over the same storage with the same

@@ -31,11 +31,15 @@ export interface DurableScheduleRun<P = unknown> extends Schedules.ScheduleRun<P
    */
   readonly step: DurableStep
 }
+/** A schedule as read back: its timing, state, payload and its current or last run. */
 export type DurableScheduleInfo<P = unknown> = Schedules.ScheduleInfo<P>
 /** Its `everyMs` in milliseconds (the Effect face's `upsert` takes a Duration too). */
 export type DurableScheduleTiming = Schedules.TimingInput<number>
+/** `upsert`'s options (payload, start and end, run limit, catch-up, overlap, grace), in milliseconds. */
 export type DurableScheduleOptions<P = unknown> = Schedules.UpsertOptions<P, number>
+/** What `upsert` answers: whether the schedule was created or changed, and its next run. */
 export type DurableScheduleUpsertResult = Schedules.UpsertResult
+/** A page of one handler's schedules. */
 export type DurableSchedulePage<P = unknown> = Schedules.SchedulePage<P>
 
 /** An unannotated handler's run is a `DurableScheduleRun<unknown>`; annotate it to type the payload. */
@@ -43,42 +47,71 @@ export type ScheduleHandlerMap = Record<string, BivariantHandler<DurableSchedule
 
 type PayloadOf<H> = H extends (run: DurableScheduleRun<infer P>) => unknown ? P : unknown
 
+/** `DurabilitySchedules`'s options: the handlers, per-handler options, and the defaults they override. */
 export interface DurabilitySchedulesOptions<H extends ScheduleHandlerMap> extends DurabilityMethodOptions {
+  /** The handlers, by name: each name becomes a property of the instance, whose schedules run it. */
   readonly handlers: H
+  /** Options for one handler (retries, timeouts), over the defaults given here. */
   readonly methods?: { readonly [K in keyof H]?: DurabilityMethodOptions } | undefined
   /** At most this many runs of these schedules at once, inside the object's permits (default 1). */
   readonly concurrency?: number | undefined
+  /** Told each lifecycle event of the schedules' runs after it committed, e.g. for metrics. */
   readonly onLifecycleEvent?: LifecycleHook | undefined
 }
 
+/**
+ * What `new DurabilitySchedules(...)` takes: its options and where it attaches (a scheduler, or the object's
+ * context).
+ */
 export type DurabilitySchedulesConfig<H extends ScheduleHandlerMap> = DurabilitySchedulesOptions<H> & SchedulerAttachment
 
 /** One handler's schedules, by key (see `Schedules.ScheduleHandle` for each call's contract). */
 export interface DurableSchedule<P> {
+  /**
+   * Creates the schedule or updates it; the same timing, payload and options again change nothing (safe on
+   * every cold start).
+   */
   upsert(key: string, timing: DurableScheduleTiming, options?: DurableScheduleOptions<P>): Promise<DurableScheduleUpsertResult>
+  /** Deletes the schedule; a running run's signal is aborted. True when it existed. */
   remove(key: string): Promise<boolean>
+  /** Reads one schedule; undefined when there is none with this key. */
   get(key: string): Promise<DurableScheduleInfo<P> | undefined>
+  /** This handler's schedules, oldest first, a page at a time. */
   list(options?: { readonly limit?: number | undefined; readonly cursor?: string | undefined }): Promise<DurableSchedulePage<P>>
+  /** No new slot starts (a run in progress finishes). True when it was active. */
   pause(key: string): Promise<boolean>
+  /** Slots missed while paused follow `catchUp`. True when it was paused. */
   resume(key: string): Promise<boolean>
+  /**
+   * One run now (after the run in progress, if any), even when paused or ended. True when the schedule
+   * exists.
+   */
   trigger(key: string): Promise<boolean>
 }
 
+/** The calls of a `DurabilitySchedules` besides its handlers' schedules. */
 export interface DurabilitySchedulesBase {
+  /** Delegate the object's `alarm(info)` here (or to the shared scheduler). */
   alarm(info?: AlarmInvocationInfo): Promise<void>
   /** Deletes every schedule created before `before` (strict; epoch ms or a `Date`); returns how many. */
   purgeBefore(before: number | Date): Promise<number>
 }
 
+/**
+ * A `DurabilitySchedules` instance: the base calls, and one `DurableSchedule` per handler name, typed by its
+ * handler.
+ */
 export type DurabilitySchedulesInstance<H extends ScheduleHandlerMap> =
   & DurabilitySchedulesBase
   & { readonly [K in keyof H]: DurableSchedule<PayloadOf<H[K]>> }
 
 /** The part of a `DurabilityJobs` queue a schedule needs to enqueue into it. */
 export interface EnqueueTarget<P> {
+  /** Adds a job (as `DurableQueue.add`). */
   add(options: Types.AddOptions<P, number>): Promise<Types.AddResult>
 }
 
+/** The `DurabilitySchedules` class: `new DurabilitySchedules({ handlers })`, and its static helpers. */
 export interface DurabilitySchedulesConstructor {
   new<H extends ScheduleHandlerMap>(config: DurabilitySchedulesConfig<H>): DurabilitySchedulesInstance<H>
   /**
@@ -87,6 +120,7 @@ export interface DurabilitySchedulesConstructor {
    * adds it once.
    */
   enqueue<P>(queue: EnqueueTarget<P>): (run: DurableScheduleRun<P>) => Promise<Types.AddResult>
+  /** Applies (default: latest) or reverts (`null`: all) the schedules table's migrations. */
   migrate(context: DurabilityContext, target?: string | null): MigrationResult
 }
 
@@ -153,5 +187,9 @@ class DurabilitySchedulesImpl extends Helper<Service> {
   }
 }
 
+/**
+ * Recurring schedules (cron or every interval) for promise-style code, in a Durable Object: each run is
+ * durable and retried.
+ */
 export const DurabilitySchedules: DurabilitySchedulesConstructor =
   DurabilitySchedulesImpl as unknown as DurabilitySchedulesConstructor

@@ -18,6 +18,10 @@ import {
 } from "./DurabilityScheduler.js"
 import { fromCause, toError } from "./errors.js"
 
+/**
+ * Where a capability attaches: a shared `scheduler`, or the object's `context` (it then builds the object's
+ * scheduler, with these options).
+ */
 export type SchedulerAttachment =
   | { readonly scheduler: DurabilityScheduler; readonly context?: undefined }
   | ({ readonly context: DurabilityContext; readonly scheduler?: undefined } & DurabilitySchedulerOptions)
@@ -47,8 +51,11 @@ export const attach = (config: SchedulerAttachment): Attached => {
   return { scheduler, runtime: internals(scheduler).runtime }
 }
 
+/** What a `migrate` call did. */
 export interface MigrationResult {
+  /** Migrations applied, in list order. */
   readonly applied: ReadonlyArray<string>
+  /** Migrations reverted, newest first. */
   readonly rolledBack: ReadonlyArray<string>
 }
 

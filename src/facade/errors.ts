@@ -19,19 +19,41 @@ const named = <N extends string>(name: N) =>
 
 /** Throw it from a handler to make the failure terminal, whatever the retry policy. */
 export class NonRetryableError extends named("NonRetryableError") {}
+/** The retry policy threw or produced a delay that is not a non-negative safe integer. */
 export class DurableRetryPolicyError extends named("DurableRetryPolicyError") {}
+/** A stored record was due but had already used every attempt its policy allows. */
 export class DurableAttemptsExhaustedError extends named("DurableAttemptsExhaustedError") {}
+/** A handler did not settle within its attempt timeout; its signal was aborted with this error. */
 export class DurableAttemptTimeoutError extends named("DurableAttemptTimeoutError") {}
+/**
+ * A SQL statement, transaction or alarm call of the Durable Object's storage failed (name `StorageError`).
+ */
 export class DurabilityStorageError extends named("StorageError") {}
+/**
+ * Applying or reverting a capability's migrations failed; the batch was rolled back (name `MigrationError`).
+ */
 export class DurabilityMigrationError extends named("MigrationError") {}
+/** The id is already used by another operation (at registration, or when reading a result). */
 export class DuplicateDurableCallError extends named("DuplicateDurableCallError") {}
+/** A handler succeeded with a value that cannot be stored as JSON; the side effect is not re-run. */
 export class DurableResultSerializationError extends named("DurableResultSerializationError") {}
+/** A named alarm's handler did not settle within its attempt timeout. */
 export class DurableAlarmTimeoutError extends named("DurableAlarmTimeoutError") {}
+/**
+ * The record was canceled (`cancel`); a running handler's signal is aborted with this error and it is not
+ * retried.
+ */
 export class DurableCanceledError extends named("DurableCanceledError") {}
+/**
+ * A job was canceled (`cancel`): a running handler's signal is aborted with this error and the job is not
+ * retried.
+ */
 export class JobCanceledError extends named("JobCanceledError") {}
+/** A parent job failed because one of its children failed for good (`onFailure: "fail"`, the default). */
 export class ChildJobFailedError extends named("ChildJobFailedError") {}
 /** A lease's token no longer holds its job (expired, reclaimed, leased again, settled); nothing was written. */
 export { StaleLeaseError }
+/** A leased job whose leases expired more than its queue's `maxStalled` times: it fails for good. */
 export class JobStalledError extends named("JobStalledError") {}
 /** A durable step's name is invalid or repeated in one attempt, or its result cannot be stored; terminal. */
 export class DurableStepError extends named("DurableStepError") {}

@@ -20,13 +20,25 @@ import type { DurabilityScheduler } from "./DurabilityScheduler.js"
 import { fromCause } from "./errors.js"
 import type { ObjectRuntime } from "./objectRuntime.js"
 
+/** How failed attempts are retried: attempts in all and the delay before each retry. */
 export interface DurabilityRetryOptions {
+  /** Total attempts, the first included. Default 5. */
   readonly maxAttempts?: number | undefined
+  /**
+   * Delay in milliseconds after failed attempt n (1-based). Default: `jitter(exponential(n))` from
+   * `durability/utils`.
+   */
   readonly delay?: ((attempt: number) => number) | undefined
 }
 
+/**
+ * Retries and timeouts, for all handlers of a capability or for one (`methods`), the one's overriding the
+ * all's.
+ */
 export interface DurabilityMethodOptions {
+  /** Per-attempt timeout in milliseconds (default 5 minutes): the signal is aborted and the attempt fails. */
   readonly attemptTimeoutMs?: number | undefined
+  /** How failed attempts are retried (default: 5 attempts, exponential backoff with jitter). */
   readonly retries?: DurabilityRetryOptions | undefined
 }
 
@@ -159,6 +171,7 @@ export interface DurableStep {
   ): Promise<A>
 }
 
+/** A durable step's options. */
 export interface DurableStepOptions<A, I> {
   /** An Effect `Schema` whose encoded form (JSON) is stored; the stored form is decoded on replay. */
   readonly result?: Schema.Schema<A, I> | undefined

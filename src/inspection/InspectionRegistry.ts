@@ -8,6 +8,7 @@
  * `Scheduler.layerDurableObject` adds `InspectionRegistry.layer` to be inspected. A capability made
  * where no registry is provided registers nowhere (`register`): it works the same, it is only not
  * inspectable. So the registry is never a requirement of a capability, only of the inspector.
+ * @packageDocumentation
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -17,6 +18,9 @@ import type { Source } from "./source.js"
 
 export type { OverviewPart, Source, SourceError } from "./source.js"
 
+/**
+ * The registry service's tag: what the `Inspector` answers over, one source per capability this object made.
+ */
 export class InspectionRegistry extends Context.Tag("durability/InspectionRegistry")<InspectionRegistry, {
   /** Adds a capability's source; a later source of the same capability replaces the earlier, in its place. */
   readonly register: (source: Source) => Effect.Effect<void>

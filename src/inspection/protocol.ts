@@ -13,18 +13,21 @@ import * as Schema from "effect/Schema"
 // ---------------------------------------------------------------------------------------------
 // Bounds: every answer is bounded whatever the object holds.
 
-/** Items per page: the default and the most one page may ask for. */
+/** Items per page when a request names no `limit`. */
 export const DEFAULT_PAGE = 25
+/** The most items one page may ask for (`limit` above it does not decode). */
 export const MAX_PAGE = 100
-/** Characters of one JSON value (payload, result, progress) in a list item, and in a job's detail. */
+/** Characters of one JSON value (payload, result, progress) in a list item. */
 export const LIST_JSON_CHARS = 1_000
+/** Characters of one JSON value in a job's detail, where a reader came to see more than a list shows. */
 export const DETAIL_JSON_CHARS = 64_000
 /** Characters of an error message, and of a log line, in any answer. */
 export const MESSAGE_CHARS = 4_000
 /** Running keys listed in the scheduler summary (the count is exact). */
 export const MAX_RUNNING_LISTED = 100
-/** Log lines and children in a job's detail (the totals are exact). */
+/** Log lines in a job's detail (the total is exact). */
 export const DETAIL_LOG_LINES = 100
+/** Children listed in a job's detail (the total is exact). */
 export const DETAIL_CHILDREN = 100
 /**
  * Counts in the overview stop here: a count equal to it means at least that many (the page shows
@@ -42,6 +45,7 @@ export const MAX_REDRIVE_IDS = 1_000
 export const JsonText = Schema.Struct({ json: Schema.String, truncated: Schema.Boolean })
 export type JsonText = typeof JsonText.Type
 
+/** An error as an inspector shows it: its name and message, never its stack. */
 export const ErrorView = Schema.Struct({ name: Schema.String, message: Schema.String })
 export type ErrorView = typeof ErrorView.Type
 
@@ -50,19 +54,27 @@ const NullableMillis = Schema.NullOr(Schema.Number)
 const Cursor = Schema.optional(Schema.String)
 const Limit = Schema.optional(Schema.Int.pipe(Schema.between(1, MAX_PAGE)))
 
+/** A job's state as an inspector shows it (the same states as `Jobs.JobState`). */
 export const JobState = Schema.Literal("waiting", "delayed", "active", "waiting-children", "completed", "failed", "canceled")
 export type JobState = typeof JobState.Type
+/** Jobs of one queue counted by state. */
 export const JobCounts = Schema.Record({ key: JobState, value: Schema.Number })
 
+/** An operation record's status: pending until its handler succeeds or fails for good. */
 export const OperationStatus = Schema.Literal("pending", "completed", "failed")
 export type OperationStatus = typeof OperationStatus.Type
 
+/** The capabilities an object can attach, each a part of the inspector (and of `PurgeBefore`). */
 export const Capability = Schema.Literal("operations", "alarms", "jobs", "schedules")
 export type Capability = typeof Capability.Type
 
 // ---------------------------------------------------------------------------------------------
 // Answers
 
+/**
+ * What an inspector shows of the scheduler: its alarm, timer, permits and running work, to tell a stuck
+ * object from an idle one.
+ */
 export const SchedulerSummary = Schema.Struct({
   objectId: Schema.NullOr(Schema.String),
   /** The physical alarm as this instance knows it (null: none set). */
@@ -79,6 +91,10 @@ export const SchedulerSummary = Schema.Struct({
 })
 export type SchedulerSummary = typeof SchedulerSummary.Type
 
+/**
+ * One job queue in the overview: how it processes, whether it is paused, its jobs by state and its dead
+ * letters.
+ */
 export const QueueSummary = Schema.Struct({
   name: Schema.String,
   processing: Schema.Literal("inline", "external", "queue"),
@@ -89,6 +105,10 @@ export const QueueSummary = Schema.Struct({
 })
 export type QueueSummary = typeof QueueSummary.Type
 
+/**
+ * The first page of an inspector: the scheduler and counts for each attached capability (absent: not
+ * attached).
+ */
 export const Overview = Schema.Struct({
   scheduler: SchedulerSummary,
   operations: Schema.optional(Schema.Struct({ counts: Schema.Record({ key: OperationStatus, value: Schema.Number }) })),
@@ -98,6 +118,7 @@ export const Overview = Schema.Struct({
 })
 export type Overview = typeof Overview.Type
 
+/** One operation record in a list. */
 export const OperationItem = Schema.Struct({
   id: Schema.String,
   operation: Schema.String,
@@ -111,6 +132,7 @@ export const OperationItem = Schema.Struct({
 })
 export type OperationItem = typeof OperationItem.Type
 
+/** One named alarm in a list. */
 export const AlarmItem = Schema.Struct({
   name: Schema.String,
   status: Schema.Literal("pending", "failed"),
@@ -128,6 +150,7 @@ const RunView = Schema.Struct({
   runNumber: Schema.Number
 })
 
+/** One schedule in a list. */
 export const ScheduleItem = Schema.Struct({
   key: Schema.String,
   schedule: Schema.String,
@@ -146,6 +169,7 @@ export type ScheduleItem = typeof ScheduleItem.Type
 
 const JobRef = Schema.Struct({ queue: Schema.String, id: Schema.String })
 
+/** One job in a list (and the head of its detail). */
 export const JobItem = Schema.Struct({
   id: Schema.String,
   queue: Schema.String,
@@ -165,8 +189,10 @@ export const JobItem = Schema.Struct({
 })
 export type JobItem = typeof JobItem.Type
 
+/** One line a job's handler logged with `Jobs.log`, numbered in the order written. */
 export const LogLine = Schema.Struct({ seq: Schema.Number, at: Millis, message: Schema.String })
 
+/** One job with its logs and children, for the detail view. */
 export const JobDetail = Schema.Struct({
   job: JobItem,
   /** The oldest `DETAIL_LOG_LINES` kept lines; `total` counts all kept. */
@@ -176,6 +202,7 @@ export const JobDetail = Schema.Struct({
 })
 export type JobDetail = typeof JobDetail.Type
 
+/** One dead letter: a job that failed for good and was moved out of its queue, kept for a redrive. */
 export const DeadLetterItem = Schema.Struct({
   id: Schema.String,
   queue: Schema.String,
@@ -190,11 +217,17 @@ export type DeadLetterItem = typeof DeadLetterItem.Type
 export const Page = <A, I>(item: Schema.Schema<A, I>) =>
   Schema.Struct({ items: Schema.Array(item), cursor: Schema.optional(Schema.String) })
 
+/** A page of operation records. */
 export const OperationPage = Page(OperationItem)
+/** A page of named alarms. */
 export const AlarmPage = Page(AlarmItem)
+/** A page of schedules. */
 export const SchedulePage = Page(ScheduleItem)
+/** A page of jobs. */
 export const JobPage = Page(JobItem)
+/** A page of a job's log lines. */
 export const LogPage = Page(LogLine)
+/** A page of a queue's dead letters. */
 export const DeadLetterPage = Page(DeadLetterItem)
 
 // ---------------------------------------------------------------------------------------------
@@ -203,27 +236,35 @@ export const DeadLetterPage = Page(DeadLetterItem)
 const QueueName = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256))
 const Id = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(512))
 
+/** Read the overview (`Overview`). */
 export class OverviewQuery extends Schema.TaggedClass<OverviewQuery>()("Overview", {}) {}
+/** List operation records, optionally of one status. */
 export class OperationsQuery extends Schema.TaggedClass<OperationsQuery>()("Operations", {
   status: Schema.optional(OperationStatus),
   cursor: Cursor,
   limit: Limit
 }) {}
+/** List named alarms. */
 export class AlarmsQuery extends Schema.TaggedClass<AlarmsQuery>()("Alarms", { cursor: Cursor, limit: Limit }) {}
+/** List schedules. */
 export class SchedulesQuery extends Schema.TaggedClass<SchedulesQuery>()("Schedules", { cursor: Cursor, limit: Limit }) {}
+/** List one queue's jobs, optionally of one state. */
 export class JobsQuery extends Schema.TaggedClass<JobsQuery>()("Jobs", {
   queue: QueueName,
   state: Schema.optional(JobState),
   cursor: Cursor,
   limit: Limit
 }) {}
+/** Read one job's detail (`JobDetail`). */
 export class JobQuery extends Schema.TaggedClass<JobQuery>()("Job", { queue: QueueName, id: Id }) {}
+/** Page through one job's log lines. */
 export class JobLogsQuery extends Schema.TaggedClass<JobLogsQuery>()("JobLogs", {
   queue: QueueName,
   id: Id,
   cursor: Cursor,
   limit: Limit
 }) {}
+/** List one queue's dead letters. */
 export class DeadLettersQuery extends Schema.TaggedClass<DeadLettersQuery>()("DeadLetters", {
   queue: QueueName,
   cursor: Cursor,
@@ -234,43 +275,59 @@ export class DeadLettersQuery extends Schema.TaggedClass<DeadLettersQuery>()("De
 // Actions: each answers `{ changed }`, how many records it changed (0: nothing to do, e.g. a
 // retry of a job that is not failed). Purge and redrive say how many records.
 
+/** Retry a failed job. */
 export class RetryJob extends Schema.TaggedClass<RetryJob>()("RetryJob", { queue: QueueName, id: Id }) {}
+/** Delete a job. */
 export class RemoveJob extends Schema.TaggedClass<RemoveJob>()("RemoveJob", { queue: QueueName, id: Id }) {}
+/** Cancel a job (`reason` is kept with it). */
 export class CancelJob extends Schema.TaggedClass<CancelJob>()("CancelJob", {
   queue: QueueName,
   id: Id,
   reason: Schema.optional(Schema.String.pipe(Schema.maxLength(1_000)))
 }) {}
+/** Start a delayed job now. */
 export class PromoteJob extends Schema.TaggedClass<PromoteJob>()("PromoteJob", { queue: QueueName, id: Id }) {}
+/** Change a job's priority (higher starts first). */
 export class ChangePriority extends Schema.TaggedClass<ChangePriority>()("ChangePriority", {
   queue: QueueName,
   id: Id,
   priority: Schema.Int
 }) {}
+/** Pause a queue: none of its jobs starts until it is resumed. */
 export class PauseQueue extends Schema.TaggedClass<PauseQueue>()("PauseQueue", { queue: QueueName }) {}
+/** Resume a paused queue. */
 export class ResumeQueue extends Schema.TaggedClass<ResumeQueue>()("ResumeQueue", { queue: QueueName }) {}
+/** Move dead letters back into their queue to run again. */
 export class RedriveDeadLetters extends Schema.TaggedClass<RedriveDeadLetters>()("RedriveDeadLetters", {
   queue: QueueName,
   /** Absent: every dead letter (oldest first, up to the queue's redrive bound). */
   ids: Schema.optional(Schema.Array(Id).pipe(Schema.maxItems(MAX_REDRIVE_IDS)))
 }) {}
+/** Run a schedule once now, outside its timing. */
 export class TriggerSchedule extends Schema.TaggedClass<TriggerSchedule>()("TriggerSchedule", { key: Id }) {}
+/** Pause a schedule: it does not run until it is resumed. */
 export class PauseSchedule extends Schema.TaggedClass<PauseSchedule>()("PauseSchedule", { key: Id }) {}
+/** Resume a paused schedule. */
 export class ResumeSchedule extends Schema.TaggedClass<ResumeSchedule>()("ResumeSchedule", { key: Id }) {}
+/** Cancel an operation record. */
 export class CancelOperation extends Schema.TaggedClass<CancelOperation>()("CancelOperation", { operation: Id, id: Id }) {}
+/** Cancel a pending named alarm. */
 export class CancelAlarm extends Schema.TaggedClass<CancelAlarm>()("CancelAlarm", { name: Id }) {}
+/** Delete one capability's records created before a time, to reclaim storage. */
 export class PurgeBefore extends Schema.TaggedClass<PurgeBefore>()("PurgeBefore", {
   capability: Capability,
   /** Epoch milliseconds: records created strictly before it are deleted. */
   before: Schema.Int.pipe(Schema.nonNegative())
 }) {}
 
+/** What every action answers: how many records it changed (0: nothing to do). */
 export const ActionResult = Schema.Struct({ changed: Schema.Number })
 export type ActionResult = typeof ActionResult.Type
 
 // ---------------------------------------------------------------------------------------------
 // The request and its answer
 
+/** The read requests, which change nothing. */
 export const Query = Schema.Union(
   OverviewQuery,
   OperationsQuery,
@@ -283,6 +340,7 @@ export const Query = Schema.Union(
 )
 export type Query = typeof Query.Type
 
+/** The action requests, which change records and answer `ActionResult`. */
 export const Action = Schema.Union(
   RetryJob,
   RemoveJob,
@@ -301,6 +359,7 @@ export const Action = Schema.Union(
 )
 export type Action = typeof Action.Type
 
+/** Everything an inspector may ask an object: a read or an action, told apart by `_tag`. */
 export const Request = Schema.Union(Query, Action)
 export type Request = typeof Request.Type
 /** The encoded request, as it crosses RPC and HTTP (plain objects with `_tag`). */
@@ -313,11 +372,20 @@ export type RequestEncoded = typeof Request.Encoded
  * refused an input (its message names the field).
  */
 export const Failure = Schema.Struct({
+  /**
+   * Which failure: no such capability or record, a request that did not decode or was refused, or an object
+   * that could not answer (its storage or the inspector failed; try again).
+   */
   _tag: Schema.Literal("NotFound", "BadRequest", "Unavailable"),
+  /** What went wrong, for a person (it names the field of a refused input). */
   message: Schema.String
 })
 export type Failure = typeof Failure.Type
 
+/**
+ * What `inspect` answers over RPC: the value (`AnswerOf` its request's tag) or a `Failure`, never a
+ * rejection.
+ */
 export type Answer =
   | { readonly ok: true; readonly value: unknown }
   | { readonly ok: false; readonly failure: Failure }

@@ -15,8 +15,11 @@ export type OverviewPart = Omit<Overview, "scheduler">
 /** What answering can fail with before the inspector maps it (a capability's own errors included). */
 export type SourceError = InspectorError | InvalidInputError | StorageError
 
+/** What a capability gives the inspector: its part of the overview and the answers to requests about it. */
 export interface Source {
+  /** Which capability it is. */
   readonly capability: Capability
+  /** Its part of the overview (counts), bounded whatever the object holds. */
   readonly overview: Effect.Effect<OverviewPart, StorageError>
   /** Answers a request about this capability (the inspector routes by tag; `PurgeBefore` included). */
   readonly answer: (request: Request) => Effect.Effect<unknown, SourceError>

@@ -8,6 +8,7 @@
  * Every endpoint is one protocol request (`inspection/protocol.ts`) sent to one object's
  * `inspect` method; the answer's failure becomes the status (NotFound 404, BadRequest 400,
  * Unavailable 503). Reads are GET, actions POST.
+ * @packageDocumentation
  */
 import * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
@@ -37,30 +38,35 @@ export { BadRequest, NotFound, Unavailable }
 
 const errorFields = { message: Schema.String }
 
+/** 401: missing or invalid credentials. */
 export class Unauthorized extends Schema.TaggedError<Unauthorized>("durability/inspector/Unauthorized")(
   "Unauthorized",
   errorFields,
   HttpApiSchema.annotations({ status: 401, description: "Missing or invalid credentials." })
 ) {}
 
+/** 403: the inspector is off, or read-only and the request is an action. */
 export class Forbidden extends Schema.TaggedError<Forbidden>("durability/inspector/Forbidden")(
   "Forbidden",
   errorFields,
   HttpApiSchema.annotations({ status: 403, description: "The inspector is off, or read-only and this is an action." })
 ) {}
 
+/** 413: the request body is over 16 KiB. */
 export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>("durability/inspector/PayloadTooLarge")(
   "PayloadTooLarge",
   errorFields,
   HttpApiSchema.annotations({ status: 413, description: "The request body is over 16 KiB." })
 ) {}
 
+/** 415: an action's body is not `application/json`. */
 export class UnsupportedMediaType extends Schema.TaggedError<UnsupportedMediaType>("durability/inspector/UnsupportedMediaType")(
   "UnsupportedMediaType",
   errorFields,
   HttpApiSchema.annotations({ status: 415, description: "An action's body must be `application/json`." })
 ) {}
 
+/** 500: an unexpected error, logged on the server and never described in the answer. */
 export class InternalError extends Schema.TaggedError<InternalError>("durability/inspector/InternalError")(
   "InternalError",
   errorFields,
@@ -88,9 +94,11 @@ export type InspectorApiError =
 export class Authorization extends HttpApiMiddleware.Tag<Authorization>()("durability/inspector/Authorization", {
   failure: Schema.Union(Unauthorized, Forbidden),
   security: {
+    /** The inspector token, as `Authorization: Bearer <token>`. */
     bearer: HttpApiSecurity.bearer.pipe(
       HttpApiSecurity.annotate(OpenApi.Description, "The inspector token (`DurabilityInspector.handler({ token })`).")
     ),
+    /** A Cloudflare Access JWT, in `Cf-Access-Jwt-Assertion`. */
     access: HttpApiSecurity.apiKey({ key: "Cf-Access-Jwt-Assertion", in: "header" }).pipe(
       HttpApiSecurity.annotate(OpenApi.Description, "A Cloudflare Access JWT (`DurabilityInspector.handler({ access })`).")
     )
@@ -163,6 +171,7 @@ const ObjectPath = Schema.Struct({ object: ObjectName })
 const QueuePath = Schema.Struct({ object: ObjectName, queue: QueueName })
 const JobPath = Schema.Struct({ object: ObjectName, queue: QueueName, id: Id })
 
+/** What the API lists at its root: the names of the objects the inspector reaches. */
 export const ObjectList = Schema.Struct({ objects: Schema.Array(Schema.Struct({ name: Schema.String })) })
 export type ObjectList = typeof ObjectList.Type
 

@@ -10,6 +10,7 @@
  *
  * `inspect` is the typed face; `answer` takes a request as it crossed RPC or HTTP and never fails:
  * it answers `{ ok: false, failure }` instead, which survives RPC where a rejection's fields do not.
+ * @packageDocumentation
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -28,6 +29,10 @@ export { BadRequest, type InspectorError, NotFound, Unavailable } from "../inspe
 /** The wire protocol: request classes (`new Inspector.JobsQuery({ queue })`), answer schemas, bounds. */
 export * from "../inspection/protocol.js"
 
+/**
+ * The inspector service: answers the inspector's requests about this object's capabilities (what the object's
+ * `inspect` method serves).
+ */
 export interface Inspector {
   /** Answers a decoded request, typed by its tag. */
   readonly inspect: <R extends Protocol.Request>(request: R) => Effect.Effect<Protocol.AnswerOf<R["_tag"]>, InspectorError>
@@ -35,6 +40,7 @@ export interface Inspector {
   readonly answer: (encoded: unknown) => Effect.Effect<Protocol.Answer>
 }
 
+/** The `Inspector` service's tag: `make` builds it. */
 export const Inspector: Context.Tag<Inspector, Inspector> = Context.GenericTag<Inspector>("durability/Inspector")
 
 type Tag = Protocol.Request["_tag"]
@@ -96,6 +102,7 @@ export const decode = (encoded: unknown): Effect.Effect<Protocol.Request, BadReq
 /** A table's kind as the inspector names its capability (a helper table, e.g. the jobs' outbox, keeps its own). */
 const capabilityOf = (kind: string): string => kind === "namedAlarms" ? "alarms" : kind
 
+/** Builds the `Inspector` from the object's scheduler and the capabilities registered for inspection. */
 export const make: Effect.Effect<Inspector, never, Scheduler.Scheduler | InspectionRegistry> = Effect.gen(function*() {
   const scheduler = yield* Scheduler.Scheduler
   const registry = yield* InspectionRegistry

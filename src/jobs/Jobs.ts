@@ -13,6 +13,7 @@
  * Handlers are Effects; their requirements are taken from the context `make` runs in, as for
  * operations. In a handler, `Jobs.progress(n)` and `Jobs.log(message)` reach the current job, and
  * `Jobs.step(name, effect)` is a durable step of it (see `Steps`).
+ * @packageDocumentation
  */
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -144,12 +145,14 @@ export type { Lease as JobLease, LeaseOptions as JobLeaseOptions } from "./lease
 type PayloadOf<D> = D extends QueueDefinition<infer P, infer _R, infer _E, infer _Req> ? P : never
 type ResultOf<D> = D extends QueueDefinition<infer _P, infer R, infer _E, infer _Req> ? R : never
 
+/** The services the handlers of a set of queue definitions need, which `make` takes from its context. */
 export type RequirementsOf<Defs> = {
   readonly [K in keyof Defs]: Defs[K] extends QueueDefinition<infer _P, infer _R, infer _E, infer Req> ? Req : never
 }[keyof Defs]
 export type { Queue } from "./queue.js"
 export { CAPABILITY } from "./setup.js"
 
+/** The job queues service `make` returns: one `Queue` per definition's name, and the calls across queues. */
 export type JobsService<Defs extends Record<string, AnyQueueDefinition>> =
   & { readonly [K in keyof Defs]: Queue<PayloadOf<Defs[K]>, ResultOf<Defs[K]>> }
   & {
@@ -160,14 +163,27 @@ export type JobsService<Defs extends Record<string, AnyQueueDefinition>> =
   }
 
 export interface JobsOptions extends Policy.ExecutionOptions {
+  /**
+   * Told each job event (added, started, completed, retried, failed, …) after it committed, e.g. for metrics.
+   */
   readonly onLifecycleEvent?: Types.JobEventHook | undefined
 }
 
+/** The jobs' SQL table. */
 export const TABLE = JobsSchema.JOBS
+/** The job tables' migrations, in order: what `migrate` applies. */
 export const migrations = JobsSchema.migrations
 
+/**
+ * Applies (default: latest) or reverts (`null`: all) the job tables' migrations, through the
+ * `StorageService`.
+ */
 export const migrate = (target?: string | null) => StepMemo.migrate(CAPABILITY, migrations, target)
 
+/**
+ * Attaches job queues to the object's scheduler (running the tables' migrations first) and returns their
+ * service.
+ */
 export const make = <const Defs extends Record<string, AnyQueueDefinition>>(
   definitions: Defs,
   options: JobsOptions = {}

@@ -8,6 +8,7 @@
  * const consume = JobsConsumer.make({ namespace: (env: Env) => env.MAILER, handlers: { email: (job) => send(job.payload) } })
  * export default { queue: (batch, env) => runtime.runPromise(consume(batch, env)) }
  * ```
+ * @packageDocumentation
  */
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
@@ -23,6 +24,7 @@ import {
 
 export type { DurableJobEnvelope as Envelope, DurableQueuedJob as QueuedJob } from "./consumer.js"
 
+/** `make`'s options: the owning objects' namespace, and one Effect handler per queue. */
 export interface Options<Env, R> extends Omit<DurableJobsConsumerOptions<Env>, "handlers"> {
   /** One handler per queue name of the envelopes: its success completes the job, its failure fails the attempt. */
   readonly handlers: Readonly<Record<string, (job: DurableQueuedJob<never>, env: Env) => Effect.Effect<unknown, unknown, R>>>

@@ -24,6 +24,7 @@ import { shown } from "../shared/validate.js"
  * face exports this class (`facade/errors.ts`).
  */
 export class StaleLeaseError extends Error {
+  /** Always `"StaleLeaseError"`, so the error can be told apart after it crossed an RPC or a `catch`. */
   override readonly name = "StaleLeaseError" as const
   constructor(message: string, options?: { readonly cause?: unknown }) {
     super(message, options)
@@ -38,10 +39,13 @@ const CALL_VERSION = 1
 
 /** A message body the object sends for each leased job. */
 export interface DurableJobEnvelope {
+  /** The envelope's format version, so a consumer can refuse one it does not know. */
   readonly v: typeof ENVELOPE_VERSION
   /** The owning object's id (`ctx.id.toString()`). */
   readonly object: string
+  /** The job's queue on the object. */
   readonly queue: string
+  /** The job's id. */
   readonly jobId: string
   /** The lease's fencing token. */
   readonly token: number
@@ -80,10 +84,13 @@ type Answer = Stale | { readonly status: "ok"; readonly leaseUntil?: number } | 
 
 /** What a consumer's handler is called with: one leased job of the owning object. */
 export interface DurableQueuedJob<P = unknown> {
+  /** The job's id. */
   readonly id: string
+  /** The job's queue on the owning object. */
   readonly queue: string
   /** The owning object's id (`namespace.idFromString(job.object)` reaches it). */
   readonly object: string
+  /** The job's payload, as the object stored it. */
   readonly payload: P
   /** 1-based; already counted by the object when the job was leased. */
   readonly attempt: number
@@ -109,22 +116,31 @@ type AnyQueuedJobHandler<Env> = { handle(job: DurableQueuedJob<never>, env: Env)
 
 /** The part of a Durable Object namespace the consumer uses (any `DurableObjectNamespace` fits). */
 export interface DurableJobsNamespace {
+  /** The object's id from its string form (`DurableObjectNamespace.idFromString`). */
   idFromString(id: string): unknown
+  /** The object's stub for an id (`DurableObjectNamespace.get`). */
   get(id: never): unknown
 }
 
 /** The part of a Queues message the consumer uses (a `Message` fits). */
 export interface DurableQueueMessage {
+  /** The message's id. */
   readonly id: string
+  /** The message body: a `DurableJobEnvelope`. */
   readonly body: unknown
+  /** How many times Queues has delivered the message. */
   readonly attempts: number
+  /** Marks the message handled: Queues does not deliver it again. */
   ack(): void
+  /** Asks Queues to deliver the message again, after `delaySeconds`. */
   retry(options?: { readonly delaySeconds?: number }): void
 }
 
 /** The part of a Queues batch the consumer uses (a `MessageBatch` fits). */
 export interface DurableQueueBatch {
+  /** The Queues queue's name. */
   readonly queue: string
+  /** The batch's messages. */
   readonly messages: ReadonlyArray<DurableQueueMessage>
 }
 
@@ -145,11 +161,13 @@ interface CommonOptions<Env> {
   readonly log?: ((entry: Readonly<Record<string, unknown>>) => void) | undefined
 }
 
+/** `jobsConsumer`'s options: the owning objects' namespace, and one handler per queue. */
 export interface DurableJobsConsumerOptions<Env> extends CommonOptions<Env> {
   /** One handler per queue name of the envelopes (the object's queue names). */
   readonly handlers: Readonly<Record<string, AnyQueuedJobHandler<Env>>>
 }
 
+/** `jobsDeadLetterConsumer`'s options: the owning objects' namespace, and how to reach them. */
 export type DurableJobsDeadLetterConsumerOptions<Env> = CommonOptions<Env>
 
 // ---------------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ import * as Transport from "./transport.js"
 import * as Upkeep from "./upkeep.js"
 import type { ChildValue, JobContext, JobEvent, JobEventDraft, JobEventHook, RateLimit } from "./types.js"
 
+/** The start of every job's `idempotencyKey`; a generation follows it. */
 export const IDEMPOTENCY_PREFIX = "durability-job:v1:"
 
 export interface QueueRuntime {

@@ -17,15 +17,23 @@ export interface CurrentJobService {
 export type CurrentJobTag<I> = Context.Tag<I, CurrentJobService>
 
 export interface QueueDefinition<P, R, E, Req> extends Policy.ExecutionOptions, Omit<Options.QueueOptions, "groupRateLimit"> {
+  /** Runs one attempt of a job; its success is the job's result, a failure is retried under the policy. */
   readonly handler: (job: JobContext<P>) => Effect.Effect<R, E, Req>
+  /** How payloads are encoded for storage and decoded for the handler. */
   readonly payload: Codec.Codec<P>
+  /** How results are encoded for storage and decoded for readers. */
   readonly result: Codec.Codec<R>
+  /** A token bucket per group of the payload (e.g. per tenant). */
   readonly groupRateLimit?: Options.GroupRateLimit<P> | undefined
 }
 
 export interface AnyQueueDefinition extends Policy.ExecutionOptions, Omit<Options.QueueOptions, "groupRateLimit"> {
+  /** The handler, taking any job. */
   readonly handler: (job: JobContext<never>) => Effect.Effect<unknown, unknown, unknown>
+  /** The payload's codec. */
   readonly payload: Codec.AnyCodec
+  /** The result's codec. */
   readonly result: Codec.AnyCodec
+  /** A token bucket per group of the payload. */
   readonly groupRateLimit?: Options.GroupRateLimit<never> | undefined
 }

@@ -38,7 +38,9 @@ import * as Transport from "./transport.js"
 
 /** A job handed to an external worker. */
 export interface Lease<P = unknown> {
+  /** The job's id. */
   readonly id: string
+  /** The job's payload. */
   readonly payload: P
   /** 1-based; counted by this lease. */
   readonly attempt: number

@@ -12,7 +12,9 @@ import { isPositiveInteger, shown } from "../shared/validate.js"
 
 /** A token bucket: `capacity` tokens at most, refilled continuously at `refillPerSecond`. */
 export interface RateLimit {
+  /** Tokens the bucket holds at most: the largest burst of starts. */
   readonly capacity: number
+  /** Tokens added per second: the sustained rate of starts. */
   readonly refillPerSecond: number
 }
 
@@ -26,16 +28,26 @@ export interface GroupRateLimit<P = unknown> extends RateLimit {
  * Duration or milliseconds on the Effect face, milliseconds (`Retention<number>`) on the promise face.
  */
 export interface Retention<Time = Duration.DurationInput> {
+  /** Keep at most this many (the newest). */
   readonly count?: number | undefined
+  /** Keep none older than this (a Duration or milliseconds on the Effect face). */
   readonly ageMs?: Time | undefined
 }
 
+/** A queue's own options: its concurrency, rate limits, retention, logs and how its jobs are processed. */
 export interface QueueOptions {
   /** Jobs of this queue running at once, inside the scheduler's shared permits. Default: no own limit. */
   readonly concurrency?: number | undefined
+  /** A token bucket for the whole queue: a job starts only with a token, so bursts are bounded. */
   readonly rateLimit?: RateLimit | undefined
+  /**
+   * A token bucket per group (e.g. per tenant, from the payload), so one group cannot use up the queue's
+   * rate.
+   */
   readonly groupRateLimit?: GroupRateLimit<never> | undefined
+  /** How many completed jobs to keep (the newest `count`, none older than `ageMs`). Default: all. */
   readonly removeOnComplete?: Retention | undefined
+  /** How many failed jobs to keep, as for `removeOnComplete`. */
   readonly removeOnFail?: Retention | undefined
   /** List jobs that fail for good under `deadLetters` (default false). */
   readonly deadLetter?: boolean | undefined
@@ -95,7 +107,9 @@ export interface Resolved {
   readonly external: External | undefined
 }
 
+/** Log lines kept per job when a queue names no `keepLogs`. */
 export const DEFAULT_KEEP_LOGS = 100
+/** The largest payload when a queue names no `maxPayloadBytes` (bytes of stored JSON). */
 export const DEFAULT_MAX_PAYLOAD_BYTES = 131_072
 /** A progress value or a log line, as stored. */
 export const MAX_ENTRY_BYTES = 65_536

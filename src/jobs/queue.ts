@@ -25,15 +25,22 @@ export interface Queue<P, R> {
   readonly addBulk: (
     jobs: ReadonlyArray<Types.AddOptions<P>>
   ) => Effect.Effect<ReadonlyArray<Types.AddResult>, InvalidInputError | StorageError>
+  /** Reads one job; undefined when there is none with this id. */
   readonly get: (id: string) => Effect.Effect<Types.JobInfo<P, R> | undefined, InvalidInputError | StorageError>
+  /** Reads a page of the queue's jobs, in the order they were added, optionally of some states only. */
   readonly list: (options?: Types.JobListOptions) => Effect.Effect<Types.JobPage<P, R>, InvalidInputError | StorageError>
+  /** The queue's jobs counted by state. */
   readonly counts: Effect.Effect<Record<Types.JobState, number>, StorageError>
+  /** Reads a page of a job's kept log lines (`offset`: lines to skip). */
   readonly logs: (
     id: string,
     options?: { readonly limit?: number | undefined; readonly offset?: number | undefined }
   ) => Effect.Effect<Types.JobLogs, InvalidInputError | StorageError>
+  /** Pauses the queue durably: none of its jobs starts until `resume` (running ones finish). */
   readonly pause: Effect.Effect<void, StorageError>
+  /** Resumes a paused queue. */
   readonly resume: Effect.Effect<void, StorageError>
+  /** Whether the queue is paused. */
   readonly isPaused: Effect.Effect<boolean, StorageError>
   /** A delayed job (or one waiting for its retry) becomes due now. True when one was. */
   readonly promote: (id: string) => Effect.Effect<boolean, InvalidInputError | StorageError>
@@ -43,6 +50,7 @@ export interface Queue<P, R> {
   readonly remove: (id: string) => Effect.Effect<boolean, InvalidInputError | StorageError>
   /** Cancels an unfinished job (an active one: its signal is aborted, it is not retried). True when one was. */
   readonly cancel: (id: string, reason?: string) => Effect.Effect<boolean, InvalidInputError | StorageError>
+  /** Changes the start order of a job not started yet (higher first). True when one was. */
   readonly changePriority: (id: string, priority: number) => Effect.Effect<boolean, InvalidInputError | StorageError>
   /** Deletes finished jobs; returns how many. */
   readonly clean: (options: Types.CleanOptions) => Effect.Effect<number, InvalidInputError | StorageError>
@@ -94,7 +102,9 @@ export interface Queue<P, R> {
     error: string | { readonly name?: string | undefined; readonly message: string },
     options?: { readonly retryable?: boolean | undefined }
   ) => Effect.Effect<void, InvalidInputError | StaleLeaseError | StorageError>
+  /** The queue's dead letters (`deadLetter: true`): jobs that failed for good, to read and redrive. */
   readonly deadLetters: {
+    /** Reads a page of dead letters. */
     readonly list: (
       options?: { readonly limit?: number | undefined; readonly cursor?: string | undefined }
     ) => Effect.Effect<Types.DeadLetterPage<P>, InvalidInputError | StorageError>

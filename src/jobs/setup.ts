@@ -32,6 +32,7 @@ import * as Options from "./options.js"
 import * as JobsSchema from "./schema.js"
 import type * as Types from "./types.js"
 
+/** The capability's name on the scheduler (and in its migrations' history). */
 export const CAPABILITY = "jobs"
 
 /** Each queue's settings and policy, checked (a definition that is not an object is left to the capability's check). */

@@ -12,6 +12,7 @@
  * `make` runs in: provide them once per Durable Object, in the layer of the
  * object's runtime, and every attempt runs with them. In a handler,
  * `Operations.step(name, effect)` is a durable step of the call (see `Steps`).
+ * @packageDocumentation
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"

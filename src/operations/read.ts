@@ -19,7 +19,9 @@ import type { AnyOperationDefinition, ListOptions, OperationStatus, WaitOptions 
 /** What the calls read and write through: the capability as attached. */
 export type Parts = Capability.Capability<AnyOperationDefinition>
 
+/** Calls per page when `list` names no `limit`. */
 export const DEFAULT_LIST_LIMIT = 100
+/** The most calls one page may ask for. */
 export const MAX_LIST_LIMIT = 1_000
 
 const STATUSES: ReadonlyArray<OperationStatus> = ["pending", "completed", "failed"]

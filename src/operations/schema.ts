@@ -6,8 +6,10 @@ import * as MigrationSql from "../engine/migrationSql.js"
 import type * as Migrations from "../engine/Migrations.js"
 import * as StepMemo from "../steps/memo.js"
 
+/** The capability's name on the scheduler (and in its migrations' history). */
 export const CAPABILITY = "operations"
 
+/** The operations' SQL table. */
 export const TABLE = "durability_calls"
 
 const COLUMNS =
@@ -30,6 +32,7 @@ const createCalls = (added = "") =>
 
 const PENDING_INDEX = "CREATE INDEX durability_calls_pending_idx ON durability_calls (status, next_attempt_at)"
 
+/** The operations table's migrations, in order: what `Operations.migrate` applies. */
 export const migrations: ReadonlyArray<Migrations.Migration> = [
   {
     name: "durability_0001_create_calls",

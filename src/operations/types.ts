@@ -17,8 +17,14 @@ import type {
 
 /** What a handler is called with for one attempt. */
 export interface DurableCall<P> {
+  /**
+   * The call's id: unique per operation, so registering it again finds the stored call instead of running
+   * twice.
+   */
   readonly id: string
+  /** The operation's name. */
   readonly operation: string
+  /** The call's payload, decoded by the operation's payload codec. */
   readonly payload: P
   /** 1-based; already durably counted. */
   readonly attempt: number
@@ -26,26 +32,42 @@ export interface DurableCall<P> {
   readonly signal: AbortSignal
 }
 
+/**
+ * One operation: its handler, how its payload and result are stored (codecs), and its retries and timeouts.
+ */
 export interface OperationDefinition<P, R, E, Req> extends Policy.ExecutionOptions {
+  /** Runs one attempt; a failure is retried under the policy, a success stores the result. */
   readonly handler: (call: DurableCall<P>) => Effect.Effect<R, E, Req>
+  /** How the payload is encoded for storage and decoded for the handler. */
   readonly payload: Codec.Codec<P>
+  /** How the result is encoded for storage and decoded for readers. */
   readonly result: Codec.Codec<R>
 }
 
 /** The shape every `OperationDefinition` is assignable to. */
 export interface AnyOperationDefinition extends Policy.ExecutionOptions {
+  /** The handler, taking any call. */
   readonly handler: (call: never) => Effect.Effect<unknown, unknown, unknown>
+  /** The payload's codec. */
   readonly payload: Codec.AnyCodec
+  /** The result's codec. */
   readonly result: Codec.AnyCodec
 }
 
+/** The payload type of a definition. */
 export type PayloadOf<D> = D extends OperationDefinition<infer P, infer _R, infer _E, infer _Req> ? P : never
+/** The result type of a definition. */
 export type ResultOf<D> = D extends OperationDefinition<infer _P, infer R, infer _E, infer _Req> ? R : never
+/** The services the handlers of a set of definitions need, which `make` takes from its context. */
 export type RequirementsOf<Defs> = {
   readonly [K in keyof Defs]: Defs[K] extends OperationDefinition<infer _P, infer _R, infer _E, infer Req> ? Req
     : never
 }[keyof Defs]
 
+/**
+ * A call's state as read back: unknown, pending (with its attempt and last error), failed for good, or
+ * completed with its result.
+ */
 export type OperationResult<R> =
   | { readonly status: "not_found" }
   | {
@@ -66,7 +88,9 @@ export type OperationResult<R> =
  * (`RegisterCall<P, number>`) on the promise face.
  */
 export interface RegisterCall<P, Time = CallDuration> {
+  /** The call's id; registering the same id again finds the stored call. */
   readonly id: string
+  /** The call's payload, encoded by the operation's payload codec. */
   readonly payload: P
   /** Run no earlier than this time (epoch milliseconds or a `Date`). Not with `delayMs`. */
   readonly runAt?: number | Date | undefined
@@ -90,6 +114,7 @@ export interface WaitOptions<Time = CallDuration> {
   readonly timeoutMs: Time
 }
 
+/** A stored call's status: pending until its handler succeeds or fails for good. */
 export type OperationStatus = "pending" | "completed" | "failed"
 
 /** One stored call, as `list` returns it: its id, when it was registered, and its state. */
@@ -98,6 +123,7 @@ export type OperationEntry<R> = Exclude<OperationResult<R>, { readonly status: "
   readonly createdAt: number
 }
 
+/** Which calls a `list` reads, and the page. */
 export interface ListOptions {
   /** Only calls in this state (or these states). Default: all. */
   readonly status?: OperationStatus | ReadonlyArray<OperationStatus> | undefined
@@ -109,7 +135,9 @@ export interface ListOptions {
 
 /** A page of calls in registration order; `cursor` is set when more follow. */
 export interface OperationPage<R> {
+  /** The calls of this page. */
   readonly items: ReadonlyArray<OperationEntry<R>>
+  /** Present when more follow: pass it back to read the next page. */
   readonly cursor?: string | undefined
 }
 

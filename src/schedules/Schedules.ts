@@ -9,6 +9,7 @@
  * the schedule paused follow `catchUp`; slots that come due while a run is active follow `overlap`.
  * A run that fails for good does not stop the schedule. Runs share the object's permits but take at
  * most `concurrency` of them (default 1), so long recurring runs never starve other work.
+ * @packageDocumentation
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -121,6 +122,7 @@ export interface ScheduleHandle<P> {
   ) => Effect.Effect<UpsertResult, InvalidInputError | StorageError>
   /** Deletes the schedule; a running run's signal is aborted. True when it existed. */
   readonly remove: (key: string) => Effect.Effect<boolean, InvalidInputError | StorageError>
+  /** Reads one schedule; undefined when there is none with this key. */
   readonly get: (key: string) => Effect.Effect<Rows.ScheduleInfo<P> | undefined, InvalidInputError | StorageError>
   /** This handler's schedules, oldest first, a page at a time. */
   readonly list: (
@@ -137,6 +139,7 @@ export interface ScheduleHandle<P> {
   readonly trigger: (key: string) => Effect.Effect<boolean, InvalidInputError | StorageError>
 }
 
+/** The schedules service `make` returns: one `ScheduleHandle` per definition's name, and `purgeBefore`. */
 export type SchedulesService<Defs extends Record<string, AnyScheduleDefinition>> =
   & { readonly [K in keyof Defs]: ScheduleHandle<PayloadOf<Defs[K]>> }
   & {
@@ -147,10 +150,13 @@ export type SchedulesService<Defs extends Record<string, AnyScheduleDefinition>>
 export interface SchedulesOptions extends Policy.ExecutionOptions {
   /** At most this many runs of these schedules at once, inside the object's permits (default 1). */
   readonly concurrency?: number | undefined
+  /** Told each lifecycle event of the runs after it committed, e.g. for metrics. */
   readonly onLifecycleEvent?: Lifecycle.LifecycleHook | undefined
 }
 
+/** The schedules' SQL table. */
 export const TABLE = ScheduleSchema.TABLE
+/** The schedules table's migrations, in order: what `migrate` applies. */
 export const migrations = ScheduleSchema.migrations
 
 /** A durable step of the current run: its first successful result is stored for that run's retries (see `Steps.step`). */
@@ -159,6 +165,10 @@ export const step = Steps.step
 /** Applies (or reverts to `target`) the schedules table's migrations. */
 export const migrate = (target?: string | null) => StepMemo.migrate(CAPABILITY, migrations, target)
 
+/**
+ * Attaches schedules to the object's scheduler (running the table's migrations first) and returns their
+ * service.
+ */
 export const make = <const Defs extends Record<string, AnyScheduleDefinition>>(
   definitions: Defs,
   options: SchedulesOptions = {}

@@ -20,6 +20,7 @@ import * as ScheduleSchema from "./schema.js"
 import * as SchedulesTable from "./schedulesTable.js"
 import type { AnyScheduleDefinition, ScheduleRun } from "./types.js"
 
+/** The capability's name on the scheduler (and in its migrations' history). */
 export const CAPABILITY = "schedules"
 
 const TABLE = ScheduleSchema.TABLE

@@ -10,7 +10,15 @@
  */
 import * as Timing from "./timing.js"
 
+/**
+ * What becomes of slots missed while the object was evicted or the schedule paused: none run (`skip`), the
+ * latest runs once (`latest`), or each runs (`all`, up to a bound).
+ */
 export type CatchUp = "skip" | "latest" | "all"
+/**
+ * What becomes of a slot that comes due while a run is active: it is passed over (`skip`) or runs after it
+ * (`wait`).
+ */
 export type Overlap = "skip" | "wait"
 
 /** At most this many missed slots run under `catchUp: "all"`; older ones are counted as missed. */

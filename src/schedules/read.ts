@@ -21,7 +21,9 @@ export interface Parts extends Capability.Capability<AnyScheduleDefinition> {
   readonly runs: Runs.Parts
 }
 
+/** Schedules per page when `list` names no `limit`. */
 export const DEFAULT_LIST_LIMIT = 100
+/** The most schedules one page may ask for. */
 export const MAX_LIST_LIMIT = 1_000
 
 export const invalidInput = (field: string, message: string) => new InvalidInputError({ field, kind: "type", message })

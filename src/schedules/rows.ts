@@ -63,11 +63,15 @@ export interface RunInfo {
 
 /** A schedule as `get` and `list` show it. */
 export interface ScheduleInfo<P = unknown> extends Options.Resolved {
+  /** The handler's name. */
   readonly schedule: string
+  /** The schedule's key, unique per handler. */
   readonly key: string
+  /** The timing as stored: a cron expression and time zone, or an interval in milliseconds. */
   readonly timing: Timing.TimingSpec
   /** E.g. `cron "0 9 * * 1-5" in Europe/Lisbon`. */
   readonly description: string
+  /** The schedule's payload. */
   readonly payload: P
   /** `ended`: no slot is left (past `endAt`, or `limit` reached) and no run is pending. */
   readonly status: "active" | "paused" | "ended"
@@ -75,6 +79,7 @@ export interface ScheduleInfo<P = unknown> extends Options.Resolved {
   readonly nextRunAt: number | null
   /** The run in progress (executing, or waiting for its retry), if any. */
   readonly currentRun: (RunInfo & { readonly attempt: number; readonly nextAttemptAt: number; readonly lastError: SerializedError | null }) | null
+  /** The last run that ended, and how (null before any). */
   readonly lastRun:
     | (RunInfo & { readonly outcome: "completed" | "failed"; readonly settledAt: number; readonly error: SerializedError | null })
     | null
@@ -82,7 +87,9 @@ export interface ScheduleInfo<P = unknown> extends Options.Resolved {
   readonly runCount: number
   /** Slots passed over without a run (catch-up, overlap). */
   readonly missedCount: number
+  /** When it was created (epoch milliseconds). */
   readonly createdAt: number
+  /** When it was last changed (epoch milliseconds). */
   readonly updatedAt: number
 }
 

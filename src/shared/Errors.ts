@@ -1,6 +1,7 @@
 /**
  * Every typed failure of the Effect API. The promise facade turns each into an
  * `Error` subclass whose `name` equals the tag (Workers RPC keeps only name and message).
+ * @packageDocumentation
  */
 import * as Schema from "effect/Schema"
 /** A SQL statement, transaction or alarm call of the Durable Object's storage failed. */
@@ -58,7 +59,9 @@ export class MigrationError extends Schema.TaggedError<MigrationError>("durabili
 
 /** The compact, storable shape of any failure. */
 export interface SerializedError {
+  /** The error's name (or its tag), e.g. `DurableAttemptTimeoutError`. */
   readonly name: string
+  /** The error's message. */
   readonly message: string
 }
 

@@ -11,6 +11,7 @@
  *
  * `Operations.step` and `Jobs.step` are this function. The handlers of operations and job queues
  * get `CurrentCall` for each attempt; it is not part of their requirements.
+ * @packageDocumentation
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"

@@ -39,6 +39,7 @@ export const migrate = (
 ): Effect.Effect<Migrations.MigrationResult, MigrationError | StorageError, StorageService> =>
   Migrations.migrate(capability, migrations, target, { sharedTables: [MemoTable.MEMO_TABLE] })
 
+/** A durable step's options. */
 export interface StepOptions<A, I> {
   /** Stores the step's result in this schema's encoded form (which must be JSON), decodes it on replay. */
   readonly result?: Schema.Schema<A, I> | undefined

@@ -17,12 +17,16 @@
  * storage.failCall("sql", 12)       // the 12th statement since `make` fails
  * storage.failNext("alarm")         // so does the next alarm write
  * ```
+ * @packageDocumentation
  */
 import { intercept, type MemoryStorage } from "./MemoryStorage.js"
 
+/** Which calls a fault can hit: SQL statements (`exec`) or alarm writes (`setAlarm`, `deleteAlarm`). */
 export type FaultKind = "sql" | "alarm"
 
+/** A fault that fired: which call of which kind, and what it was about. */
 export interface InjectedFault {
+  /** The kind of call that failed. */
   readonly kind: FaultKind
   /** 1-based number of the call among the calls of its kind. */
   readonly call: number
@@ -30,6 +34,9 @@ export interface InjectedFault {
   readonly target: string
 }
 
+/**
+ * A `MemoryStorage` that fails chosen calls on purpose, to test what a storage failure at that point does.
+ */
 export interface FaultyStorage extends MemoryStorage {
   /** The wrapped storage: reads through it are neither counted nor failed (for assertions). */
   readonly inner: MemoryStorage
@@ -47,15 +54,19 @@ export interface FaultyStorage extends MemoryStorage {
   readonly injected: ReadonlyArray<InjectedFault>
 }
 
+/** What an injected fault throws (or rejects with), so a test can tell it from a real failure. */
 export class InjectedFaultError extends Error {
+  /** Always `"InjectedFaultError"`. */
   override readonly name = "InjectedFaultError"
 }
 
+/** `make`'s options. */
 export interface FaultyStorageOptions {
   /** How a failed alarm write surfaces: a rejected promise (default) or a synchronous throw. */
   readonly alarmFaults?: "reject" | "throw" | undefined
 }
 
+/** Wraps a `MemoryStorage` so chosen SQL statements or alarm writes fail. */
 export const make = (inner: MemoryStorage, options: FaultyStorageOptions = {}): FaultyStorage => {
   const counts: Record<FaultKind, number> = { sql: 0, alarm: 0 }
   const planned: Record<FaultKind, Set<number>> = { sql: new Set(), alarm: new Set() }

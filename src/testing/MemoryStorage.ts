@@ -25,6 +25,7 @@
  *
  * The object outlives any runtime built on it, which is how tests simulate
  * eviction: drop the runtime, keep the `MemoryStorage`, build a new runtime.
+ * @packageDocumentation
  */
 import * as Effect from "effect/Effect"
 import type { Database, SqlJsStatic, Statement } from "sql.js"
@@ -91,6 +92,7 @@ const fromSqlJs = (value: unknown): SqlValue => {
   return value as SqlValue
 }
 
+/** An in-memory SQLite-backed Durable Object storage (sql.js) with one alarm, for tests in plain Node. */
 export interface MemoryStorage extends DurableObjectStorageLike {
   /** The alarm as the platform holds it (no I/O, for assertions). */
   readonly alarmAt: number | null
@@ -345,8 +347,11 @@ export const make: Effect.Effect<MemoryStorage> = Effect.promise(async () => {
 
 /** The calls a wrapper made with `intercept` may replace; the rest go straight to the wrapped storage. */
 export interface Interceptors {
+  /** Replaces `exec`. */
   readonly exec?: ((query: string, bindings: Array<unknown>) => SqlCursorLike) | undefined
+  /** Replaces `setAlarm`. */
   readonly setAlarm?: ((at: number | Date) => Promise<void>) | undefined
+  /** Replaces `deleteAlarm`. */
   readonly deleteAlarm?: (() => Promise<void>) | undefined
 }
 

@@ -12,6 +12,7 @@
  *   const next = yield* object.restart    // eviction: memory gone, storage kept
  * }))
  * ```
+ * @packageDocumentation
  */
 import * as Clock from "effect/Clock"
 import type * as Context from "effect/Context"
@@ -33,15 +34,23 @@ import * as MemoryStorage from "./MemoryStorage.js"
 import * as TestBackground from "./TestBackground.js"
 import * as TestScheduler from "./TestScheduler.js"
 
+/**
+ * One simulated Durable Object instance: its storage, its services, and the platform's alarm, eviction and
+ * restart.
+ */
 export interface TestObject {
+  /** The object's storage (keep it to build a new instance over it). */
   readonly storage: MemoryStorage.MemoryStorage
+  /** What the library reported in the background and handed to `waitUntil`. */
   readonly background: TestBackground.TestBackground
   /**
    * What the library logged through Effect's `Logger` while running in this object (`Logging.toRecord`
    * shape: `{ level, message, event, ... }`), oldest first: e.g. a record failing for good.
    */
   readonly logs: Effect.Effect<ReadonlyArray<Readonly<Record<string, unknown>>>>
+  /** The scheduler options the instance was built with. */
   readonly options: Scheduler.SchedulerOptions
+  /** The instance's services, to provide to effects that use capabilities. */
   readonly context: Context.Context<TestScheduler.Services>
   /** Runs an effect against this instance's services. */
   readonly run: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, Exclude<R, TestScheduler.Services>>
@@ -60,9 +69,11 @@ export interface TestObject {
   readonly restart: Effect.Effect<TestObject, InvalidOptionError>
 }
 
+/** `make`'s options. */
 export interface TestObjectOptions {
   /** Reuse the storage of an earlier instance. */
   readonly storage?: MemoryStorage.MemoryStorage | undefined
+  /** The scheduler's options (`alarmConcurrency`, `alarmMinDelayMs`, …). */
   readonly scheduler?: Scheduler.SchedulerOptions | undefined
   /**
    * `"platform"` (default): the physical alarm is delivered when the test clock reaches it, as workerd

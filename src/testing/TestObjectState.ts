@@ -15,6 +15,7 @@
  * Handlers run for real: a handler awaiting real I/O (a `fetch`, a real
  * timer) finishes on its own schedule, not the object's clock. `Date.now()` in
  * a handler is the machine's time; the object's time is `state.now()`.
+ * @packageDocumentation
  */
 import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
@@ -32,6 +33,10 @@ import * as Scheduler from "../engine/Scheduler.js"
 import * as PlatformAlarm from "./internal/platformAlarm.js"
 import * as MemoryStorage from "./MemoryStorage.js"
 
+/**
+ * A simulated Durable Object state for promise-style code: pass its `context` to the helpers, then move its
+ * clock and restart it.
+ */
 export interface TestObjectState {
   /** Pass it where the object passes `this.ctx`: `new DurabilityScheduler({ context })` or a helper's `{ context }`. */
   readonly context: DurabilityContext
@@ -55,6 +60,7 @@ export interface TestObjectState {
   readonly restart: () => Promise<TestObjectState>
 }
 
+/** `make`'s options. */
 export interface TestObjectStateOptions {
   /** Reuse the storage of an earlier instance. */
   readonly storage?: MemoryStorage.MemoryStorage | undefined
@@ -74,6 +80,7 @@ const newStorage = async (): Promise<MemoryStorage.MemoryStorage> => {
   return exit.value
 }
 
+/** Makes a simulated object state over a new (or the given) in-memory storage, its clock at `startTime`. */
 export const make = async (options: TestObjectStateOptions = {}): Promise<TestObjectState> => {
   const data = options.storage ?? (await newStorage())
   // A storage object of its own (same data): the next instance gets its own scheduler, as after an eviction.

@@ -6,6 +6,7 @@
  * `Inspector` sees the capabilities made on it). Build it in a scope you own to simulate
  * eviction: close the scope (running handlers are interrupted, timers vanish),
  * keep the `MemoryStorage`, build the layer again.
+ * @packageDocumentation
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -19,8 +20,13 @@ import * as StorageService from "../engine/StorageService.js"
 import * as InspectionRegistry from "../inspection/InspectionRegistry.js"
 import type { MemoryStorage } from "./MemoryStorage.js"
 
+/** The services a test scheduler provides: the scheduler's and an inspection registry. */
 export type Services = Scheduler.Services | InspectionRegistry.InspectionRegistry
 
+/**
+ * A scheduler over a `MemoryStorage` and a `Background` (e.g. `TestBackground`), with its inspection
+ * registry, for Effect tests.
+ */
 export const layer = (
   storage: MemoryStorage,
   background: Layer.Layer<Background.Background>,
