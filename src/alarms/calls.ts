@@ -44,7 +44,9 @@ const stateOf = <Name extends string>(row: Row, name: Name): NamedAlarmState<Nam
 export const payloadOf = (row: Row): unknown =>
   row.payload === null || row.payload === undefined ? undefined : Json.decode(String(row.payload))
 
+/** How many occurrences a `list` page has when `limit` is not given. */
 export const DEFAULT_LIST_LIMIT = 100
+/** The largest `limit` a `list` page may ask for. */
 export const MAX_LIST_LIMIT = 1_000
 const STATUSES: ReadonlyArray<NamedAlarmState["status"]> = ["pending", "failed"]
 

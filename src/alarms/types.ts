@@ -91,6 +91,8 @@ export interface AlarmListOptions {
  * attempt moves while you page (a retry, a replacement) may be seen twice or not at all.
  */
 export interface AlarmPage<Name extends string = string> {
+  /** The occurrences of this page. */
   readonly items: ReadonlyArray<NamedAlarmState<Name>>
+  /** Pass it back to `list` for the next page; absent on the last. */
   readonly cursor?: string | undefined
 }

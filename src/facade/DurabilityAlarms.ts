@@ -61,7 +61,9 @@ export type DurableAlarmListOptions = NamedAlarms.AlarmListOptions
 
 /** A page of occurrences, soonest first; `cursor` is set when more follow. */
 export interface DurableAlarmPage<Name extends string = string> {
+  /** The occurrences of this page. */
   readonly items: ReadonlyArray<DurableNamedAlarmState<Name>>
+  /** Pass it back to `list` for the next page; absent on the last. */
   readonly cursor?: string | undefined
 }
 

@@ -9,11 +9,14 @@ import * as Exit from "effect/Exit"
 import type * as Context from "effect/Context"
 import * as Layer from "effect/Layer"
 import * as Scope from "effect/Scope"
-import type { ObjectRuntime, Services } from "./objectRuntime.js"
+import type * as Scheduler from "../engine/Scheduler.js"
+import type * as InspectionRegistry from "../inspection/InspectionRegistry.js"
+import type { ObjectRuntime } from "./objectRuntime.js"
 
 /** The engine's services an Effect run by a `DurabilityRuntime` may use: what `Operations.make`, `Jobs.make`, … require. */
-export type DurabilityServices = Services
+export type DurabilityServices = Scheduler.Services | InspectionRegistry.InspectionRegistry
 
+/** An object's Effect runtime over its scheduler and your layer (`DurabilityScheduler.runtime`). */
 export interface DurabilityRuntime<R> {
   /**
    * Runs `effect` once the scheduler is warm, with the engine's services and your layer's. Rejects with

@@ -105,12 +105,15 @@ export interface RegisterCall<P, Time = CallDuration> {
  * logged (`durability.operation.conflicting`). An id of another operation is a `DuplicateDurableCallError`.
  */
 export interface Registration {
+  /** The call's id. */
   readonly id: string
+  /** What the registration did. */
   readonly status: "created" | "existing" | "conflicting"
 }
 
 /** How long `wait` waits for a call to settle (a Duration or milliseconds; 0 returns its state now). */
 export interface WaitOptions<Time = CallDuration> {
+  /** How long to wait at most. */
   readonly timeoutMs: Time
 }
 
@@ -143,6 +146,7 @@ export interface OperationPage<R> {
 
 /** Options of `Operations.make`: the default execution options, and a lifecycle hook. */
 export interface OperationsOptions extends Policy.ExecutionOptions {
+  /** Told each lifecycle event of the calls after it committed, e.g. for metrics. */
   readonly onLifecycleEvent?: Lifecycle.LifecycleHook | undefined
 }
 
@@ -186,6 +190,7 @@ export interface OperationsBase<Defs extends Record<string, AnyOperationDefiniti
     operation: K,
     options?: ListOptions
   ) => Effect.Effect<OperationPage<ResultOf<Defs[K]>>, InvalidInputError | StorageError>
+  /** Reads a call's state now: not found, pending, failed for good, or completed with its result. */
   readonly getResult: <K extends keyof Defs & string>(
     operation: K,
     id: string

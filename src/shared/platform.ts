@@ -55,5 +55,6 @@ export interface AlarmInvocationInfo {
   readonly isRetry: boolean
   /** How many times this alarm has been retried. */
   readonly retryCount: number
+  /** The time the alarm was set for (epoch milliseconds), when the platform says. */
   readonly scheduledTime?: number | undefined
 }
