@@ -210,7 +210,7 @@ export type DurabilityJobsInstance<Q extends QueueMap> =
 
 export type { RouteKeyInput as DurableJobsRouteKeyInput, RoutedCounts as DurableRoutedCounts, ShardNamespace as DurableJobsShardNamespace } from "../jobs/router.js"
 
-/** `DurabilityJobs.router`'s options (see the README's "Sharding job queues"). */
+/** `DurabilityJobs.router`'s options (see docs/workers-and-queues.md, "Sharding job queues"). */
 export type DurableJobsRouterOptions = Router.RouterOptions
 
 /** One queue of a sharded set of objects, as the router reaches it. */

@@ -518,7 +518,7 @@ const eachMessage = <Env>(
 /**
  * A Queues consumer for the envelopes of job queues with `processing: { queue }`: per message (the
  * batch's messages concurrently), `start` on the owning object, the queue's handler with automatic
- * heartbeats every `leaseMs / 3`, then `complete` or `fail`, and `ack`. See the README's "Processing
+ * heartbeats every `leaseMs / 3`, then `complete` or `fail`, and `ack`. See docs/workers-and-queues.md, "Processing
  * jobs in a Queues consumer".
  */
 export const jobsConsumer = <Env>(options: DurableJobsConsumerOptions<Env>): DurableQueueHandler<Env> => {

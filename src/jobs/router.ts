@@ -247,7 +247,7 @@ export interface ShardNamespace {
 
 export interface RouterOptions {
   readonly namespace: ShardNamespace
-  /** How many objects the queues are split over; changing it moves keys (see the README). */
+  /** How many objects the queues are split over; changing it moves keys (see docs/workers-and-queues.md, "Sharding job queues"). */
   readonly shards: number
   /** The routing key of a job (default: its id). Jobs with the same key always land on the same shard. */
   readonly key?: ((job: RouteKeyInput) => string) | undefined

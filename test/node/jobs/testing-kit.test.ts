@@ -1,6 +1,6 @@
 /**
- * "Testing your jobs" (README): a user's test of a job queue with `durability/testing`, under
- * TestClock, through the public entry points only. Keep this file and the README's example alike.
+ * "Testing your jobs" (docs/testing.md): a user's test of a job queue with `durability/testing`, under
+ * TestClock, through the public entry points only. Keep this file and that page's example alike.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Layer, Schema, TestClock } from "effect"
