@@ -13,30 +13,25 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Option from "effect/Option"
-import type {
-  InvalidInputError,
+import {
+  type InvalidInputError,
   InvalidOptionError,
-  MigrationError,
-  ParticipantConflictError,
-  StorageError
+  type MigrationError,
+  type ParticipantConflictError,
+  type StorageError
 } from "../shared/Errors.js"
-import * as Capability from "../engine/capability.js"
-import * as InspectionRegistry from "../inspection/InspectionRegistry.js"
-import * as AlarmsInspect from "./inspection.js"
 import type * as Policy from "../engine/policy.js"
-import type * as Lifecycle from "../engine/Lifecycle.js"
 import * as StepMemo from "../steps/memo.js"
+import * as Attach from "./attach.js"
 import type * as Scheduler from "../engine/Scheduler.js"
 import type { StorageService } from "../engine/StorageService.js"
-import * as Calls from "./calls.js"
-import * as Participant from "./participant.js"
 import { CAPABILITY, migrations } from "./schema.js"
 import type {
   AlarmDefinition,
-  AlarmListOptions,
-  AlarmPage,
   AnyAlarmDefinition,
   DurableAlarmInfo,
+  NamedAlarmsBase,
+  NamedAlarmsOptions,
   NamedAlarmState,
   RequirementsOf
 } from "./types.js"
@@ -47,6 +42,8 @@ export type {
   AlarmPage,
   AnyAlarmDefinition,
   DurableAlarmInfo,
+  NamedAlarmsBase,
+  NamedAlarmsOptions,
   NamedAlarmState,
   RequirementsOf
 } from "./types.js"
@@ -64,37 +61,20 @@ export const alarm = <E = never, Req = never>(
   }
 ): AlarmDefinition<E, Req> => options
 
-/** `make`'s options: the defaults of every name's retries and timeouts, and a lifecycle hook. */
-export interface NamedAlarmsOptions extends Policy.ExecutionOptions {
-  /** Told each lifecycle event of the alarms after it committed, e.g. for metrics. */
-  readonly onLifecycleEvent?: Lifecycle.LifecycleHook | undefined
+/** One name's calls: `alarms.cleanup.schedule(time)` is `alarms.schedule("cleanup", time)`. */
+export interface AlarmHandle<Name extends string> {
+  /** Schedules this name at `scheduledTime`, replacing its pending occurrence; `payload` reaches `info.payload`. */
+  readonly schedule: (scheduledTime: number | Date, payload?: unknown) => Effect.Effect<void, InvalidInputError | StorageError>
+  /** This name's stored occurrence, if any. */
+  readonly get: Effect.Effect<Option.Option<NamedAlarmState<Name>>, InvalidInputError | StorageError>
+  /** Deletes this name's occurrence (see `NamedAlarmsBase.cancel`); true when there was one. */
+  readonly cancel: Effect.Effect<boolean, InvalidInputError | StorageError>
 }
 
-/** The named alarms service `make` returns: schedule, read, cancel and purge names' occurrences. */
-export interface NamedAlarms<Defs extends Record<string, AnyAlarmDefinition>> {
-  /**
-   * Schedules the name at `scheduledTime` (epoch ms or a `Date`), replacing its pending occurrence;
-   * `payload` (JSON) reaches its handler as `info.payload`.
-   */
-  readonly schedule: (
-    name: keyof Defs & string,
-    scheduledTime: number | Date,
-    payload?: unknown
-  ) => Effect.Effect<void, InvalidInputError | StorageError>
-  /** The name's stored occurrence, if any. */
-  readonly get: <K extends keyof Defs & string>(
-    name: K
-  ) => Effect.Effect<Option.Option<NamedAlarmState<K>>, InvalidInputError | StorageError>
-  /**
-   * Deletes the name's occurrence (pending or failed); a running handler's signal is aborted with
-   * `DurableCanceledError` (the name stays locked until that handler ends). True when there was one.
-   */
-  readonly cancel: (name: keyof Defs & string) => Effect.Effect<boolean, InvalidInputError | StorageError>
-  /** The stored occurrences, soonest first, a page at a time (`{ status?, limit?, cursor? }`). */
-  readonly list: (options?: AlarmListOptions) => Effect.Effect<AlarmPage, InvalidInputError | StorageError>
-  /** Deletes every occurrence created before `before` (strict; epoch ms or a `Date`); returns how many. */
-  readonly purgeBefore: (before: number | Date) => Effect.Effect<number, InvalidInputError | StorageError>
-}
+/** The named alarms service `make` returns: by name (`NamedAlarmsBase`) and as one property per name. */
+export type NamedAlarms<Defs extends Record<string, AnyAlarmDefinition>> =
+  & NamedAlarmsBase<Defs>
+  & { readonly [K in keyof Defs & string]: AlarmHandle<K> }
 
 /**
  * Applies (default: latest) or reverts (`null`: all) the named alarms table's migrations, through the
@@ -115,18 +95,26 @@ export const make = <const Defs extends Record<string, AnyAlarmDefinition>>(
   Scheduler.Scheduler | StorageService | RequirementsOf<Defs>
 > =>
   Effect.gen(function*() {
-    const context = yield* Effect.context<RequirementsOf<Defs>>()
-    const parts = yield* Capability.make(Participant.spec(definitions, options, context))
-    const { purgeBefore, storage } = parts
-    const cancel = (name: string) => Calls.cancel(parts, name)
-    yield* InspectionRegistry.register(AlarmsInspect.source(storage, { cancel, purgeBefore }))
-    return {
-      schedule: (name, scheduledTime, payload) => Calls.schedule(parts, name, scheduledTime, payload),
-      get: (name) => Calls.get(parts, name),
-      cancel,
-      list: (listOptions) => Calls.list(parts, listOptions),
-      purgeBefore
+    // Definitions that are not an object are the attachment's to refuse; the other members' names it refuses itself.
+    const names = typeof definitions === "object" && definitions !== null ? Object.keys(definitions) : []
+    if (names.includes("schedule")) {
+      return yield* new InvalidOptionError({
+        field: "handlers.schedule",
+        kind: "type",
+        message: `"schedule" is reserved by NamedAlarms (a member of the service): name the alarm otherwise`
+      })
     }
+    const base = yield* Attach.attach(definitions, options)
+    const handles: Record<string, AlarmHandle<string>> = {}
+    for (const name of names) {
+      handles[name] = {
+        schedule: (scheduledTime, payload) => base.schedule(name, scheduledTime, payload),
+        get: base.get(name),
+        cancel: base.cancel(name)
+      }
+    }
+    // Typed per name by `NamedAlarms<Defs>`; built from the names at run time.
+    return { ...handles, ...base } as unknown as NamedAlarms<Defs>
   })
 
 /** A service tag for an application's named alarms, when you want them in a layer. */

@@ -4,7 +4,9 @@
  * @internal
  */
 import type * as Effect from "effect/Effect"
-import type { SerializedError } from "../shared/Errors.js"
+import type * as Option from "effect/Option"
+import type * as Lifecycle from "../engine/Lifecycle.js"
+import type { InvalidInputError, SerializedError, StorageError } from "../shared/Errors.js"
 import type { AlarmInvocationInfo } from "../shared/platform.js"
 import type * as Policy from "../engine/policy.js"
 
@@ -96,3 +98,39 @@ export interface AlarmPage<Name extends string = string> {
   /** Pass it back to `list` for the next page; absent on the last. */
   readonly cursor?: string | undefined
 }
+
+/** `make`'s options: the defaults of every name's retries and timeouts, and a lifecycle hook. */
+export interface NamedAlarmsOptions extends Policy.ExecutionOptions {
+  /** Told each lifecycle event of the alarms after it committed, e.g. for metrics. */
+  readonly onLifecycleEvent?: Lifecycle.LifecycleHook | undefined
+}
+
+/**
+ * The named alarms by name (`alarms.schedule("cleanup", …)`): the form for a name held in a variable.
+ * Each name is also a property with its own calls (`alarms.cleanup.schedule(…)`), the form to use.
+ */
+export interface NamedAlarmsBase<Defs extends Record<string, AnyAlarmDefinition>> {
+  /**
+   * Schedules the name at `scheduledTime` (epoch ms or a `Date`), replacing its pending occurrence;
+   * `payload` (JSON) reaches its handler as `info.payload`.
+   */
+  readonly schedule: (
+    name: keyof Defs & string,
+    scheduledTime: number | Date,
+    payload?: unknown
+  ) => Effect.Effect<void, InvalidInputError | StorageError>
+  /** The name's stored occurrence, if any. */
+  readonly get: <K extends keyof Defs & string>(
+    name: K
+  ) => Effect.Effect<Option.Option<NamedAlarmState<K>>, InvalidInputError | StorageError>
+  /**
+   * Deletes the name's occurrence (pending or failed); a running handler's signal is aborted with
+   * `DurableCanceledError` (the name stays locked until that handler ends). True when there was one.
+   */
+  readonly cancel: (name: keyof Defs & string) => Effect.Effect<boolean, InvalidInputError | StorageError>
+  /** The stored occurrences, soonest first, a page at a time (`{ status?, limit?, cursor? }`). */
+  readonly list: (options?: AlarmListOptions) => Effect.Effect<AlarmPage, InvalidInputError | StorageError>
+  /** Deletes every occurrence created before `before` (strict; epoch ms or a `Date`); returns how many. */
+  readonly purgeBefore: (before: number | Date) => Effect.Effect<number, InvalidInputError | StorageError>
+}
+

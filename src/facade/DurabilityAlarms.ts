@@ -6,6 +6,7 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { LifecycleHook } from "../engine/Lifecycle.js"
+import * as Attach from "../alarms/attach.js"
 import * as NamedAlarms from "../alarms/NamedAlarms.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
 import type * as Scheduler from "../engine/Scheduler.js"
@@ -102,7 +103,7 @@ export interface DurabilityAlarmsConstructor {
   migrate(context: DurabilityContext, target?: string | null): MigrationResult
 }
 
-type Service = NamedAlarms.NamedAlarms<Record<string, NamedAlarms.AnyAlarmDefinition>>
+type Service = NamedAlarms.NamedAlarmsBase<Record<string, NamedAlarms.AnyAlarmDefinition>>
 
 const spec: HelperSpec<DurabilityAlarmMethodOptions, NamedAlarms.AnyAlarmDefinition, Service> = {
   owner: "DurabilityAlarms",
@@ -114,7 +115,7 @@ const spec: HelperSpec<DurabilityAlarmMethodOptions, NamedAlarms.AnyAlarmDefinit
       ...(method?.retryTimeouts === undefined ? {} : { retryTimeouts: method.retryTimeouts })
     })
   },
-  make: (definitions, options) => NamedAlarms.make(definitions, options) as Effect.Effect<Service, unknown, Scheduler.Services>
+  make: (definitions, options) => Attach.attach(definitions, options) as Effect.Effect<Service, unknown, Scheduler.Services>
 }
 
 class DurabilityAlarmsImpl extends Helper<Service> {

@@ -135,6 +135,11 @@ export interface DurableQueue<P, R> {
   addBulk(jobs: ReadonlyArray<DurableJobAddOptions<P>>): Promise<ReadonlyArray<Types.AddResult>>
   /** Reads one job; undefined when there is none with this id. */
   get(id: string): Promise<Types.JobInfo<P, R> | undefined>
+  /**
+   * Waits until the job finished (or `timeoutMs`, default 30 000, passed) and returns it as it is then:
+   * `job(id).wait(options)`, in the shape every capability's `wait` has.
+   */
+  wait(id: string, options?: { readonly timeoutMs?: number | undefined }): Promise<Types.JobInfo<P, R> | undefined>
   /** Reads a page of the queue's jobs, optionally of some states only. */
   list(options?: Types.JobListOptions): Promise<Types.JobPage<P, R>>
   /** The queue's jobs counted by state. */
@@ -347,6 +352,7 @@ const asQueue = (helper: DurabilityJobsImpl, name: string): DurableQueue<unknown
     changePriority: (id, priority) => call((queue) => queue.changePriority(id, priority)),
     clean: (options) => call((queue) => queue.clean(options)),
     setRateLimit: (limit) => call((queue) => queue.setRateLimit(limit)),
+    wait: (id, options) => call((queue) => queue.wait(id, options)),
     job: (id) => ({ wait: (options) => call((queue) => queue.wait(id, options)) }),
     lease: (options) => call((queue) => queue.lease(options)),
     heartbeat: (id, token, options) => call((queue) => queue.heartbeat(id, token, options)),

@@ -58,6 +58,29 @@ describe("NamedAlarms: payloads", () => {
     }))
 })
 
+describe("NamedAlarms: one property per name", () => {
+  it.scoped("alarms.<name>.schedule/get/cancel are the by-name calls; \"schedule\" is a reserved name", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const seen: Array<unknown> = []
+      const alarms = yield* object.run(NamedAlarms.make({
+        cleanup: NamedAlarms.alarm({ handler: (info) => Effect.sync(() => seen.push(info.payload)) })
+      }))
+      yield* object.run(alarms.cleanup.schedule(5_000, "bucket-a"))
+      expect(yield* object.run(alarms.cleanup.get)).toMatchObject({ _tag: "Some", value: { name: "cleanup", scheduledTime: 5_000, payload: "bucket-a" } })
+      expect(yield* object.run(alarms.cleanup.cancel)).toBe(true)
+      expect(yield* object.run(alarms.get("cleanup"))).toMatchObject({ _tag: "None" })
+      yield* object.run(alarms.cleanup.schedule(6_000))
+      yield* TestClock.adjust(6_000)
+      expect(seen).toEqual([undefined])
+
+      const fresh = yield* TestDurability.make()
+      const error = yield* Effect.flip(fresh.run(NamedAlarms.make({ schedule: NamedAlarms.alarm({ handler: () => Effect.void }) })))
+      expect(error).toMatchObject({ _tag: "InvalidOptionError", field: "handlers.schedule", kind: "type" })
+      expect(fresh.storage.statements).toEqual([])
+    }))
+})
+
 describe("DurabilityAlarms: payloads", () => {
   vit("alarms.<name>(time, payload) reaches an annotated handler typed by its payload", async () => {
     const state = await TestObjectState.make({ startTime: 0 })

@@ -88,6 +88,9 @@ describe("DurabilityJobs", () => {
     expect((await jobs.email.list({ states: ["completed"] })).items.map((item) => item.id)).toEqual(["a"])
     expect(await jobs.email.counts()).toMatchObject({ completed: 1, waiting: 0 })
     expect(await jobs.email.get("missing")).toBeUndefined()
+    // wait(id, { timeoutMs }), as every capability's: the same as job(id).wait.
+    expect(await jobs.email.wait("a", { timeoutMs: 0 })).toEqual(done)
+    expect(await jobs.email.wait("missing", { timeoutMs: 0 })).toBeUndefined()
     const generated = await jobs.email.add({ payload: { to: "z" } })
     expect(generated.id).toMatch(/^[0-9a-f-]{36}$/)
     expect((await jobs.email.job(generated.id).wait())?.state).toBe("completed")
