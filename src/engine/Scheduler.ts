@@ -12,7 +12,6 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as FiberHandle from "effect/FiberHandle"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import * as AlarmService from "./AlarmService.js"
@@ -107,7 +106,7 @@ export const make: Effect.Effect<Scheduler, never, Requirements | Scope.Scope> =
     background,
     scope,
     deadlines: Deadlines.make(scope),
-    upkeep: Upkeep.make({ storage, alarms, background, participants, owed: yield* FiberHandle.make<void, never>() }),
+    upkeep: Upkeep.make({ storage, alarms, background, participants, scope }),
     participants
   }
 

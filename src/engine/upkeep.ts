@@ -10,10 +10,11 @@
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as FiberHandle from "effect/FiberHandle"
+import type * as Scope from "effect/Scope"
 import type * as AlarmService from "./AlarmService.js"
 import * as Background from "./Background.js"
 import type { StorageError } from "../shared/Errors.js"
+import * as Fork from "../shared/fork.js"
 import type { StorageService } from "./StorageService.js"
 import type { Participant, Revisit } from "./participant.js"
 import * as TableSql from "./tableSql.js"
@@ -64,7 +65,8 @@ export const make = (options: {
   readonly storage: StorageService
   readonly alarms: AlarmService.AlarmService
   readonly background: Background.Background
-  readonly owed: FiberHandle.FiberHandle<void, never>
+  /** The engine's: it ends the wait for idleness with the object. */
+  readonly scope: Scope.Scope
   /** The engine's attached tables (tables only attach, so their count tells whether the SQL is current). */
   readonly participants: ReadonlyArray<Participant<any>>
 }): Upkeep => {
@@ -155,13 +157,23 @@ export const make = (options: {
     Effect.suspend(() => owed && idle() ? reported(write(Effect.void)) : Effect.void)
   )
 
+  // One wait for idleness at a time (a fiber, not a FiberHandle: this flag is all of it that is used).
+  let waiting = false
+  const waitForIdle = Effect.suspend(() => {
+    if (waiting) return Effect.void
+    waiting = true
+    return Effect.asVoid(Fork.detached(Effect.ensuring(later, Effect.sync(() => {
+      waiting = false
+    })), options.scope))
+  })
+
   const afterRelease = (revisit: Revisit): Effect.Effect<void> =>
     Effect.zipRight(
       revisit === undefined
         ? Effect.void
         : reported(revisit === "refresh" ? refreshTimer() : alarms.coverTimer(revisit)),
       Effect.suspend(() =>
-        owed && idle() ? Effect.asVoid(FiberHandle.run(options.owed, later, { onlyIfMissing: true })) : Effect.void
+        owed && idle() ? waitForIdle : Effect.void
       )
     )
 
