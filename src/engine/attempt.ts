@@ -25,13 +25,10 @@ import * as RetryPolicy from "./RetryPolicy.js"
 import type { Row } from "./StorageService.js"
 import { errorOf } from "../shared/cause.js"
 import type * as Deadlines from "./deadlines.js"
-import type { Run } from "./engine.js"
+import { type Run, timersOf } from "./engine.js"
 import * as Fork from "../shared/fork.js"
 import { type ActiveExecution, begin } from "./participant.js"
 import type { AlarmInvocationInfo } from "../shared/platform.js"
-import * as LeaseClaim from "./leaseClaim.js"
-import * as TimerHandle from "./timerHandle.js"
-import * as Timers from "./timers.js"
 
 export interface Start {
   /** Where the record stands among those waiting for its group's slot (`Dispatch.rank`). */
@@ -206,7 +203,7 @@ const readThenClaim = (run: Run, key: string, entry: ActiveExecution, start: Sta
             if (decision._tag === "Run") return claimAt(now)
             if (decision._tag === "Lease") {
               // Claimed here, run elsewhere: the lease's timer covers its end; past its attempts, exhausted.
-              return Effect.flatMap(LeaseClaim.claim(run, key, decision.until, now, decision.state), (claimed) => {
+              return Effect.flatMap(timersOf(run.engine).claimLease(run, key, decision.until, now, decision.state), (claimed) => {
                 if (claimed === undefined) return Effect.succeed([])
                 entry.revisit = "refresh"
                 return Effect.as(decision.leased(claimed), undefined)
@@ -384,7 +381,7 @@ export const settleExternal = <E>(
         // A leased record's settle ends its lease: the lease's timer goes with it.
         table.leases === undefined
           ? Effect.void
-          : Timers.cancel(run.engine.storage, Timers.leaseOwner(table.kind), execution.key)
+          : timersOf(run.engine).endLease(run, execution.key)
       ),
       terminal: outcome._tag === "Failure" && outcome.terminal === true
     }
@@ -407,7 +404,7 @@ const settle = (run: Run, settled: Settled): Effect.Effect<void, StorageError | 
     return settleFailure(run, settled, error, settled.terminal === true || (policy.isTerminal?.(error) ?? false))
   }
   const done = made()
-  const work = run.participant.table.settled?.(execution.row, { outcome: "completed", at: endedAt }, TimerHandle.handleOf(run))
+  const work = run.participant.table.settled?.(execution.row, { outcome: "completed", at: endedAt }, timersOf(run.engine).handleOf(run))
   return Effect.flatMap(
     Effect.either(run.engine.upkeep.settleWrite(
       withSettled(run, guarded(settled, run.participant.table.complete(execution, outcome.value, endedAt)), (matched) => matched, work, done),
@@ -505,7 +502,7 @@ const settleFailure = (run: Run, settled: Settled, error: unknown, terminal: boo
     const nextAttemptAt = retryAt ?? Number(execution.row.next_attempt_at)
     const done = made()
     const work = decision._tag === "Fail"
-      ? participant.table.settled?.(execution.row, { outcome: "failed", at: settled.endedAt, error: recorded }, TimerHandle.handleOf(run))
+      ? participant.table.settled?.(execution.row, { outcome: "failed", at: settled.endedAt, error: recorded }, timersOf(run.engine).handleOf(run))
       : undefined
     const matched = yield* run.engine.upkeep.settleWrite(
       withSettled(run, guarded(settled, run.engine.storage.exec(participant.sql.settleFailure, [
@@ -597,7 +594,7 @@ const exhaust = <E = never>(
       outcome: "failed",
       at: yield* Clock.currentTimeMillis,
       error: { name: error._tag, message: error.message }
-    }, TimerHandle.handleOf(run))
+    }, timersOf(run.engine).handleOf(run))
     const statement = run.engine.storage.exec(run.participant.sql.exhaust, [
       error.message,
       error._tag,

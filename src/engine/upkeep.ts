@@ -18,7 +18,6 @@ import * as Fork from "../shared/fork.js"
 import type { StorageService } from "./StorageService.js"
 import type { Participant, Revisit } from "./participant.js"
 import * as TableSql from "./tableSql.js"
-import * as Timers from "./timers.js"
 
 /** How long the engine must stay idle before owed upkeep (reconciling after settles) runs. */
 export const UPKEEP_DELAY = Duration.millis(100)
@@ -54,12 +53,13 @@ export interface Upkeep {
   readonly reported: (effect: Effect.Effect<void, StorageError>) => Effect.Effect<void>
 }
 
-/** The timer owners of the attached tables: their own timers, and the engine's lease timers of those that lease. */
-export const timerOwners = (participants: ReadonlyArray<Participant<any>>): ReadonlyArray<string> =>
-  participants.flatMap((p) => [
-    ...(p.table.timers === undefined ? [] : [p.table.kind]),
-    ...(p.table.leases === undefined ? [] : [Timers.leaseOwner(p.table.kind)])
-  ])
+/** What upkeep reads of the engine's timer support: whose timers count, and their earliest as a statement. */
+export interface TimerOwners {
+  /** The timer owners of the attached tables: their own timers, and the lease timers of those that lease. */
+  readonly owners: (participants: ReadonlyArray<Participant<any>>) => ReadonlyArray<string>
+  /** The earliest timer of `owners`, as a statement (`SELECT MIN(at) AS at …`, one `?` per owner). */
+  readonly earliestOf: (owners: ReadonlyArray<string>) => string
+}
 
 export const make = (options: {
   readonly storage: StorageService
@@ -69,6 +69,8 @@ export const make = (options: {
   readonly scope: Scope.Scope
   /** The engine's attached tables (tables only attach, so their count tells whether the SQL is current). */
   readonly participants: ReadonlyArray<Participant<any>>
+  /** The engine's timer support (`engine.ts` `TimerSupport`) once it has any: the first table with timers brings it. */
+  readonly timers: () => TimerOwners | undefined
 }): Upkeep => {
   const { alarms, background, participants, storage } = options
   // One statement over every participant's table (and the timers of those with timers) for each upkeep
@@ -81,16 +83,19 @@ export const make = (options: {
   } | undefined
   const statements = () => {
     if (sql?.tables !== participants.length) {
-      const owners = timerOwners(participants)
+      const timers = options.timers()
+      const owners = timers === undefined ? [] : timers.owners(participants)
       const records = TableSql.earliestPendingOf(participants.map((p) => ({ table: p.table.table, shape: TableSql.shapeOf(p.table) })))
       sql = {
         tables: participants.length,
-        earliest: owners.length === 0 ? records : `SELECT MIN(at) AS at FROM (${records} UNION ALL ${Timers.earliestOf(owners)})`,
+        earliest: timers === undefined || owners.length === 0
+          ? records
+          : `SELECT MIN(at) AS at FROM (${records} UNION ALL ${timers.earliestOf(owners)})`,
         owners,
         // The earliest timer rides along as a row of no table (`p` -1): one statement either way.
         pending: TableSql.pendingByTimeOf(
           participants.map((p) => ({ table: p.table.table, key: p.table.keyColumn, shape: TableSql.shapeOf(p.table) }))
-        ) + (owners.length === 0 ? "" : ` UNION ALL SELECT -1 AS p, NULL AS key, at FROM (${Timers.earliestOf(owners)})`)
+        ) + (timers === undefined || owners.length === 0 ? "" : ` UNION ALL SELECT -1 AS p, NULL AS key, at FROM (${timers.earliestOf(owners)})`)
       }
     }
     return sql
