@@ -323,7 +323,7 @@ const attempt = (
     if (ended === null) yield* Fiber.await(handler)
   })
 
-interface Settled {
+export interface Settled {
   readonly execution: Execution
   readonly entry: ActiveExecution
   readonly policy: AttemptPolicy
@@ -338,66 +338,18 @@ interface Settled {
 }
 
 /** A guard's refusal, carried through the settle untouched and handed back to the external settler. */
-class Refused {
+export class Refused {
   constructor(readonly error: unknown) {}
 }
 
 const guarded = <A, E>(settled: Settled, body: Effect.Effect<A, E>): Effect.Effect<A, E | Refused | StorageError> =>
   settled.guard === undefined ? body : Effect.zipRight(settled.guard, body)
 
-/**
- * Settles an attempt that ran outside this isolate (see `TableHandle.settle`): the attempt is the one
- * `row` was claimed for; its duration counts from the row's claim time when the table stamps one.
- */
-export const settleExternal = <E>(
-  run: Run,
-  row: Row,
-  outcome:
-    | { readonly _tag: "Success"; readonly value: unknown }
-    | { readonly _tag: "Failure"; readonly error: unknown; readonly terminal?: boolean | undefined },
-  guard: Effect.Effect<void, E>
-): Effect.Effect<void, E | StorageError> =>
-  Effect.gen(function*() {
-    const { table } = run.participant
-    const endedAt = yield* Clock.currentTimeMillis
-    const started = table.dispatch?.startedColumn === undefined ? undefined : row[table.dispatch.startedColumn]
-    const execution: Execution = {
-      key: String(row[table.keyColumn]),
-      generation: String(row.generation_id),
-      attempt: Number(row.attempt),
-      row,
-      signal: new AbortController().signal,
-      platform: undefined
-    }
-    const settled: Settled = {
-      execution,
-      entry: { persisted: Deferred.unsafeMake(FiberId.none), abort: () => undefined, revisit: undefined },
-      policy: table.policy(row),
-      outcome: outcome._tag === "Success" ? Exit.succeed(outcome.value) : Exit.fail(outcome.error),
-      endedAt,
-      durationMs: typeof started === "number" ? Math.max(0, endedAt - started) : 0,
-      guard: Effect.zipRight(
-        Effect.mapError(guard, (error) => new Refused(error)),
-        // A leased record's settle ends its lease: the lease's timer goes with it.
-        table.leases === undefined
-          ? Effect.void
-          : timersOf(run.engine).endLease(run, execution.key)
-      ),
-      terminal: outcome._tag === "Failure" && outcome.terminal === true
-    }
-    yield* Effect.catchIf(
-      settle(run, settled),
-      (error): error is Refused => error instanceof Refused,
-      (refused) => Effect.fail(refused.error as E)
-    )
-    // A retry time gets the early timer, as when an own execution releases its key.
-    yield* run.engine.upkeep.afterRelease(settled.entry.revisit)
-  })
-
 const isStorageError = (error: unknown): error is StorageError =>
   typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "StorageError"
 
-const settle = (run: Run, settled: Settled): Effect.Effect<void, StorageError | Refused> => {
+/** Settles an attempt: its outcome, the policy's decision and the table's settled work, in one transaction. */
+export const settle = (run: Run, settled: Settled): Effect.Effect<void, StorageError | Refused> => {
   const { durationMs, endedAt, execution, outcome, policy } = settled
   if (Exit.isFailure(outcome)) {
     const error = errorOf(outcome.cause)

@@ -9,7 +9,7 @@ import type * as AlarmService from "./AlarmService.js"
 import type * as Background from "./Background.js"
 import type * as PermitSemaphore from "./PermitSemaphore.js"
 import type { SchedulerConfig } from "./SchedulerConfig.js"
-import type { LeaseState, TimerHandle } from "./DurableTable.js"
+import type { LeaseState, TableHandle, TimerHandle } from "./DurableTable.js"
 import type { Row, StorageService } from "./StorageService.js"
 import type * as Deadlines from "./deadlines.js"
 import type { Participant } from "./participant.js"
@@ -53,8 +53,13 @@ export interface TimerSupport extends TimerOwners {
     state?: LeaseState | undefined
   ) => Effect.Effect<Row | undefined, StorageError>
   readonly resumeLease: (run: Run, row: Row, until: number) => Effect.Effect<void, StorageError>
-  /** A leased record's settle ends its lease: its timer goes (inside the settle's transaction). */
-  readonly endLease: (run: Run, key: string) => Effect.Effect<unknown, StorageError>
+  /** `TableHandle.settle`: an attempt that ran elsewhere (a leased record's worker), settled here. */
+  readonly settleExternal: <E>(
+    run: Run,
+    row: Row,
+    outcome: Parameters<TableHandle["settle"]>[1],
+    guard: Effect.Effect<void, E>
+  ) => Effect.Effect<void, E | StorageError>
 }
 
 /** Where a table carries the timer support it needs (see `timerSupport.withTimers`); not part of `DurableTable`. */

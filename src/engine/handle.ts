@@ -56,7 +56,7 @@ export const make = (run: Run): TableHandle => {
           ? Effect.as(upkeep.afterRelease("refresh"), aborted)
           : Effect.succeed(aborted)
       }),
-    settle: (row, outcome, guard) => Attempt.settleExternal(run, row, outcome, guard),
+    settle: (row, outcome, guard) => timersOf(engine).settleExternal(run, row, outcome, guard),
     emit: (build, at) => Lifecycle.emitTo(engine.background, participant.table.onEvent, build, at),
     executing: (key) => participant.active.has(key),
     executingKeys: () => participant.active.keys(),

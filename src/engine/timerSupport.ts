@@ -16,6 +16,7 @@ import type { PendingRecord } from "./DurableTable.js"
 import { type Engine, TIMER_SUPPORT, type TimerSupport } from "./engine.js"
 import * as LeaseClaim from "./leaseClaim.js"
 import * as LeaseExpiry from "./leaseExpiry.js"
+import * as LeaseSettle from "./leaseSettle.js"
 import * as Migrations from "./Migrations.js"
 import type { Participant } from "./participant.js"
 import * as TimerHandle from "./timerHandle.js"
@@ -98,7 +99,7 @@ export const support: TimerSupport = {
   handleOf: TimerHandle.handleOf,
   claimLease: LeaseClaim.claim,
   resumeLease: LeaseClaim.resume,
-  endLease: (run, key) => Timers.cancel(run.engine.storage, Timers.leaseOwner(run.participant.table.kind), key)
+  settleExternal: LeaseSettle.settleExternal
 }
 
 /** `table` (a capability's participant, whose tables may have timers or leases) carrying the support they need. */
