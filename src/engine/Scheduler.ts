@@ -8,7 +8,8 @@
  * conditional settle, retry time persisted from a `Schedule`).
  *
  * Map of the engine: `upkeep.ts` (reconciliation), `attempt.ts` (one execution),
- * `pass.ts` (alarm and timer passes), `handle.ts` (what a capability gets).
+ * `pass.ts` (alarm and timer passes), `handle.ts` (what a capability gets), `timerSupport.ts`
+ * (durable timers and leases, given to the engine rather than linked by it).
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
