@@ -139,6 +139,44 @@ const bundle = (config, name) => {
   return { file: path.join(outdir, main), outdir, kib: Number(size[1]), gzipKib: Number(size[2]) }
 }
 
+/**
+ * B6's worker as a user builds it: the README's quick start (the first `ts` block of "Use it in your
+ * project", marked `<!-- quick-start ... -->`) as the worker's main, under the wrangler.toml the same section
+ * shows (wrangler's defaults: no minify), with `durability` resolved to this repository's sources (an
+ * `[alias]`, as the package's own entry points would be). Returns the config's path.
+ */
+const quickStartWorker = () => {
+  const readme = fs.readFileSync(path.join(root, "README.md"), "utf8")
+  const start = readme.indexOf("\n## Use it in your project\n")
+  if (start === -1) throw new Error("B6: README.md has no \"## Use it in your project\" section (the quick start lives there)")
+  const end = readme.indexOf("\n## ", start + 1)
+  const section = readme.slice(start, end === -1 ? undefined : end)
+  const fenced = (lang, from = 0) => {
+    const match = new RegExp("^```" + lang + "\\n([\\s\\S]*?)^```$", "m").exec(section.slice(from))
+    return match === null ? undefined : match[1]
+  }
+  const marker = section.indexOf("<!-- quick-start")
+  const code = fenced("ts", marker === -1 ? 0 : marker)
+  const toml = fenced("toml")
+  if (code === undefined || !/from "durability"/.test(code)) {
+    throw new Error("B6: no quick start (a ```ts block importing \"durability\") in README.md's \"Use it in your project\"")
+  }
+  if (toml === undefined || !/^main = /m.test(toml)) {
+    throw new Error("B6: no wrangler.toml (a ```toml block with main) in README.md's \"Use it in your project\"")
+  }
+  const dir = path.join(buildDir, "b6-quick-start-src")
+  fs.mkdirSync(dir, { recursive: true })
+  fs.writeFileSync(path.join(dir, "index.ts"), code)
+  const src = (file) => JSON.stringify(path.join(root, "src", file))
+  fs.writeFileSync(
+    path.join(dir, "wrangler.toml"),
+    toml.replace(/^main = .*$/m, 'main = "index.ts"') +
+      `\n[alias]\n"durability" = ${src("index.ts")}\n"durability/effect" = ${src("effect.ts")}\n` +
+      `"durability/inspector" = ${src("inspector.ts")}\n"durability/utils" = ${src("utils.ts")}\n`
+  )
+  return path.join(dir, "wrangler.toml")
+}
+
 // ---------------------------------------------------------------------------------------------
 // Statistics and classification
 
@@ -529,10 +567,12 @@ if (wantI) built.inspector = bundle(path.join(bench, "workers/inspector.wrangler
 
 if (wanted("B6")) {
   const baseline = bundle(path.join(bench, "bundle/baseline.wrangler.toml"), "b6-baseline")
+  const quickStart = bundle(quickStartWorker(), "b6-quick-start")
   const library = bundle(path.join(bench, "bundle/lib-min.wrangler.toml"), "b6-library")
   const peer = bundle(path.join(bench, "peer/min.wrangler.toml"), "b6-peer")
   results.scenarios.B6 = {
     baseline: { kib: baseline.kib, gzipKib: baseline.gzipKib },
+    quickStart: { kib: quickStart.kib, gzipKib: quickStart.gzipKib, shareGzipKib: round(quickStart.gzipKib - baseline.gzipKib) },
     library: { kib: library.kib, gzipKib: library.gzipKib, shareGzipKib: round(library.gzipKib - baseline.gzipKib) },
     peer: { kib: peer.kib, gzipKib: peer.gzipKib, shareGzipKib: round(peer.gzipKib - baseline.gzipKib) }
   }
@@ -1368,9 +1408,12 @@ if (s.B5) {
 }
 if (s.B6) {
   const b = s.B6
+  // The goal is the quick start's whole worker, as `wrangler deploy --dry-run` reports it to its user.
+  row("B6", "README quick start worker, KiB gzip", fmt(b.quickStart.gzipKib, 1), "", fmt(b.baseline.gzipKib, 2), "floor col = no library", "<= 150 KiB", b.quickStart.gzipKib <= 150)
+  row("B6", "quick start's library share, KiB gzip", fmt(b.quickStart.shareGzipKib, 1), "", "0", "", "", undefined)
   row("B6", "minimal worker, KiB gzip", fmt(b.library.gzipKib, 1), fmt(b.peer.gzipKib, 1), fmt(b.baseline.gzipKib, 2), "floor col = no library", "", undefined)
-  row("B6", "library share, KiB gzip", fmt(b.library.shareGzipKib, 1), fmt(b.peer.shareGzipKib, 1), "0", `${fmt(b.library.shareGzipKib / b.peer.shareGzipKib, 2)}x peer`, "<= 150 KiB", b.library.shareGzipKib <= 150)
-  goals.push({ goal: "B6 share <= 150 KiB gz", value: b.library.shareGzipKib, met: b.library.shareGzipKib <= 150 })
+  row("B6", "library share, KiB gzip", fmt(b.library.shareGzipKib, 1), fmt(b.peer.shareGzipKib, 1), "0", `${fmt(b.library.shareGzipKib / b.peer.shareGzipKib, 2)}x peer`, "", undefined)
+  goals.push({ goal: "B6 quick start <= 150 KiB gz", value: b.quickStart.gzipKib, met: b.quickStart.gzipKib <= 150 })
 }
 // Job queues: the library against BullMQ and pg-boss (bench/jobs-peer), when it ran.
 const jobRows = []

@@ -15,7 +15,6 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
-import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import type { StorageError } from "../shared/Errors.js"
 import * as Fork from "../shared/fork.js"
@@ -91,12 +90,41 @@ interface ArmedTimer {
   readonly fiber: Fiber.RuntimeFiber<void>
 }
 
+/**
+ * The early timer's fires, counted: each `take` waits for one fire not yet taken (a pass each, in the
+ * order they came). An unbounded `Queue` of nothing would do the same, but it links Effect's whole queue
+ * machinery into every worker for one counter.
+ */
+const makeFires = () => {
+  let owed = 0
+  const takers: Array<() => void> = []
+  const offer = Effect.sync(() => {
+    const taker = takers.shift()
+    if (taker === undefined) owed++
+    else taker()
+  })
+  const take = Effect.async<void>((resume) => {
+    if (owed > 0) {
+      owed--
+      return resume(Effect.void)
+    }
+    const taker = () => resume(Effect.void)
+    takers.push(taker)
+    // An interrupted taker leaves the line, so a later fire goes to a taker still waiting.
+    return Effect.sync(() => {
+      const at = takers.indexOf(taker)
+      if (at !== -1) takers.splice(at, 1)
+    })
+  })
+  return { offer, take }
+}
+
 export const make: Effect.Effect<AlarmService, never, StorageService | SchedulerConfig | Scope.Scope> = Effect.gen(
   function*() {
     const storage = yield* StorageService
     const config = yield* SchedulerConfig
     const scope = yield* Effect.scope
-    const fires = yield* Queue.unbounded<void>()
+    const fires = makeFires()
     let timer: ArmedTimer | undefined
 
     // Passes running now: the object is awake for them.
@@ -109,7 +137,7 @@ export const make: Effect.Effect<AlarmService, never, StorageService | Scheduler
     const fire = (self: () => ArmedTimer | undefined) =>
       Effect.suspend(() => {
         if (timer === self()) timer = undefined
-        return Effect.asVoid(Queue.offer(fires, undefined))
+        return fires.offer
       })
 
     // Callers race (settles, passes, writes); re-arming must be one step at a time.
@@ -176,7 +204,7 @@ export const make: Effect.Effect<AlarmService, never, StorageService | Scheduler
       armTimer,
       coverTimer,
       timerAt: Effect.sync(() => timer?.at ?? null),
-      wakeup: Queue.take(fires),
+      wakeup: fires.take,
       delivered: storage.alarmFired,
       // The alarm armed when the pass started may already be past (a handoff later than the minimum
       // delay): the platform would re-run alarm() at once. One still ahead, by now + minDelay, is kept.

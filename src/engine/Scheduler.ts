@@ -8,11 +8,11 @@
  * conditional settle, retry time persisted from a `Schedule`).
  *
  * Map of the engine: `upkeep.ts` (reconciliation), `attempt.ts` (one execution),
- * `pass.ts` (alarm and timer passes), `handle.ts` (what a capability gets).
+ * `pass.ts` (alarm and timer passes), `handle.ts` (what a capability gets), `timerSupport.ts`
+ * (durable timers and leases, given to the engine rather than linked by it).
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as FiberHandle from "effect/FiberHandle"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import * as AlarmService from "./AlarmService.js"
@@ -20,17 +20,16 @@ import * as Background from "./Background.js"
 import type { DurableTable, TableHandle } from "./DurableTable.js"
 import { InvalidOptionError, type MigrationError, ParticipantConflictError, type StorageError } from "../shared/Errors.js"
 import * as Deadlines from "./deadlines.js"
-import type { Engine } from "./engine.js"
+import { type Engine, TIMER_SUPPORT, type TimerSupport, timersOf } from "./engine.js"
 import * as Fork from "../shared/fork.js"
 import * as Handle from "./handle.js"
 import * as Participant from "./participant.js"
 import * as Pass from "./pass.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
 import * as TableSql from "./tableSql.js"
-import * as Timers from "./timers.js"
+import * as TimerSupportModule from "./timerSupport.js"
 import * as Upkeep from "./upkeep.js"
 import * as Logging from "./Logging.js"
-import * as Migrations from "./Migrations.js"
 import * as PermitSemaphore from "./PermitSemaphore.js"
 import * as SchedulerConfig from "./SchedulerConfig.js"
 import * as StorageService from "./StorageService.js"
@@ -102,78 +101,93 @@ export type Requirements =
   | Background.Background
   | SchedulerConfig.SchedulerConfig
 
-export const make: Effect.Effect<Scheduler, never, Requirements | Scope.Scope> = Effect.gen(function*() {
-  const config = yield* SchedulerConfig.SchedulerConfig
-  const storage = yield* StorageService.StorageService
-  const alarms = yield* AlarmService.AlarmService
-  const background = yield* Background.Background
-  const scope = yield* Effect.scope
-  const participants: Array<Participant.Participant> = []
-  const engine: Engine = {
-    config,
-    storage,
-    alarms,
-    permits: yield* PermitSemaphore.PermitSemaphore,
-    background,
-    scope,
-    deadlines: Deadlines.make(scope),
-    upkeep: Upkeep.make({ storage, alarms, background, participants, owed: yield* FiberHandle.make<void, never>() }),
-    participants
-  }
+/**
+ * The engine over the other services. With `timers` (the Effect API's engine) any table may have
+ * timers or leases; without (the promise face's), the first table that has them brings the support
+ * (`timerSupport.withTimers`), so a worker whose tables have none does not bundle it.
+ */
+const makeWith = (timers: TimerSupport | undefined): Effect.Effect<Scheduler, never, Requirements | Scope.Scope> =>
+  Effect.gen(function*() {
+    const config = yield* SchedulerConfig.SchedulerConfig
+    const storage = yield* StorageService.StorageService
+    const alarms = yield* AlarmService.AlarmService
+    const background = yield* Background.Background
+    const scope = yield* Effect.scope
+    const participants: Array<Participant.Participant> = []
+    const engine: Engine = {
+      config,
+      storage,
+      alarms,
+      permits: yield* PermitSemaphore.PermitSemaphore,
+      background,
+      scope,
+      deadlines: Deadlines.make(scope),
+      upkeep: Upkeep.make({ storage, alarms, background, participants, scope, timers: () => engine.timers }),
+      participants,
+      timers
+    }
 
-  // Each fire of the early timer is a pass of its own (a long pass must not delay the next fire).
-  yield* Fork.detached(
-    Effect.forever(
-      Effect.zipRight(
-        alarms.wakeup,
-        Effect.flatMap(Fork.detached(Pass.timerPass(engine), scope), (fiber) =>
-          background.waitUntil(Fork.settled(fiber)))
-      )
-    ),
-    scope
-  )
+    // Each fire of the early timer is a pass of its own (a long pass must not delay the next fire).
+    yield* Fork.detached(
+      Effect.forever(
+        Effect.zipRight(
+          alarms.wakeup,
+          Effect.flatMap(Fork.detached(Pass.timerPass(engine), scope), (fiber) =>
+            background.waitUntil(Fork.settled(fiber)))
+        )
+      ),
+      scope
+    )
 
-  // The engine's timers table is made when the first table with timers attaches.
-  let timersReady = false
-  const attach = Effect.fn("Scheduler.attach")(function*<A>(table: DurableTable<A>) {
-    if (!TableSql.isIdentifier(table.table) || !TableSql.isIdentifier(table.keyColumn)) {
-      return yield* new InvalidOptionError({
-        field: "table",
-        kind: "type",
-        message: `Invalid table or key column name: ${table.table}.${table.keyColumn}`
-      })
-    }
-    if (participants.some((participant) => participant.table.kind === table.kind)) {
-      return yield* new ParticipantConflictError({
-        kind: table.kind,
-        message: `A "${table.kind}" helper is already attached to this scheduler: an object takes one helper ` +
-          `of each kind, so put all of its handlers in that one helper`
-      })
-    }
-    if ((table.timers !== undefined || table.leases !== undefined) && !timersReady) {
-      const ready = Effect.flatMap(
-        Migrations.isCurrent(Timers.CAPABILITY, Timers.MIGRATIONS),
-        (current) => current ? Effect.void : Effect.asVoid(Migrations.migrate(Timers.CAPABILITY, Timers.MIGRATIONS))
-      )
-      yield* Effect.provideService(ready, StorageService.StorageService, storage)
-      timersReady = true
-    }
-    const participant = Participant.make(table, config.dueBatchSize)
-    participants.push(participant as Participant.Participant)
-    return Handle.make({ engine, participant })
+    // The engine's timers table is made when the first table with timers attaches.
+    let timersReady = false
+    const attach = Effect.fn("Scheduler.attach")(function*<A>(table: DurableTable<A>) {
+      if (!TableSql.isIdentifier(table.table) || !TableSql.isIdentifier(table.keyColumn)) {
+        return yield* new InvalidOptionError({
+          field: "table",
+          kind: "type",
+          message: `Invalid table or key column name: ${table.table}.${table.keyColumn}`
+        })
+      }
+      if (participants.some((participant) => participant.table.kind === table.kind)) {
+        return yield* new ParticipantConflictError({
+          kind: table.kind,
+          message: `A "${table.kind}" helper is already attached to this scheduler: an object takes one helper ` +
+            `of each kind, so put all of its handlers in that one helper`
+        })
+      }
+      // A capability whose tables may have timers or leases carries the engine's support for them.
+      engine.timers ??= (table as { readonly [TIMER_SUPPORT]?: TimerSupport })[TIMER_SUPPORT]
+      if ((table.timers !== undefined || table.leases !== undefined) && !timersReady) {
+        yield* Effect.provideService(timersOf(engine).migrate, StorageService.StorageService, storage)
+        timersReady = true
+      }
+      const participant = Participant.make(table, config.dueBatchSize)
+      participants.push(participant as Participant.Participant)
+      return Handle.make({ engine, participant })
+    })
+
+    return Scheduler.of({
+      config,
+      attach,
+      alarm: (info) => Effect.withSpan(Pass.alarmPass(engine, info), "Scheduler.alarm"),
+      warm: alarms.warm,
+      summary: Summary.make(engine)
+    })
   })
 
-  return Scheduler.of({
-    config,
-    attach,
-    alarm: (info) => Effect.withSpan(Pass.alarmPass(engine, info), "Scheduler.alarm"),
-    warm: alarms.warm,
-    summary: Summary.make(engine)
-  })
-})
+export const make: Effect.Effect<Scheduler, never, Requirements | Scope.Scope> = /* @__PURE__ */ makeWith(
+  TimerSupportModule.support
+)
 
-/** The engine over the other services. */
-export const layer: Layer.Layer<Scheduler, never, Requirements> = Layer.scoped(Scheduler, make)
+/** The engine over the other services (pure: a bundle that never uses it leaves the timer support out). */
+export const layer: Layer.Layer<Scheduler, never, Requirements> = /* @__PURE__ */ Layer.scoped(Scheduler, make)
+
+/** The promise face's engine: timer support comes with the first table that needs it. */
+const layerWithoutTimers: Layer.Layer<Scheduler, never, Requirements> = /* @__PURE__ */ Layer.scoped(
+  Scheduler,
+  makeWith(undefined)
+)
 
 /** Every service the engine runs on, as one context. */
 export type Services = Scheduler | Requirements
@@ -183,22 +197,30 @@ export const layerWith = (
   storage: Layer.Layer<StorageService.StorageService>,
   background: Layer.Layer<Background.Background>,
   options: SchedulerConfig.SchedulerOptions | Layer.Layer<SchedulerConfig.SchedulerConfig, InvalidOptionError> = {}
+): Layer.Layer<Services, InvalidOptionError> => over(layer, storage, background, options)
+
+const over = (
+  engine: Layer.Layer<Scheduler, never, Requirements>,
+  storage: Layer.Layer<StorageService.StorageService>,
+  background: Layer.Layer<Background.Background>,
+  options: SchedulerConfig.SchedulerOptions | Layer.Layer<SchedulerConfig.SchedulerConfig, InvalidOptionError>
 ): Layer.Layer<Services, InvalidOptionError> => {
   const config: Layer.Layer<SchedulerConfig.SchedulerConfig, InvalidOptionError> = Layer.isLayer(options)
     ? (options as Layer.Layer<SchedulerConfig.SchedulerConfig, InvalidOptionError>)
     : SchedulerConfig.layer(options as SchedulerConfig.SchedulerOptions)
   const base = Layer.mergeAll(storage, background, Layer.provideMerge(PermitSemaphore.layer, config))
-  return Layer.provideMerge(layer, Layer.provideMerge(AlarmService.layer, base))
+  return Layer.provideMerge(engine, Layer.provideMerge(AlarmService.layer, base))
 }
 
 const overDurableObject = (
+  engine: Layer.Layer<Scheduler, never, Requirements>,
   ctx: DurabilityContext,
   config: Layer.Layer<SchedulerConfig.SchedulerConfig, InvalidOptionError>,
   log: Logging.Sink | undefined
 ): Layer.Layer<Services, InvalidOptionError> => {
   const sink = typeof log === "function" ? log : Logging.consoleSink
   return Layer.provideMerge(
-    layerWith(StorageService.layerDurableObject(ctx), Background.layerDurableObject(ctx), config),
+    over(engine, StorageService.layerDurableObject(ctx), Background.layerDurableObject(ctx), config),
     Logging.layer(sink)
   )
 }
@@ -214,11 +236,11 @@ export const layerDurableObject = (
   options: SchedulerConfig.SchedulerOptions = {}
 ): Layer.Layer<Services, InvalidOptionError> =>
   // A bad `log` is reported by the config layer, which fails to build.
-  overDurableObject(ctx, SchedulerConfig.layer(options), typeof options === "object" && options !== null ? options.log : undefined)
+  overDurableObject(layer, ctx, SchedulerConfig.layer(options), typeof options === "object" && options !== null ? options.log : undefined)
 
 /** `layerDurableObject` with settings already resolved (by a facade's constructor): checked once, not twice. */
 export const layerDurableObjectResolved = (
   ctx: DurabilityContext,
   config: SchedulerConfig.SchedulerConfig
 ): Layer.Layer<Services> =>
-  Layer.orDie(overDurableObject(ctx, SchedulerConfig.layerResolved(config), config.log))
+  Layer.orDie(overDurableObject(layerWithoutTimers, ctx, SchedulerConfig.layerResolved(config), config.log))

@@ -25,13 +25,10 @@ import * as RetryPolicy from "./RetryPolicy.js"
 import type { Row } from "./StorageService.js"
 import { errorOf } from "../shared/cause.js"
 import type * as Deadlines from "./deadlines.js"
-import type { Run } from "./engine.js"
+import { type Run, timersOf } from "./engine.js"
 import * as Fork from "../shared/fork.js"
 import { type ActiveExecution, begin } from "./participant.js"
 import type { AlarmInvocationInfo } from "../shared/platform.js"
-import * as LeaseClaim from "./leaseClaim.js"
-import * as TimerHandle from "./timerHandle.js"
-import * as Timers from "./timers.js"
 
 export interface Start {
   /** Where the record stands among those waiting for its group's slot (`Dispatch.rank`). */
@@ -206,7 +203,7 @@ const readThenClaim = (run: Run, key: string, entry: ActiveExecution, start: Sta
             if (decision._tag === "Run") return claimAt(now)
             if (decision._tag === "Lease") {
               // Claimed here, run elsewhere: the lease's timer covers its end; past its attempts, exhausted.
-              return Effect.flatMap(LeaseClaim.claim(run, key, decision.until, now, decision.state), (claimed) => {
+              return Effect.flatMap(timersOf(run.engine).claimLease(run, key, decision.until, now, decision.state), (claimed) => {
                 if (claimed === undefined) return Effect.succeed([])
                 entry.revisit = "refresh"
                 return Effect.as(decision.leased(claimed), undefined)
@@ -326,7 +323,7 @@ const attempt = (
     if (ended === null) yield* Fiber.await(handler)
   })
 
-interface Settled {
+export interface Settled {
   readonly execution: Execution
   readonly entry: ActiveExecution
   readonly policy: AttemptPolicy
@@ -341,73 +338,25 @@ interface Settled {
 }
 
 /** A guard's refusal, carried through the settle untouched and handed back to the external settler. */
-class Refused {
+export class Refused {
   constructor(readonly error: unknown) {}
 }
 
 const guarded = <A, E>(settled: Settled, body: Effect.Effect<A, E>): Effect.Effect<A, E | Refused | StorageError> =>
   settled.guard === undefined ? body : Effect.zipRight(settled.guard, body)
 
-/**
- * Settles an attempt that ran outside this isolate (see `TableHandle.settle`): the attempt is the one
- * `row` was claimed for; its duration counts from the row's claim time when the table stamps one.
- */
-export const settleExternal = <E>(
-  run: Run,
-  row: Row,
-  outcome:
-    | { readonly _tag: "Success"; readonly value: unknown }
-    | { readonly _tag: "Failure"; readonly error: unknown; readonly terminal?: boolean | undefined },
-  guard: Effect.Effect<void, E>
-): Effect.Effect<void, E | StorageError> =>
-  Effect.gen(function*() {
-    const { table } = run.participant
-    const endedAt = yield* Clock.currentTimeMillis
-    const started = table.dispatch?.startedColumn === undefined ? undefined : row[table.dispatch.startedColumn]
-    const execution: Execution = {
-      key: String(row[table.keyColumn]),
-      generation: String(row.generation_id),
-      attempt: Number(row.attempt),
-      row,
-      signal: new AbortController().signal,
-      platform: undefined
-    }
-    const settled: Settled = {
-      execution,
-      entry: { persisted: Deferred.unsafeMake(FiberId.none), abort: () => undefined, revisit: undefined },
-      policy: table.policy(row),
-      outcome: outcome._tag === "Success" ? Exit.succeed(outcome.value) : Exit.fail(outcome.error),
-      endedAt,
-      durationMs: typeof started === "number" ? Math.max(0, endedAt - started) : 0,
-      guard: Effect.zipRight(
-        Effect.mapError(guard, (error) => new Refused(error)),
-        // A leased record's settle ends its lease: the lease's timer goes with it.
-        table.leases === undefined
-          ? Effect.void
-          : Timers.cancel(run.engine.storage, Timers.leaseOwner(table.kind), execution.key)
-      ),
-      terminal: outcome._tag === "Failure" && outcome.terminal === true
-    }
-    yield* Effect.catchIf(
-      settle(run, settled),
-      (error): error is Refused => error instanceof Refused,
-      (refused) => Effect.fail(refused.error as E)
-    )
-    // A retry time gets the early timer, as when an own execution releases its key.
-    yield* run.engine.upkeep.afterRelease(settled.entry.revisit)
-  })
-
 const isStorageError = (error: unknown): error is StorageError =>
   typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "StorageError"
 
-const settle = (run: Run, settled: Settled): Effect.Effect<void, StorageError | Refused> => {
+/** Settles an attempt: its outcome, the policy's decision and the table's settled work, in one transaction. */
+export const settle = (run: Run, settled: Settled): Effect.Effect<void, StorageError | Refused> => {
   const { durationMs, endedAt, execution, outcome, policy } = settled
   if (Exit.isFailure(outcome)) {
     const error = errorOf(outcome.cause)
     return settleFailure(run, settled, error, settled.terminal === true || (policy.isTerminal?.(error) ?? false))
   }
   const done = made()
-  const work = run.participant.table.settled?.(execution.row, { outcome: "completed", at: endedAt }, TimerHandle.handleOf(run))
+  const work = run.participant.table.settled?.(execution.row, { outcome: "completed", at: endedAt }, timersOf(run.engine).handleOf(run))
   return Effect.flatMap(
     Effect.either(run.engine.upkeep.settleWrite(
       withSettled(run, guarded(settled, run.participant.table.complete(execution, outcome.value, endedAt)), (matched) => matched, work, done),
@@ -505,7 +454,7 @@ const settleFailure = (run: Run, settled: Settled, error: unknown, terminal: boo
     const nextAttemptAt = retryAt ?? Number(execution.row.next_attempt_at)
     const done = made()
     const work = decision._tag === "Fail"
-      ? participant.table.settled?.(execution.row, { outcome: "failed", at: settled.endedAt, error: recorded }, TimerHandle.handleOf(run))
+      ? participant.table.settled?.(execution.row, { outcome: "failed", at: settled.endedAt, error: recorded }, timersOf(run.engine).handleOf(run))
       : undefined
     const matched = yield* run.engine.upkeep.settleWrite(
       withSettled(run, guarded(settled, run.engine.storage.exec(participant.sql.settleFailure, [
@@ -597,7 +546,7 @@ const exhaust = <E = never>(
       outcome: "failed",
       at: yield* Clock.currentTimeMillis,
       error: { name: error._tag, message: error.message }
-    }, TimerHandle.handleOf(run))
+    }, timersOf(run.engine).handleOf(run))
     const statement = run.engine.storage.exec(run.participant.sql.exhaust, [
       error.message,
       error._tag,

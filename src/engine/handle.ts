@@ -7,9 +7,7 @@ import * as Effect from "effect/Effect"
 import type { PendingRecord, TableHandle } from "./DurableTable.js"
 import * as Lifecycle from "./Lifecycle.js"
 import * as Attempt from "./attempt.js"
-import type { Run } from "./engine.js"
-import * as LeaseClaim from "./leaseClaim.js"
-import * as TimerHandle from "./timerHandle.js"
+import { type Run, timersOf } from "./engine.js"
 
 const asList = (made: PendingRecord | ReadonlyArray<PendingRecord> | undefined): ReadonlyArray<PendingRecord> =>
   made === undefined ? [] : Array.isArray(made) ? made : [made as PendingRecord]
@@ -58,12 +56,15 @@ export const make = (run: Run): TableHandle => {
           ? Effect.as(upkeep.afterRelease("refresh"), aborted)
           : Effect.succeed(aborted)
       }),
-    settle: (row, outcome, guard) => Attempt.settleExternal(run, row, outcome, guard),
+    settle: (row, outcome, guard) => timersOf(engine).settleExternal(run, row, outcome, guard),
     emit: (build, at) => Lifecycle.emitTo(engine.background, participant.table.onEvent, build, at),
     executing: (key) => participant.active.has(key),
     executingKeys: () => participant.active.keys(),
-    timers: TimerHandle.handleOf(run),
-    lease: (key, until, now, state) => LeaseClaim.claim(run, key, until, now, state),
-    resumeLease: (row, until) => LeaseClaim.resume(run, row, until)
+    // From the engine's timer support, which a table that has timers or leases brought with it.
+    get timers() {
+      return timersOf(engine).handleOf(run)
+    },
+    lease: (key, until, now, state) => timersOf(engine).claimLease(run, key, until, now, state),
+    resumeLease: (row, until) => timersOf(engine).resumeLease(run, row, until)
   }
 }

@@ -7,6 +7,7 @@ import * as Effect from "effect/Effect"
 import type { StorageError } from "../shared/Errors.js"
 import * as Attempt from "./attempt.js"
 import { claimOf, holds } from "./leaseClaim.js"
+import * as LeaseSettle from "./leaseSettle.js"
 import type { LeaseExpiry as LeaseExpiryDecision, PendingRecord } from "./DurableTable.js"
 import type { Run } from "./engine.js"
 import type { Row } from "./StorageService.js"
@@ -65,7 +66,7 @@ export const expire = (run: Run, timers: ReadonlyArray<Timers.Stored>, now: numb
     for (const { expiry, row, timer } of settles) {
       const guard = Effect.zipRight(taken(run, timer), expiry.write)
       const ending = expiry._tag === "Failed"
-        ? Attempt.settleExternal(run, row, { _tag: "Failure", error: expiry.error, terminal: true }, guard)
+        ? LeaseSettle.settleExternal(run, row, { _tag: "Failure", error: expiry.error, terminal: true }, guard)
         : Attempt.exhaustGuarded(run, row, guard)
       yield* Effect.catchIf(ending, (error): error is Gone => error instanceof Gone, () => Effect.void)
     }

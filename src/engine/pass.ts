@@ -16,15 +16,10 @@ import * as Background from "./Background.js"
 import type { StorageError } from "../shared/Errors.js"
 import type { AlarmRetryInfo } from "./SchedulerConfig.js"
 import * as Attempt from "./attempt.js"
-import type { PendingRecord } from "./DurableTable.js"
 import { errorOf } from "../shared/cause.js"
 import type { Engine, Run } from "./engine.js"
 import * as Fork from "../shared/fork.js"
 import type { AlarmInvocationInfo } from "../shared/platform.js"
-import * as LeaseExpiry from "./leaseExpiry.js"
-import * as TimerHandle from "./timerHandle.js"
-import * as Timers from "./timers.js"
-import { timerOwners } from "./upkeep.js"
 
 /** The due rows one table's share of a pass took (queued, so other passes and the timer leave them). */
 interface DueBatch {
@@ -102,69 +97,13 @@ const runBatch = (batch: DueBatch, now: number, platform: AlarmInvocationInfo | 
     if (failed !== undefined) return yield* failed
   })
 
-/** Due timers read at a time; a pass fires up to `TIMER_BATCHES` such batches, the rest get the next pass. */
-const TIMER_BATCH = 100
-const TIMER_BATCHES = 10
-
-/**
- * Fires one owner's due timers: takes each and runs its owner's `fire`, all in one transaction,
- * covering the records they made pending; after the commit those start (or get the timer) and each
- * fire's follow-up runs as a fiber of its own. A lease timer's owner is the engine (`leaseExpiry.ts`).
- */
-const fire = (engine: Engine, owner: string, timers: ReadonlyArray<Timers.Stored>, now: number) =>
-  Effect.gen(function*() {
-    const leased = Timers.leaseKindOf(owner)
-    if (leased !== undefined) {
-      const participant = engine.participants.find((p) => p.table.kind === leased)
-      return participant === undefined ? undefined : yield* LeaseExpiry.expire({ engine, participant }, timers, now)
-    }
-    const participant = engine.participants.find((p) => p.table.kind === owner)
-    const fires = participant?.table.timers
-    if (participant === undefined || fires === undefined) return
-    const handle = TimerHandle.handleOf({ engine, participant })
-    const pending: Array<PendingRecord> = []
-    const after: Array<Effect.Effect<void>> = []
-    yield* engine.storage.transaction(Effect.forEach(timers, (timer) =>
-      Effect.gen(function*() {
-        if (!(yield* Timers.take(engine.storage, timer))) return
-        const made = yield* fires.fire({ key: timer.key, at: timer.at, data: timer.data }, now, handle)
-        if (made.pending.length > 0) {
-          yield* engine.upkeep.cover(made.pending.reduce((at, record) => Math.min(at, record.at), Number.MAX_SAFE_INTEGER))
-          pending.push(...made.pending)
-        }
-        if (made.after !== undefined) after.push(made.after)
-      }), { discard: true }))
-    yield* Attempt.startPending({ engine, participant }, pending)
-    // Their own fibers (a send to a Cloudflare Queue can take seconds): the pass goes on to its records.
-    for (const follow of after) {
-      yield* Effect.flatMap(Fork.detached(follow, engine.scope), (fiber) => engine.background.waitUntil(Fork.settled(fiber)))
-    }
-  })
-
-/** The attached tables' timers due by `now`, by owner, a batch at a time (before the due scans, which see what they made pending). */
-const fireDue = (engine: Engine, now: number): Effect.Effect<void, StorageError> =>
-  Effect.gen(function*() {
-    const owners = timerOwners(engine.participants)
-    if (owners.length === 0) return
-    for (let batch = 0; batch < TIMER_BATCHES; batch++) {
-      const due = yield* Timers.due(engine.storage, owners, now, TIMER_BATCH)
-      const byOwner = new Map<string, Array<Timers.Stored>>()
-      for (const timer of due) {
-        const group = byOwner.get(timer.owner)
-        if (group === undefined) byOwner.set(timer.owner, [timer])
-        else group.push(timer)
-      }
-      for (const [owner, timers] of byOwner) yield* fire(engine, owner, timers, now)
-      if (due.length < TIMER_BATCH) return
-    }
-  })
-
 const runDue = (engine: Engine, startedAt: number, info: AlarmInvocationInfo | undefined) =>
   Effect.suspend(() => {
     engine.upkeep.passes.running++
     const batches: Array<DueBatch> = []
     return engine.alarms.whileAwake(Effect.gen(function*() {
-      yield* fireDue(engine, startedAt)
+      // Timers first (the due scans then see what they made pending); only tables with timers or leases have any.
+      if (engine.timers !== undefined) yield* engine.timers.fireDue(engine, startedAt)
       for (const participant of engine.participants) batches.push(yield* takeDue({ engine, participant }, startedAt))
       // The pass can take long (a handler attached to, a full pool): arm the timer now for later work
       // it did not take, whenever it is due (the object is awake meanwhile). Work already due waits for

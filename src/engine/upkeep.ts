@@ -10,14 +10,14 @@
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as FiberHandle from "effect/FiberHandle"
+import type * as Scope from "effect/Scope"
 import type * as AlarmService from "./AlarmService.js"
 import * as Background from "./Background.js"
 import type { StorageError } from "../shared/Errors.js"
+import * as Fork from "../shared/fork.js"
 import type { StorageService } from "./StorageService.js"
 import type { Participant, Revisit } from "./participant.js"
 import * as TableSql from "./tableSql.js"
-import * as Timers from "./timers.js"
 
 /** How long the engine must stay idle before owed upkeep (reconciling after settles) runs. */
 export const UPKEEP_DELAY = Duration.millis(100)
@@ -53,20 +53,24 @@ export interface Upkeep {
   readonly reported: (effect: Effect.Effect<void, StorageError>) => Effect.Effect<void>
 }
 
-/** The timer owners of the attached tables: their own timers, and the engine's lease timers of those that lease. */
-export const timerOwners = (participants: ReadonlyArray<Participant<any>>): ReadonlyArray<string> =>
-  participants.flatMap((p) => [
-    ...(p.table.timers === undefined ? [] : [p.table.kind]),
-    ...(p.table.leases === undefined ? [] : [Timers.leaseOwner(p.table.kind)])
-  ])
+/** What upkeep reads of the engine's timer support: whose timers count, and their earliest as a statement. */
+export interface TimerOwners {
+  /** The timer owners of the attached tables: their own timers, and the lease timers of those that lease. */
+  readonly owners: (participants: ReadonlyArray<Participant<any>>) => ReadonlyArray<string>
+  /** The earliest timer of `owners`, as a statement (`SELECT MIN(at) AS at …`, one `?` per owner). */
+  readonly earliestOf: (owners: ReadonlyArray<string>) => string
+}
 
 export const make = (options: {
   readonly storage: StorageService
   readonly alarms: AlarmService.AlarmService
   readonly background: Background.Background
-  readonly owed: FiberHandle.FiberHandle<void, never>
+  /** The engine's: it ends the wait for idleness with the object. */
+  readonly scope: Scope.Scope
   /** The engine's attached tables (tables only attach, so their count tells whether the SQL is current). */
   readonly participants: ReadonlyArray<Participant<any>>
+  /** The engine's timer support (`engine.ts` `TimerSupport`) once it has any: the first table with timers brings it. */
+  readonly timers: () => TimerOwners | undefined
 }): Upkeep => {
   const { alarms, background, participants, storage } = options
   // One statement over every participant's table (and the timers of those with timers) for each upkeep
@@ -79,16 +83,19 @@ export const make = (options: {
   } | undefined
   const statements = () => {
     if (sql?.tables !== participants.length) {
-      const owners = timerOwners(participants)
+      const timers = options.timers()
+      const owners = timers === undefined ? [] : timers.owners(participants)
       const records = TableSql.earliestPendingOf(participants.map((p) => ({ table: p.table.table, shape: TableSql.shapeOf(p.table) })))
       sql = {
         tables: participants.length,
-        earliest: owners.length === 0 ? records : `SELECT MIN(at) AS at FROM (${records} UNION ALL ${Timers.earliestOf(owners)})`,
+        earliest: timers === undefined || owners.length === 0
+          ? records
+          : `SELECT MIN(at) AS at FROM (${records} UNION ALL ${timers.earliestOf(owners)})`,
         owners,
         // The earliest timer rides along as a row of no table (`p` -1): one statement either way.
         pending: TableSql.pendingByTimeOf(
           participants.map((p) => ({ table: p.table.table, key: p.table.keyColumn, shape: TableSql.shapeOf(p.table) }))
-        ) + (owners.length === 0 ? "" : ` UNION ALL SELECT -1 AS p, NULL AS key, at FROM (${Timers.earliestOf(owners)})`)
+        ) + (timers === undefined || owners.length === 0 ? "" : ` UNION ALL SELECT -1 AS p, NULL AS key, at FROM (${timers.earliestOf(owners)})`)
       }
     }
     return sql
@@ -155,13 +162,23 @@ export const make = (options: {
     Effect.suspend(() => owed && idle() ? reported(write(Effect.void)) : Effect.void)
   )
 
+  // One wait for idleness at a time (a fiber, not a FiberHandle: this flag is all of it that is used).
+  let waiting = false
+  const waitForIdle = Effect.suspend(() => {
+    if (waiting) return Effect.void
+    waiting = true
+    return Effect.asVoid(Fork.detached(Effect.ensuring(later, Effect.sync(() => {
+      waiting = false
+    })), options.scope))
+  })
+
   const afterRelease = (revisit: Revisit): Effect.Effect<void> =>
     Effect.zipRight(
       revisit === undefined
         ? Effect.void
         : reported(revisit === "refresh" ? refreshTimer() : alarms.coverTimer(revisit)),
       Effect.suspend(() =>
-        owed && idle() ? Effect.asVoid(FiberHandle.run(options.owed, later, { onlyIfMissing: true })) : Effect.void
+        owed && idle() ? waitForIdle : Effect.void
       )
     )
 

@@ -37,6 +37,7 @@ import * as Options from "./options.js"
 import * as Rows from "./rows.js"
 import * as Transport from "./transport.js"
 import * as Upkeep from "./upkeep.js"
+import * as TimerSupport from "../engine/timerSupport.js"
 import type { ChildValue, JobContext, JobEvent, JobEventDraft, JobEventHook, RateLimit } from "./types.js"
 
 /** The start of every job's `idempotencyKey`; a generation follows it. */
@@ -301,130 +302,132 @@ export const participant = <I>(
   core: Core,
   context: Context.Context<unknown>,
   currentJob: CurrentJobTag<I>
-): Pick<DurableTable<string>, "run" | "complete" | "describe" | "entity" | "completesInOneStatement" | "dispatch" | "holds" | "admission" | "settled" | "timers" | "leases"> => ({
-  // Succeeds with the result's stored JSON.
-  run: (execution) => {
-    const canceled = () => {
-      const reason = core.canceling.get(execution.key)
-      return reason === undefined ? undefined : new JobCanceledError({ message: canceledMessage(execution.row, reason) })
-    }
-    const body = Effect.gen(function*() {
-      const name = String(execution.row.queue)
-      const queue = core.queues.get(name)
-      if (queue === undefined) return yield* new NonRetryableError({ message: `No queue "${name}" is defined any more` })
-      // Never claimed here: a lease claims them (`expired` ends the ones whose leases expired).
-      if (queue.options.external !== undefined) {
-        return yield* new NonRetryableError({ message: `Job "${String(execution.row.id)}" of queue "${name}" is processed externally, not here` })
+): Pick<DurableTable<string>, "run" | "complete" | "describe" | "entity" | "completesInOneStatement" | "dispatch" | "holds" | "admission" | "settled" | "timers" | "leases"> =>
+  // A queue may have timers or leases: the engine's support for them comes with the jobs.
+  TimerSupport.withTimers({
+    // Succeeds with the result's stored JSON.
+    run: (execution) => {
+      const canceled = () => {
+        const reason = core.canceling.get(execution.key)
+        return reason === undefined ? undefined : new JobCanceledError({ message: canceledMessage(execution.row, reason) })
       }
-      const payload = yield* Effect.mapError(
-        queue.definition.payload.decode(Json.decode(String(execution.row.payload))),
-        (cause) => new NonRetryableError({ message: `The stored payload of a job of queue "${name}" does not decode`, cause })
-      )
-      const job = jobContext(core, execution, queue, payload)
-      const steps = StepMemo.runner(core.storage, {
-        capability: "jobs",
-        current: JobsTable.IS_CURRENT,
-        key: execution.key,
-        generation: execution.generation
-      })
-      // Both in one provide: one context update per attempt, as before steps.
-      const handled = queue.definition.handler(job as JobContext<never>).pipe(
-        Effect.provide(Context.add(Context.make(currentJob, { job }), Steps.CurrentCall, steps))
-      ) as Effect.Effect<unknown, unknown, unknown>
-      const value = yield* provideCaptured(handled, context)
-      return yield* Effect.mapError(Json.encodeStored(queue.definition.result, value, "result"), (failure) =>
-        failure._tag === "Schema"
-          ? unstorable(name, "does not match its schema", failure.cause)
-          : failure._tag === "NotJson"
-          ? unstorable(name, `is not JSON-serializable: ${failure.reason}`)
-          : unstorable(name, Json.tooLarge(failure.bytes)))
-    })
-    // A cancel aborts the handler by interrupting this fiber, and an interrupted fiber's exit carries no
-    // failure of its own (the engine would record a plain interruption and retry it), nor the value of
-    // a handler that finished anyway. So the end of a canceled run, whatever it is, is caught here
-    // (uninterruptibly) and becomes `JobCanceledError`: terminal, never retried, settled as `canceled`.
-    return Effect.uninterruptibleMask((restore) =>
-      restore(body).pipe(
-        Effect.matchCauseEffect({
-          onFailure: (cause) => {
-            const error = canceled()
-            const failure = Cause.failureOption(cause)
-            return error === undefined || (Option.isSome(failure) && failure.value instanceof JobCanceledError)
-              ? Effect.failCause(cause)
-              : Effect.fail(error)
-          },
-          onSuccess: (text) => {
-            const error = canceled()
-            return error === undefined ? Effect.succeed(text) : Effect.fail(error)
-          }
+      const body = Effect.gen(function*() {
+        const name = String(execution.row.queue)
+        const queue = core.queues.get(name)
+        if (queue === undefined) return yield* new NonRetryableError({ message: `No queue "${name}" is defined any more` })
+        // Never claimed here: a lease claims them (`expired` ends the ones whose leases expired).
+        if (queue.options.external !== undefined) {
+          return yield* new NonRetryableError({ message: `Job "${String(execution.row.id)}" of queue "${name}" is processed externally, not here` })
+        }
+        const payload = yield* Effect.mapError(
+          queue.definition.payload.decode(Json.decode(String(execution.row.payload))),
+          (cause) => new NonRetryableError({ message: `The stored payload of a job of queue "${name}" does not decode`, cause })
+        )
+        const job = jobContext(core, execution, queue, payload)
+        const steps = StepMemo.runner(core.storage, {
+          capability: "jobs",
+          current: JobsTable.IS_CURRENT,
+          key: execution.key,
+          generation: execution.generation
         })
+        // Both in one provide: one context update per attempt, as before steps.
+        const handled = queue.definition.handler(job as JobContext<never>).pipe(
+          Effect.provide(Context.add(Context.make(currentJob, { job }), Steps.CurrentCall, steps))
+        ) as Effect.Effect<unknown, unknown, unknown>
+        const value = yield* provideCaptured(handled, context)
+        return yield* Effect.mapError(Json.encodeStored(queue.definition.result, value, "result"), (failure) =>
+          failure._tag === "Schema"
+            ? unstorable(name, "does not match its schema", failure.cause)
+            : failure._tag === "NotJson"
+            ? unstorable(name, `is not JSON-serializable: ${failure.reason}`)
+            : unstorable(name, Json.tooLarge(failure.bytes)))
+      })
+      // A cancel aborts the handler by interrupting this fiber, and an interrupted fiber's exit carries no
+      // failure of its own (the engine would record a plain interruption and retry it), nor the value of
+      // a handler that finished anyway. So the end of a canceled run, whatever it is, is caught here
+      // (uninterruptibly) and becomes `JobCanceledError`: terminal, never retried, settled as `canceled`.
+      return Effect.uninterruptibleMask((restore) =>
+        restore(body).pipe(
+          Effect.matchCauseEffect({
+            onFailure: (cause) => {
+              const error = canceled()
+              const failure = Cause.failureOption(cause)
+              return error === undefined || (Option.isSome(failure) && failure.value instanceof JobCanceledError)
+                ? Effect.failCause(cause)
+                : Effect.fail(error)
+            },
+            onSuccess: (text) => {
+              const error = canceled()
+              return error === undefined ? Effect.succeed(text) : Effect.fail(error)
+            }
+          })
+        )
       )
-    )
-  },
-  complete: (execution, text, settledAt) =>
-    Effect.map(JobsTable.complete(core.storage, execution, text, settledAt), (rows) => rows.length > 0),
-  completesInOneStatement: true,
-  describe: (row) => `job "${String(row.id)}" of queue "${String(row.queue)}"`,
-  entity: (row) => ({
-    entityKind: "job",
-    id: String(row.key),
-    generation: String(row.generation_id),
-    queue: String(row.queue),
-    jobId: String(row.id)
-  }),
-  dispatch: {
-    order: JobsTable.START_ORDER,
-    rank: { columns: JobsTable.RANK_COLUMNS, of: rankOf },
-    startedColumn: "started_at",
-    slotOf: (key) => core.queues.get(queueOfKey(key))?.slot
-  },
-  // A paused queue's jobs, a leased job, and an external queue's jobs without a transport (they wait for
-  // `lease`; a transport's are leased by their admission).
-  holds: {
-    where: JobsTable.claimable(
-      [...core.queues.values()].filter((queue) => queue.options.external !== undefined && queue.options.external.transport === undefined)
-        .map((queue) => queue.name),
-      [...core.queues.values()].some((queue) => queue.options.external !== undefined)
-    ),
-    holds: (key) => {
-      const queue = core.queues.get(queueOfKey(key))
-      return queue?.paused === true || (queue?.options.external !== undefined && queue.options.external.transport === undefined)
-    }
-  },
-  // Rate limits take a token, or defer to the next; a transport's job is leased to its Cloudflare Queue.
-  admission: {
-    mayApply: (key) => {
-      const queue = core.queues.get(queueOfKey(key))
-      return queue !== undefined &&
-        (queue.options.external !== undefined || rateLimitOf(queue) !== undefined || queue.options.groupRateLimit !== undefined)
     },
-    of: (row) => {
-      const queue = core.queues.get(String(row.queue))
-      if (queue === undefined) return undefined
-      const buckets = bucketsOf(queue, row)
-      if (queue.options.external !== undefined) {
-        if (queue.options.external.transport === undefined || core.objectId === undefined) return undefined
-        const limits = buckets.length === 0 ? undefined : gate(core, queue, buckets, String(row.key))
-        return Transport.dispatch(core, queue, row, core.objectId, limits)
+    complete: (execution, text, settledAt) =>
+      Effect.map(JobsTable.complete(core.storage, execution, text, settledAt), (rows) => rows.length > 0),
+    completesInOneStatement: true,
+    describe: (row) => `job "${String(row.id)}" of queue "${String(row.queue)}"`,
+    entity: (row) => ({
+      entityKind: "job",
+      id: String(row.key),
+      generation: String(row.generation_id),
+      queue: String(row.queue),
+      jobId: String(row.id)
+    }),
+    dispatch: {
+      order: JobsTable.START_ORDER,
+      rank: { columns: JobsTable.RANK_COLUMNS, of: rankOf },
+      startedColumn: "started_at",
+      slotOf: (key) => core.queues.get(queueOfKey(key))?.slot
+    },
+    // A paused queue's jobs, a leased job, and an external queue's jobs without a transport (they wait for
+    // `lease`; a transport's are leased by their admission).
+    holds: {
+      where: JobsTable.claimable(
+        [...core.queues.values()].filter((queue) => queue.options.external !== undefined && queue.options.external.transport === undefined)
+          .map((queue) => queue.name),
+        [...core.queues.values()].some((queue) => queue.options.external !== undefined)
+      ),
+      holds: (key) => {
+        const queue = core.queues.get(queueOfKey(key))
+        return queue?.paused === true || (queue?.options.external !== undefined && queue.options.external.transport === undefined)
       }
-      return buckets.length === 0 ? undefined : gate(core, queue, buckets, String(row.key))
-    }
-  },
-  settled: (row, settlement) => settled(core, row, settlement),
-  // The jobs' timers, when a queue has them: retention by age, and each transport queue's outbox. (Declared
-  // only then: a table with timers or leases pays for them in every reconciliation of the alarm.)
-  ...(ageBounds(core).length > 0 || [...core.queues.values()].some((queue) => queue.options.external?.transport !== undefined)
-    ? {
-      timers: {
-        fire: (timer, now) =>
-          timer.key.startsWith(Transport.OUTBOX_TIMER) ? Transport.flush(core, timer.key, now) : retentionFire(core, now)
+    },
+    // Rate limits take a token, or defer to the next; a transport's job is leased to its Cloudflare Queue.
+    admission: {
+      mayApply: (key) => {
+        const queue = core.queues.get(queueOfKey(key))
+        return queue !== undefined &&
+          (queue.options.external !== undefined || rateLimitOf(queue) !== undefined || queue.options.groupRateLimit !== undefined)
+      },
+      of: (row) => {
+        const queue = core.queues.get(String(row.queue))
+        if (queue === undefined) return undefined
+        const buckets = bucketsOf(queue, row)
+        if (queue.options.external !== undefined) {
+          if (queue.options.external.transport === undefined || core.objectId === undefined) return undefined
+          const limits = buckets.length === 0 ? undefined : gate(core, queue, buckets, String(row.key))
+          return Transport.dispatch(core, queue, row, core.objectId, limits)
+        }
+        return buckets.length === 0 ? undefined : gate(core, queue, buckets, String(row.key))
       }
-    }
-    : {}),
-  ...([...core.queues.values()].some((queue) => queue.options.external !== undefined)
-    ? { leases: { expired: (row, now) => expired(core, row, now) } }
-    : {})
-})
+    },
+    settled: (row, settlement) => settled(core, row, settlement),
+    // The jobs' timers, when a queue has them: retention by age, and each transport queue's outbox. (Declared
+    // only then: a table with timers or leases pays for them in every reconciliation of the alarm.)
+    ...(ageBounds(core).length > 0 || [...core.queues.values()].some((queue) => queue.options.external?.transport !== undefined)
+      ? {
+        timers: {
+          fire: (timer, now) =>
+            timer.key.startsWith(Transport.OUTBOX_TIMER) ? Transport.flush(core, timer.key, now) : retentionFire(core, now)
+        }
+      }
+      : {}),
+    ...([...core.queues.values()].some((queue) => queue.options.external !== undefined)
+      ? { leases: { expired: (row, now) => expired(core, row, now) } }
+      : {})
+  })
 
 /**
  * Inside a transaction whose changes failed other jobs (parents failed by a child: their own settle

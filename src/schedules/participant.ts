@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import type { Execution } from "../engine/DurableTable.js"
 import { DurableAttemptTimeoutError, InvalidOptionError, NonRetryableError } from "../shared/Errors.js"
 import * as Capability from "../engine/capability.js"
+import * as TimerSupport from "../engine/timerSupport.js"
 import type * as Slot from "../engine/slot.js"
 import type { StorageService } from "../engine/StorageService.js"
 import * as StepMemo from "../steps/memo.js"
@@ -64,7 +65,8 @@ export const spec = <R>(
     // One run per schedule at a time: a re-created schedule waits for a removed one's run to end.
     releaseKeysOnPurge: false,
     purgeReason: () => new Error("The schedule was purged"),
-    participant: ({ definitionOf, storage }) => ({
+    // A schedule waiting for its next run is a timer: the engine's support for timers comes with the schedules.
+    participant: ({ definitionOf, storage }) => TimerSupport.withTimers({
       run: run(definitionOf, storage, context),
       // The run's end is written by `settled` (the schedule moves on); this only fences it.
       complete: (execution) => SchedulesTable.isCurrentAttempt(storage, execution),

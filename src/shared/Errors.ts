@@ -5,14 +5,14 @@
  */
 import * as Schema from "effect/Schema"
 /** A SQL statement, transaction or alarm call of the Durable Object's storage failed. */
-export class StorageError extends Schema.TaggedError<StorageError>("durability/StorageError")("StorageError", {
+export class StorageError extends /* @__PURE__ */ Schema.TaggedError<StorageError>("durability/StorageError")("StorageError", {
   operation: Schema.String,
   message: Schema.String,
   cause: Schema.optional(Schema.Defect)
 }) {}
 
 /** An option given to a constructor or layer is out of range or of the wrong type. */
-export class InvalidOptionError extends Schema.TaggedError<InvalidOptionError>("durability/InvalidOptionError")(
+export class InvalidOptionError extends /* @__PURE__ */ Schema.TaggedError<InvalidOptionError>("durability/InvalidOptionError")(
   "InvalidOptionError",
   {
     field: Schema.String,
@@ -24,35 +24,35 @@ export class InvalidOptionError extends Schema.TaggedError<InvalidOptionError>("
 
 /** A second participant of one kind tried to attach to a scheduler. */
 export class ParticipantConflictError
-  extends Schema.TaggedError<ParticipantConflictError>("durability/ParticipantConflictError")(
+  extends /* @__PURE__ */ Schema.TaggedError<ParticipantConflictError>("durability/ParticipantConflictError")(
     "ParticipantConflictError",
     { kind: Schema.String, message: Schema.String }
   )
 {}
 
 /** Thrown (or failed with) by a handler to make its failure terminal, whatever the retry policy. */
-export class NonRetryableError extends Schema.TaggedError<NonRetryableError>("durability/NonRetryableError")(
+export class NonRetryableError extends /* @__PURE__ */ Schema.TaggedError<NonRetryableError>("durability/NonRetryableError")(
   "NonRetryableError",
   { message: Schema.String, cause: Schema.optional(Schema.Defect) }
 ) {}
 
 /** The retry policy threw or produced a delay that is not a non-negative safe integer. */
-export class DurableRetryPolicyError extends Schema.TaggedError<DurableRetryPolicyError>(
+export class DurableRetryPolicyError extends /* @__PURE__ */ Schema.TaggedError<DurableRetryPolicyError>(
   "durability/DurableRetryPolicyError"
 )("DurableRetryPolicyError", { message: Schema.String, cause: Schema.optional(Schema.Defect) }) {}
 
 /** A stored record was due but had already used every attempt its policy allows. */
-export class DurableAttemptsExhaustedError extends Schema.TaggedError<DurableAttemptsExhaustedError>(
+export class DurableAttemptsExhaustedError extends /* @__PURE__ */ Schema.TaggedError<DurableAttemptsExhaustedError>(
   "durability/DurableAttemptsExhaustedError"
 )("DurableAttemptsExhaustedError", { message: Schema.String, attempts: Schema.Number }) {}
 
 /** A handler did not settle within its attempt timeout; its signal was aborted with this error. */
-export class DurableAttemptTimeoutError extends Schema.TaggedError<DurableAttemptTimeoutError>(
+export class DurableAttemptTimeoutError extends /* @__PURE__ */ Schema.TaggedError<DurableAttemptTimeoutError>(
   "durability/DurableAttemptTimeoutError"
 )("DurableAttemptTimeoutError", { message: Schema.String, timeoutMs: Schema.Number }) {}
 
 /** Applying or reverting a capability's migrations failed; the batch was rolled back. */
-export class MigrationError extends Schema.TaggedError<MigrationError>("durability/MigrationError")(
+export class MigrationError extends /* @__PURE__ */ Schema.TaggedError<MigrationError>("durability/MigrationError")(
   "MigrationError",
   { message: Schema.String, cause: Schema.optional(Schema.Defect) }
 ) {}
@@ -66,7 +66,7 @@ export interface SerializedError {
 }
 
 /** An argument of a call (id, name, payload, time, timeout) is invalid; nothing was written. */
-export class InvalidInputError extends Schema.TaggedError<InvalidInputError>("durability/InvalidInputError")(
+export class InvalidInputError extends /* @__PURE__ */ Schema.TaggedError<InvalidInputError>("durability/InvalidInputError")(
   "InvalidInputError",
   {
     field: Schema.String,
@@ -77,7 +77,7 @@ export class InvalidInputError extends Schema.TaggedError<InvalidInputError>("du
 ) {}
 
 /** The id is already used by another operation (at registration, or when reading a result). */
-export class DuplicateDurableCallError extends Schema.TaggedError<DuplicateDurableCallError>(
+export class DuplicateDurableCallError extends /* @__PURE__ */ Schema.TaggedError<DuplicateDurableCallError>(
   "durability/DuplicateDurableCallError"
 )("DuplicateDurableCallError", {
   id: Schema.String,
@@ -87,23 +87,23 @@ export class DuplicateDurableCallError extends Schema.TaggedError<DuplicateDurab
 }) {}
 
 /** A handler succeeded with a value that cannot be stored as JSON; the side effect is not re-run. */
-export class DurableResultSerializationError extends Schema.TaggedError<DurableResultSerializationError>(
+export class DurableResultSerializationError extends /* @__PURE__ */ Schema.TaggedError<DurableResultSerializationError>(
   "durability/DurableResultSerializationError"
 )("DurableResultSerializationError", { message: Schema.String, cause: Schema.optional(Schema.Defect) }) {}
 
 /** A named alarm's handler did not settle within its attempt timeout. */
-export class DurableAlarmTimeoutError extends Schema.TaggedError<DurableAlarmTimeoutError>(
+export class DurableAlarmTimeoutError extends /* @__PURE__ */ Schema.TaggedError<DurableAlarmTimeoutError>(
   "durability/DurableAlarmTimeoutError"
 )("DurableAlarmTimeoutError", { message: Schema.String, timeoutMs: Schema.Number }) {}
 
 /** The record was canceled (`cancel`); a running handler's signal is aborted with this error and it is not retried. */
-export class DurableCanceledError extends Schema.TaggedError<DurableCanceledError>("durability/DurableCanceledError")(
+export class DurableCanceledError extends /* @__PURE__ */ Schema.TaggedError<DurableCanceledError>("durability/DurableCanceledError")(
   "DurableCanceledError",
   { message: Schema.String }
 ) {}
 
 /** A job was canceled (`cancel`): a running handler's signal is aborted with this error and the job is not retried. */
-export class JobCanceledError extends Schema.TaggedError<JobCanceledError>("durability/JobCanceledError")(
+export class JobCanceledError extends /* @__PURE__ */ Schema.TaggedError<JobCanceledError>("durability/JobCanceledError")(
   "JobCanceledError",
   { message: Schema.String }
 ) {}
@@ -112,19 +112,19 @@ export class JobCanceledError extends Schema.TaggedError<JobCanceledError>("dura
  * A call with a lease's token (`heartbeat`, `log`, `complete`, `fail`) that no longer holds the job: its
  * lease expired or was reclaimed, the job was leased again, settled, canceled or removed. Nothing was written.
  */
-export class StaleLeaseError extends Schema.TaggedError<StaleLeaseError>("durability/StaleLeaseError")(
+export class StaleLeaseError extends /* @__PURE__ */ Schema.TaggedError<StaleLeaseError>("durability/StaleLeaseError")(
   "StaleLeaseError",
   { message: Schema.String, queue: Schema.String, id: Schema.String, token: Schema.Number }
 ) {}
 
 /** A leased job whose leases expired more than its queue's `maxStalled` times: it fails for good. */
-export class JobStalledError extends Schema.TaggedError<JobStalledError>("durability/JobStalledError")(
+export class JobStalledError extends /* @__PURE__ */ Schema.TaggedError<JobStalledError>("durability/JobStalledError")(
   "JobStalledError",
   { message: Schema.String }
 ) {}
 
 /** A parent job failed because one of its children failed for good (`onFailure: "fail"`, the default). */
-export class ChildJobFailedError extends Schema.TaggedError<ChildJobFailedError>("durability/ChildJobFailedError")(
+export class ChildJobFailedError extends /* @__PURE__ */ Schema.TaggedError<ChildJobFailedError>("durability/ChildJobFailedError")(
   "ChildJobFailedError",
   { message: Schema.String, queue: Schema.String, id: Schema.String }
 ) {}
@@ -136,7 +136,7 @@ export class ChildJobFailedError extends Schema.TaggedError<ChildJobFailedError>
  * (`undecodable`). Terminal when it ends a handler: retrying would hit it again, or run the step's
  * side effect again.
  */
-export class DurableStepError extends Schema.TaggedError<DurableStepError>("durability/DurableStepError")(
+export class DurableStepError extends /* @__PURE__ */ Schema.TaggedError<DurableStepError>("durability/DurableStepError")(
   "DurableStepError",
   {
     step: Schema.String,
