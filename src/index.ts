@@ -4,6 +4,7 @@
  * @module durability
  */
 export { DurabilityScheduler } from "./facade/DurabilityScheduler.js"
+export { answerInspection } from "./facade/answerInspection.js"
 export type {
   Answer as DurabilityInspectAnswer,
   Failure as DurabilityInspectFailure,

@@ -16,7 +16,7 @@
  * `/_durability/**`: the handler.
  */
 import { DurableObject } from "cloudflare:workers"
-import { type AlarmInvocationInfo, DurabilityJobs, DurabilityScheduler, type DurableJob } from "../../src/index.js"
+import { answerInspection, type AlarmInvocationInfo, DurabilityJobs, DurabilityScheduler, type DurableJob } from "../../src/index.js"
 import { DurabilityInspector, type DurabilityInspectorHandler } from "../../src/inspector.js"
 
 /** The handler's token (a bench secret: the runner sends it as `Authorization: Bearer`). */
@@ -65,7 +65,7 @@ export class InspectorBench extends DurableObject<Env> {
 
   /** What the inspector's handler calls. */
   inspect(request: unknown): Promise<unknown> {
-    return this.scheduler.inspect(request)
+    return answerInspection(this.scheduler, request)
   }
 
   /** Jobs `start..start+count-1` by `addBulk`s of `chunk` into the paused queue, then settled by SQL. */

@@ -13,7 +13,7 @@
  *   curl http://127.0.0.1:8787/
  */
 import { DurableObject } from "cloudflare:workers"
-import { type AlarmInvocationInfo, DurabilityScheduler, DurabilitySchedules, type DurableScheduleRun } from "durability"
+import { answerInspection, type AlarmInvocationInfo, DurabilityScheduler, DurabilitySchedules, type DurableScheduleRun } from "durability"
 import { answer, HttpError, json } from "../http.js"
 
 export interface Env {
@@ -65,7 +65,7 @@ export class Digest extends DurableObject<Env> {
 
   /** The inspector's RPC (examples/index.ts mounts it at /_durability): the scheduler answers. */
   inspect(request: unknown) {
-    return this.scheduler.inspect(request)
+    return answerInspection(this.scheduler, request)
   }
 
   override fetch(request: Request): Promise<Response> {

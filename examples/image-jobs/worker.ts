@@ -25,7 +25,8 @@ import {
   type DurableAlarmInfo,
   type DurableCall,
   type DurableOperationResult,
-  NonRetryableError
+  NonRetryableError,
+  answerInspection
 } from "durability"
 
 export interface Env {
@@ -137,7 +138,7 @@ export class ImageJobs extends DurableObject<Env> {
 
   /** The inspector's RPC (examples/index.ts mounts it at /_durability): the scheduler answers. */
   inspect(request: unknown) {
-    return this.scheduler.inspect(request)
+    return answerInspection(this.scheduler, request)
   }
 
   /** Stores the image and registers its jobs; returns at once with the job ids. */

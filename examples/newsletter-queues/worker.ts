@@ -18,7 +18,8 @@ import {
   type AlarmInvocationInfo,
   DurabilityJobs,
   DurabilityScheduler,
-  type DurableQueuedJob
+  type DurableQueuedJob,
+  answerInspection
 } from "durability"
 import { answer, json } from "../http.js"
 
@@ -64,7 +65,7 @@ export class Mailroom extends DurableObject<Env> {
 
   /** The inspector's RPC (examples/index.ts mounts it at /_durability): the scheduler answers. */
   inspect(request: unknown) {
-    return this.scheduler.inspect(request)
+    return answerInspection(this.scheduler, request)
   }
 
   /** The consumer's (and the router's) calls: `DurabilityJobs.serve` runs them against this object's jobs. */

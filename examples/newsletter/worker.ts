@@ -20,7 +20,8 @@ import {
   DurabilityScheduler,
   type DurableJob,
   type DurableJobState,
-  type DurableQueue
+  type DurableQueue,
+  answerInspection
 } from "durability"
 import { answer, HttpError, json } from "../http.js"
 import { FakeProvider } from "./provider.js"
@@ -97,7 +98,7 @@ export class Newsletter extends DurableObject<Env> {
 
   /** The inspector's RPC (examples/index.ts mounts it at /_durability): the scheduler answers. */
   inspect(request: unknown) {
-    return this.scheduler.inspect(request)
+    return answerInspection(this.scheduler, request)
   }
 
   override fetch(request: Request): Promise<Response> {

@@ -27,7 +27,8 @@ import {
   DurabilityScheduler,
   type DurableAlarmInfo,
   type DurableCall,
-  type DurableOperationResult
+  type DurableOperationResult,
+  answerInspection
 } from "durability"
 
 export interface Env {
@@ -280,7 +281,7 @@ export class Subscription extends DurableObject<Env> {
 
   /** The inspector's RPC (examples/index.ts mounts it at /_durability): the scheduler answers. */
   inspect(request: unknown) {
-    return this.scheduler.inspect(request)
+    return answerInspection(this.scheduler, request)
   }
 
   /** Starts (or restarts) the subscription; the first renewal is one period from now. */

@@ -9,7 +9,8 @@ import type { InvalidInputError, StorageError } from "../shared/Errors.js"
 import type { StorageService } from "../engine/StorageService.js"
 import * as ListQuery from "../engine/listQuery.js"
 import { BadRequest, NotFound } from "../inspection/errors.js"
-import * as P from "../inspection/protocol.js"
+import * as Limits from "../inspection/limits.js"
+import type * as P from "../inspection/protocol.js"
 import type { Source, SourceError } from "../inspection/source.js"
 import * as Text from "../inspection/text.js"
 import * as AlarmsTable from "./alarmsTable.js"
@@ -28,7 +29,7 @@ export const source = (storage: StorageService, calls: Calls): Source => {
 
   const page = (request: P.AlarmsQuery) =>
     Effect.gen(function*() {
-      const { after, limit } = yield* ListQuery.parse({ cursor: request.cursor, limit: request.limit }, P.DEFAULT_PAGE, P.MAX_PAGE, [])
+      const { after, limit } = yield* ListQuery.parse({ cursor: request.cursor, limit: request.limit }, Limits.DEFAULT_PAGE, Limits.MAX_PAGE, [])
       const rows = yield* AlarmsTable.page(
         storage,
         `name, status, scheduled_at, next_attempt_at, attempt, last_error_name, ${Text.messageOf("last_error")}, created_at`,

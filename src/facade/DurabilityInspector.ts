@@ -7,7 +7,7 @@
  * ```
  *
  * Each object answers through its `inspect(request)` method, which hands the request to its
- * scheduler: `inspect(request: unknown) { return this.scheduler.inspect(request) }`.
+ * scheduler: `inspect(request: unknown) { return answerInspection(this.scheduler, request) }`.
  */
 import type { DurableJobsRouter, DurableJobsShardNamespace } from "./DurabilityJobs.js"
 import type { AccessConfig } from "../inspector/auth.js"

@@ -6,9 +6,7 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
-import type { Answer } from "../inspection/protocol.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
-import * as Inspector from "../inspector/InspectorService.js"
 import * as Scheduler from "../engine/Scheduler.js"
 import * as SchedulerConfig from "../engine/SchedulerConfig.js"
 import * as DurabilityRuntime from "./DurabilityRuntime.js"
@@ -121,18 +119,6 @@ export class DurabilityScheduler {
    */
   get layer(): Layer.Layer<DurabilityRuntime.DurabilityServices> {
     return Layer.succeedContext(internals(this).runtime.services())
-  }
-
-  /**
-   * Answers an inspector's request (`durability/inspector`) about this object: delegate your object's
-   * `inspect(request)` RPC method here. Resolves with `{ ok: true, value }` or `{ ok: false, failure }`,
-   * never rejects (a rejected RPC loses its error's fields). Expose it only behind the inspector's
-   * handler, which checks who may ask.
-   */
-  inspect(request: unknown): Promise<Answer> {
-    return internals(this).runtime.run(Effect.flatMap(Inspector.make, (inspector) => inspector.answer(request))).catch(
-      (): Answer => ({ ok: false, failure: { _tag: "Unavailable", message: "The object could not start (its storage failed); try again" } })
-    )
   }
 }
 

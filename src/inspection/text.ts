@@ -5,7 +5,8 @@
  * @internal
  */
 import type { Row, SqlValue } from "../engine/StorageService.js"
-import { COUNT_CAP, MESSAGE_CHARS, type ErrorView, type JsonText } from "./protocol.js"
+import { COUNT_CAP, MESSAGE_CHARS } from "./limits.js"
+import type { ErrorView, JsonText } from "./protocol.js"
 
 // What `Json.encode` wraps every stored value in.
 const VALUE_PREFIX = "{\"kind\":\"value\",\"value\":"

@@ -61,7 +61,7 @@ const backend = (config: HttpConfig): Layer.Layer<InspectorApi.Backend> => {
           ),
           Effect.mapError(() =>
             new InspectorApi.Unavailable({
-              message: `object ${JSON.stringify(object)} did not answer (does its class have an ${config.method}(request) method that returns this.scheduler.inspect(request)?)`
+              message: `object ${JSON.stringify(object)} did not answer (does its class have an ${config.method}(request) method that returns answerInspection(this.scheduler, request)?)`
             })
           )
         )

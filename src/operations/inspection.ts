@@ -9,7 +9,8 @@ import type { DuplicateDurableCallError, InvalidInputError, StorageError } from 
 import type { StorageService } from "../engine/StorageService.js"
 import * as ListQuery from "../engine/listQuery.js"
 import { BadRequest, NotFound } from "../inspection/errors.js"
-import * as P from "../inspection/protocol.js"
+import * as Limits from "../inspection/limits.js"
+import type * as P from "../inspection/protocol.js"
 import type { Source, SourceError } from "../inspection/source.js"
 import * as Text from "../inspection/text.js"
 import * as CallsTable from "./callsTable.js"
@@ -31,11 +32,11 @@ export const source = (storage: StorageService, calls: Calls): Source => {
 
   const page = (request: P.OperationsQuery) =>
     Effect.gen(function*() {
-      const { after, limit } = yield* ListQuery.parse({ cursor: request.cursor, limit: request.limit }, P.DEFAULT_PAGE, P.MAX_PAGE, [])
+      const { after, limit } = yield* ListQuery.parse({ cursor: request.cursor, limit: request.limit }, Limits.DEFAULT_PAGE, Limits.MAX_PAGE, [])
       const rows = yield* CallsTable.page(
         storage,
         `id, operation, status, attempt, next_attempt_at, created_at, last_error_name, ${Text.messageOf("last_error")},
-           ${Text.headOf("payload", P.LIST_JSON_CHARS)}, ${Text.headOf("result", P.LIST_JSON_CHARS)}`,
+           ${Text.headOf("payload", Limits.LIST_JSON_CHARS)}, ${Text.headOf("result", Limits.LIST_JSON_CHARS)}`,
         request.status,
         after,
         limit + 1
@@ -50,8 +51,8 @@ export const source = (storage: StorageService, calls: Calls): Source => {
           attempt: Number(row.attempt),
           nextAttemptAt: status === "pending" ? Number(row.next_attempt_at) : null,
           createdAt: Number(row.created_at),
-          payload: Text.jsonOf(row, "payload", P.LIST_JSON_CHARS),
-          ...(status === "completed" ? { result: Text.jsonOf(row, "result", P.LIST_JSON_CHARS) } : {}),
+          payload: Text.jsonOf(row, "payload", Limits.LIST_JSON_CHARS),
+          ...(status === "completed" ? { result: Text.jsonOf(row, "result", Limits.LIST_JSON_CHARS) } : {}),
           ...(error === undefined ? {} : { error })
         }
       }, (last) => ListQuery.cursor(Number(last.created_at), String(last.id)))

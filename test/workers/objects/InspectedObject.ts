@@ -6,6 +6,7 @@
  */
 import { DurableObject } from "cloudflare:workers"
 import {
+  answerInspection,
   type AlarmInvocationInfo,
   Durability,
   DurabilityAlarms,
@@ -86,7 +87,7 @@ export class InspectedObject extends DurableObject {
 
   /** The inspector's entry point. */
   inspect(request: unknown) {
-    return this.scheduler.inspect(request)
+    return answerInspection(this.scheduler, request)
   }
 
   override async alarm(info?: AlarmInvocationInfo): Promise<void> {

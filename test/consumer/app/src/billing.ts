@@ -10,7 +10,8 @@ import {
   DurabilityScheduler,
   type DurableAlarmInfo,
   type DurableCall,
-  NonRetryableError
+  NonRetryableError,
+  answerInspection
 } from "durability"
 import type { Env } from "./env.js"
 
@@ -63,7 +64,7 @@ export class Billing extends DurableObject<Env> {
 
   /** The inspector's RPC (`durability/inspector`, mounted in index.ts): the scheduler answers. */
   inspect(request: unknown) {
-    return this.scheduler.inspect(request)
+    return answerInspection(this.scheduler, request)
   }
 
   override async alarm(info?: AlarmInvocationInfo): Promise<void> {
