@@ -10,8 +10,8 @@
  * scheduler: `inspect(request: unknown) { return answerInspection(this.scheduler, request) }`.
  */
 import type { DurableJobsRouter, DurableJobsShardNamespace } from "./DurabilityJobs.js"
-import type { AccessConfig } from "../inspector/auth.js"
-import { makeHandler } from "../inspector/http.js"
+import { type AccessConfig, CERTS_TIMEOUT_MS } from "../inspector/auth.js"
+import { makeHandler, misconfiguredHandler } from "../inspector/http.js"
 import * as Logging from "../engine/Logging.js"
 
 /** The part of a Durable Object namespace the inspector uses, as the jobs router does (any `DurableObjectNamespace` fits). */
@@ -172,7 +172,7 @@ const checkAccess = (access: unknown): AccessConfig | undefined => {
     teamDomain: domain.replace(/^https:\/\//, "").replace(/\/$/, "").toLowerCase(),
     audience,
     fetchCerts: (fetchCerts as AccessConfig["fetchCerts"] | undefined) ?? (async (url) => {
-      const response = await fetch(url)
+      const response = await fetch(url, { signal: AbortSignal.timeout(CERTS_TIMEOUT_MS) })
       if (!response.ok) throw new Error(`${url} answered ${response.status}`)
       return response.json()
     })
@@ -217,14 +217,50 @@ const checkOptions = (options: unknown) => {
   }
 }
 
+/** Problems already logged in this isolate: a handler built per request logs its problem once. */
+const logged = new Set<string>()
+
+/**
+ * What an anonymous caller may read of a refused option: the rule, not the value given (a token's length,
+ * an object's name).
+ */
+const publicProblem = (message: string): string => message.replace(/, got [\s\S]*$/, "").replace(/ repeats [\s\S]*$/, " repeats a name")
+
+/** The prefix to answer under when the options were refused: the one given when it is valid, else the default. */
+const prefixOf = (options: unknown): string => {
+  try {
+    return checkPrefix(isObject(options) ? options["prefix"] : undefined)
+  } catch {
+    return "/_durability"
+  }
+}
+
 /** The inspector's web page and admin API, to mount in a Worker's `fetch`. */
 export const DurabilityInspector = {
   /**
    * A `fetch` handler for the inspector: resolves `undefined` for URLs outside `prefix` (your own
    * routes go on), else the page or the API's answer. Off (403 on the API) until `token` or
    * `access` is given. Build it once (e.g. at module scope, or once per `env`), not per request.
+   *
+   * It never throws: options it refuses (a token too short, an unknown option, …) turn the inspector off
+   * instead, every URL under its prefix answering 503 `Misconfigured` with the rule that was broken, and
+   * the whole problem logged once (`durability.inspector.misconfigured`); the Worker's other routes go on.
    */
   handler(options: DurabilityInspectorOptions): DurabilityInspectorHandler {
-    return makeHandler(checkOptions(options))
+    try {
+      return makeHandler(checkOptions(options))
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error)
+      const sink = isObject(options) && typeof options["log"] === "function" ? options["log"] as Logging.Sink : Logging.consoleSink
+      if (!logged.has(message)) {
+        logged.add(message)
+        try {
+          sink({ level: "ERROR", event: "durability.inspector.misconfigured", message: `durability inspector is off: ${message}` })
+        } catch {
+          // A broken sink must not take the Worker down either.
+        }
+      }
+      return misconfiguredHandler(prefixOf(options), publicProblem(message))
+    }
   }
 } as const

@@ -27,6 +27,10 @@ export interface AuthConfig {
 /** Keys are kept this long; a JWT naming an unknown key refetches at most once per `REFETCH_MS`. */
 const KEYS_TTL_MS = 60 * 60 * 1000
 const REFETCH_MS = 30 * 1000
+/** After failed fetches the next waits `REFETCH_MS`, doubling, up to this. */
+const MAX_BACKOFF_MS = 5 * 60 * 1000
+/** A certs fetch that has not answered by then counts as failed. */
+export const CERTS_TIMEOUT_MS = 5_000
 /** Clock skew tolerated on `exp` and `nbf`. */
 const SKEW_S = 60
 
@@ -64,9 +68,14 @@ const isRecord = (value: unknown): value is Record<string, unknown> =>
 export class AccessVerifier {
   readonly #config: AccessConfig
   readonly #issuer: string
-  // Only settled values are kept: an in-flight fetch belongs to the request that started it.
+  // Only settled values are kept: an in-flight fetch belongs to the request that started it (a promise of
+  // one request's I/O is not awaited by another), so while one runs other requests use the keys there are.
   #keys = new Map<string, CryptoKey>()
   #fetchedAt = Number.NEGATIVE_INFINITY
+  /** When the last fetch started, whatever came of it: anonymous JWTs naming random keys cannot make more. */
+  #attemptedAt = Number.NEGATIVE_INFINITY
+  #fetching = false
+  #failures = 0
 
   constructor(config: AccessConfig) {
     this.#config = config
@@ -78,7 +87,11 @@ export class AccessVerifier {
   }
 
   async #refresh(now: number): Promise<void> {
-    const document = await this.#config.fetchCerts(this.certsUrl)
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${this.certsUrl} did not answer within ${CERTS_TIMEOUT_MS} ms`)), CERTS_TIMEOUT_MS)
+    })
+    const document = await Promise.race([this.#config.fetchCerts(this.certsUrl), timeout]).finally(() => clearTimeout(timer))
     const jwks = isRecord(document) && Array.isArray(document["keys"]) ? document["keys"] : []
     const keys = new Map<string, CryptoKey>()
     for (const jwk of jwks) {
@@ -98,13 +111,24 @@ export class AccessVerifier {
 
   async #key(kid: string, now: number): Promise<CryptoKey | undefined> {
     const stale = now - this.#fetchedAt > KEYS_TTL_MS
-    if (stale || (!this.#keys.has(kid) && now - this.#fetchedAt > REFETCH_MS)) {
+    const wait = this.#failures === 0 ? REFETCH_MS : Math.min(REFETCH_MS * 2 ** (this.#failures - 1), MAX_BACKOFF_MS)
+    // The first fetch goes at once; any other waits its turn, failed or not. One fetch at a time.
+    const due = this.#attemptedAt === Number.NEGATIVE_INFINITY || now - this.#attemptedAt > wait
+    if ((stale || !this.#keys.has(kid)) && due && !this.#fetching) {
+      this.#fetching = true
+      this.#attemptedAt = now
       try {
         await this.#refresh(now)
+        this.#failures = 0
       } catch (error) {
+        this.#failures++
         // Keys fetched before still verify while Access is unreachable.
         if (!this.#keys.has(kid)) throw error
+      } finally {
+        this.#fetching = false
       }
+    } else if (!this.#keys.has(kid) && this.#fetchedAt === Number.NEGATIVE_INFINITY) {
+      throw new Error("the team's signing keys are not fetched yet")
     }
     return this.#keys.get(kid)
   }

@@ -18,6 +18,25 @@ import * as P from "../inspection/protocol.js"
 
 /** Request bodies (actions) are at most this many bytes. */
 export const MAX_BODY_BYTES = 16 * 1024
+/** Arrays and objects nest at most this deep in an action's body (no action's body nests more than 2). */
+export const MAX_BODY_DEPTH = 32
+
+/** How deep `text`'s arrays and objects nest (JSON already parsed: brackets inside strings are skipped). */
+const depthOf = (text: string): number => {
+  let depth = 0
+  let deepest = 0
+  let inString = false
+  for (let i = 0; i < text.length; i++) {
+    const char = text.charCodeAt(i)
+    if (inString) {
+      if (char === 92) i++ // a backslash escapes the next character
+      else if (char === 34) inString = false
+    } else if (char === 34) inString = true
+    else if (char === 91 || char === 123) deepest = Math.max(deepest, ++depth)
+    else if (char === 93 || char === 125) depth--
+  }
+  return deepest
+}
 
 export const PAGE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
   "connect-src 'self'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'"
@@ -72,6 +91,8 @@ const backend = (config: HttpConfig): Layer.Layer<InspectorApi.Backend> => {
 }
 
 const baseHeaders = (headers: Headers) => {
+  // Browsers take it over HTTPS only; without includeSubDomains it binds no host but the Worker's.
+  headers.set("Strict-Transport-Security", "max-age=31536000")
   headers.set("Cache-Control", "no-store")
   headers.set("X-Content-Type-Options", "nosniff")
   headers.set("Referrer-Policy", "no-referrer")
@@ -97,6 +118,22 @@ const asset = (entry: { readonly body: string; readonly type: string }, head: bo
   const headers = new Headers({ "Content-Type": entry.type, "Content-Security-Policy": PAGE_CSP })
   baseHeaders(headers)
   return new Response(head ? null : entry.body, { status: 200, headers })
+}
+
+const API_METHODS = ["GET", "HEAD", "POST"]
+
+/**
+ * Why an action comes from another site, if it does. The JSON content type already needs a CORS
+ * preflight no one answers; under Cloudflare Access the credential is an ambient cookie, so a browser's
+ * own word on where the request comes from is checked too. Clients that are not browsers send neither
+ * header and are judged by their credentials alone.
+ */
+const crossSiteProblem = (request: Request, url: URL): string | undefined => {
+  const site = request.headers.get("Sec-Fetch-Site")
+  if (site !== null && site !== "same-origin" && site !== "none") return `actions are taken from the inspector's own page only (Sec-Fetch-Site: ${site.slice(0, 20)})`
+  const origin = request.headers.get("Origin")
+  if (origin !== null && origin !== url.origin) return "actions are taken from the inspector's own page only (another Origin)"
+  return undefined
 }
 
 type Verdict = InspectorApi.BadRequest | InspectorApi.PayloadTooLarge | InspectorApi.UnsupportedMediaType
@@ -154,7 +191,27 @@ const readBody = async (request: Request): Promise<{ readonly text: string } | {
   } catch {
     return { verdict: new InspectorApi.BadRequest({ message: "the request body is not valid JSON" }) }
   }
+  // Refused before decoding: describing a decode failure 8 000 levels deep overflowed the stack (a 500).
+  if (depthOf(text) > MAX_BODY_DEPTH) {
+    return { verdict: new InspectorApi.BadRequest({ message: `the request body nests deeper than ${MAX_BODY_DEPTH} levels` }) }
+  }
   return { text }
+}
+
+/**
+ * The handler of an inspector whose options were refused: every URL under `prefix` answers 503 naming the
+ * problem, and the Worker's own routes go on (`undefined`). A misconfigured inspector must never take the
+ * Worker down, as a `TypeError` thrown from its `fetch` would.
+ */
+export const misconfiguredHandler = (prefix: string, problem: string) => async (request: Request): Promise<Response | undefined> => {
+  let url: URL
+  try {
+    url = new URL(request.url)
+  } catch {
+    return undefined
+  }
+  if (url.pathname !== prefix && !url.pathname.startsWith(`${prefix}/`)) return undefined
+  return failure(503, "Misconfigured", `the inspector is off: its options were refused (${problem}); the Worker's log has the details`)
 }
 
 /**
@@ -180,9 +237,16 @@ export const makeHandler = (config: HttpConfig): (request: Request) => Promise<R
   const api = async (request: Request, url: URL, rest: string): Promise<Response> => {
     const target = new URL(url)
     target.pathname = rest
+    if (!API_METHODS.includes(request.method)) {
+      return failure(405, "MethodNotAllowed", `${request.method.slice(0, 20)} is not allowed here (GET for reads, POST for actions)`, {
+        Allow: API_METHODS.join(", ")
+      })
+    }
     let verdict: Verdict | undefined
     let body: string | null = null
-    if (request.method !== "GET" && request.method !== "HEAD") {
+    if (request.method === "POST") {
+      const crossSite = crossSiteProblem(request, url)
+      if (crossSite !== undefined) return failure(403, "Forbidden", crossSite)
       const read = await readBody(request)
       if ("verdict" in read) verdict = read.verdict
       else body = read.text

@@ -4,7 +4,9 @@
  * `WWW-Authenticate`), Cloudflare Access JWTs signed by a key made here (RS256; bad signature,
  * expired, wrong audience or issuer, unknown key → 401), read-only (actions 403), the POST-only JSON
  * rule (415, 400), the body bound (413), the security headers, the page's CSP, URLs outside the
- * prefix (undefined), option checks (TypeError), and an object that throws (503, nothing leaked).
+ * prefix (undefined), refused options (the inspector off, 503 under its prefix, never a throw), cross-site
+ * actions and other methods (403, 405), deeply nested bodies (400), the certs fetch bounded (one at a time,
+ * backoff, timeout), and an object that throws (503, nothing leaked).
  * The objects here are stand-ins answering from memory; inspector.api.test.ts uses a real one.
  */
 import { DurabilityInspector } from "durability/inspector"
@@ -158,12 +160,13 @@ describe("inspector auth: bearer token", () => {
     }
   })
 
-  it("sets no cookie and marks every response no-store and nosniff", async () => {
+  it("sets no cookie and marks every response no-store, nosniff and HSTS", async () => {
     for (const request of [get("/_durability/api/objects", bearer), get("/_durability/api/objects"), get("/_durability/"), get("/_durability/app.js")]) {
       const response = await send(handler, request)
       expect(response.headers.get("Set-Cookie")).toBeNull()
       expect(response.headers.get("Cache-Control")).toBe("no-store")
       expect(response.headers.get("X-Content-Type-Options")).toBe("nosniff")
+      expect(response.headers.get("Strict-Transport-Security")).toBe("max-age=31536000")
     }
   })
 })
@@ -237,6 +240,39 @@ describe("inspector auth: actions", () => {
     const streamed = new Request(`${BASE}${path}`, { method: "POST", headers: { ...bearer, "Content-Type": "application/json" }, body: stream })
     expect((await send(handler, streamed)).status).toBe(413)
   })
+
+  it("refuses a body nested deeper than 32 levels with 400 before decoding it (8 000 levels used to answer 500)", async () => {
+    const handler = DurabilityInspector.handler({ objects, token: TOKEN })
+    const before = received.get("main")?.length ?? 0
+    const deep = `${"[".repeat(8_000)}${"]".repeat(8_000)}`
+    const response = await send(handler, post("/_durability/api/objects/main/queues/work/jobs/j1/cancel", deep, bearer))
+    expect(response).toMatchObject({ status: 400, body: { _tag: "BadRequest", message: "the request body nests deeper than 32 levels" } })
+    // Brackets inside a string are not nesting.
+    const quoted = JSON.stringify({ reason: "[".repeat(1_000) })
+    expect((await send(handler, post("/_durability/api/objects/main/queues/work/jobs/j1/cancel", quoted, bearer))).status).toBe(200)
+    expect(received.get("main")?.length ?? 0).toBe(before + 1)
+  })
+
+  it("refuses actions another site's page sends (Origin, Sec-Fetch-Site), and other methods with 405", async () => {
+    const handler = DurabilityInspector.handler({ objects, token: TOKEN })
+    const path = "/_durability/api/objects/main/queues/work/pause"
+    const before = received.get("main")?.length ?? 0
+    for (const headers of [{ Origin: "https://evil.test" }, { "Sec-Fetch-Site": "cross-site" }, { "Sec-Fetch-Site": "same-site" }]) {
+      const response = await send(handler, post(path, "{}", { ...bearer, ...headers }))
+      expect(response.status, JSON.stringify(headers)).toBe(403)
+      expect(response.body).toEqual({ _tag: "Forbidden", message: expect.stringContaining("the inspector's own page only") })
+    }
+    expect(received.get("main")?.length ?? 0).toBe(before)
+    // The page's own requests, and clients that are not browsers.
+    for (const headers of [{ Origin: BASE, "Sec-Fetch-Site": "same-origin" }, {}]) {
+      expect((await send(handler, post(path, "{}", { ...bearer, ...headers }))).status, JSON.stringify(headers)).toBe(200)
+    }
+    for (const method of ["DELETE", "PUT", "PATCH"]) {
+      const response = await send(handler, new Request(`${BASE}${path}`, { method, headers: { ...bearer, "Content-Type": "application/json" }, body: "{}" }))
+      expect(response.status, method).toBe(405)
+      expect(response.headers.get("Allow")).toBe("GET, HEAD, POST")
+    }
+  })
 })
 
 describe("inspector auth: Cloudflare Access", () => {
@@ -304,6 +340,47 @@ describe("inspector auth: Cloudflare Access", () => {
     const refused = await send(accessOnly, get("/_durability/api/objects", bearer))
     expect(refused.body).toEqual({ _tag: "Unauthorized", message: expect.stringContaining("bearer tokens are not accepted here") })
   })
+
+  it("fetches the certs once for 50 concurrent JWTs naming random keys, and once while the certs endpoint fails", async () => {
+    const { asked, fetched, key } = await setup()
+    const attacker = await makeKey("attacker")
+    const forged = await Promise.all(Array.from({ length: 50 }, (_, i) => sign({ ...attacker, kid: `random-${i}` }, validClaims())))
+    const answers = await Promise.all(forged.map(asked))
+    expect(answers.map((answer) => answer.status)).toEqual(forged.map(() => 401))
+    expect(fetched).toHaveLength(1)
+    // The real key was in that one fetch: valid JWTs go on without another.
+    expect((await asked(await sign(key, validClaims()))).status).toBe(200)
+    expect(fetched).toHaveLength(1)
+
+    let failing = 0
+    const down = DurabilityInspector.handler({
+      objects,
+      access: {
+        teamDomain: TEAM,
+        audience: AUD,
+        fetchCerts: () => {
+          failing++
+          return Promise.reject(new Error("certs endpoint down"))
+        }
+      }
+    })
+    for (let i = 0; i < 5; i++) {
+      const response = await send(down, get("/_durability/api/objects", { "Cf-Access-Jwt-Assertion": await sign(key, validClaims()) }))
+      expect(response.status).toBe(401)
+    }
+    // The first failed; the next waits its backoff (30 s, doubling) instead of fetching per request.
+    expect(failing).toBe(1)
+  })
+
+  it("gives up on a certs fetch that does not answer within 5 s: 401, not a request that hangs", async () => {
+    const key = await makeKey("key-1")
+    const handler = DurabilityInspector.handler({
+      objects,
+      access: { teamDomain: TEAM, audience: AUD, fetchCerts: () => new Promise<never>(() => {}) }
+    })
+    const response = await send(handler, get("/_durability/api/objects", { "Cf-Access-Jwt-Assertion": await sign(key, validClaims()) }))
+    expect(response).toMatchObject({ status: 401, body: { _tag: "Unauthorized", message: expect.stringContaining("could not be fetched") } })
+  })
 })
 
 describe("inspector auth: failures leak nothing", () => {
@@ -349,7 +426,7 @@ describe("inspector auth: the objects' method", () => {
 })
 
 describe("inspector auth: options", () => {
-  it("refuses bad options with a TypeError naming the option", () => {
+  it("turns itself off for bad options: 503 naming the rule under its prefix, the Worker's routes untouched, one log line", async () => {
     const cases: ReadonlyArray<[unknown, RegExp]> = [
       [undefined, /needs an options object/],
       [{ objects, tokn: TOKEN }, /no option "tokn"/],
@@ -371,8 +448,28 @@ describe("inspector auth: options", () => {
       [{ objects, token: TOKEN, method: "" }, /method must be/]
     ]
     for (const [options, message] of cases) {
-      expect(() => DurabilityInspector.handler(options as never), String(message)).toThrow(TypeError)
-      expect(() => DurabilityInspector.handler(options as never)).toThrow(message)
+      const lines: Array<Readonly<Record<string, unknown>>> = []
+      const withLog = typeof options === "object" && options !== null ? { ...options, log: (line: Readonly<Record<string, unknown>>) => void lines.push(line) } : options
+      // Built twice, as a handler built inside `fetch` is: it never throws, and logs its problem once.
+      for (let i = 0; i < 2; i++) {
+        const handler = DurabilityInspector.handler(withLog as never)
+        const response = await send(handler, get("/_durability/api/objects", bearer))
+        expect(response.status, String(message)).toBe(503)
+        expect(response.body).toEqual({ _tag: "Misconfigured", message: expect.stringContaining("the inspector is off: its options were refused") })
+        // The value given stays out of the answer (a token's length, an object's name).
+        expect(String((response.body as { message: string }).message)).not.toMatch(/, got |"x:a"/)
+        expect((await send(handler, get("/_durability/"))).status).toBe(503)
+        expect(await handler(get("/my/own/route"))).toBeUndefined()
+      }
+      if (withLog !== undefined) {
+        expect(lines, String(message)).toEqual([
+          expect.objectContaining({ level: "ERROR", event: "durability.inspector.misconfigured", message: expect.stringMatching(message) })
+        ])
+      }
     }
+    // A valid prefix is kept for the answer; the default is used when the prefix itself is refused.
+    const custom = DurabilityInspector.handler({ objects, token: "short", prefix: "/admin/jobs" } as never)
+    expect((await send(custom, get("/admin/jobs/api/objects"))).status).toBe(503)
+    expect(await custom(get("/_durability/api/objects"))).toBeUndefined()
   })
 })
