@@ -82,7 +82,7 @@ export const handlerMapProblem = (
     return problem(field, `${field} must be keyed by strings (a symbol-keyed handler could never be called)`)
   }
   for (const [name, entry] of Object.entries(handlers)) {
-    const badName = Validate.keyProblem("name", name)
+    const badName = Validate.newKeyProblem("name", name)
     if (badName !== undefined) {
       return problem(field, `The ${field === "handlers" ? "handler" : "queue"} name ${JSON.stringify(name.slice(0, 40))} is invalid: ${badName}`)
     }

@@ -128,8 +128,8 @@ const checkSource = (source: unknown, field: string, targets: Map<string, Target
     names = given
   }
   for (const [index, name] of names.entries()) {
-    if (typeof name !== "string" || name.length === 0 || name.length > 256) {
-      throw new TypeError(`${field}.names[${index}] must be a name of 1 to 256 characters, got ${shown(name)}`)
+    if (typeof name !== "string" || name.length === 0 || name.length > 256 || name === "." || name === "..") {
+      throw new TypeError(`${field}.names[${index}] must be a name of 1 to 256 characters, not "." or ".." (a URL cannot address them), got ${shown(name)}`)
     }
     const listed = label === undefined ? name : `${label}:${name}`
     if (targets.has(listed)) throw new TypeError(`${field}.names[${index}] repeats ${shown(listed)} (listed names must be unique)`)

@@ -5,6 +5,7 @@
  * @internal
  */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServer from "@effect/platform/HttpServer"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -123,6 +124,12 @@ const asset = (entry: { readonly body: string; readonly type: string }, head: bo
 const API_METHODS = ["GET", "HEAD", "POST"]
 
 /**
+ * The router's longest path parameter, as sent (percent-encoded: up to 12 characters a character). Its
+ * default, 100, made an id over 100 characters unreachable although ids may have 512 and names 256.
+ */
+const ROUTER_CONFIG = HttpRouter.setRouterConfig({ maxParamLength: 12 * 512 })
+
+/**
  * Why an action comes from another site, if it does. The JSON content type already needs a CORS
  * preflight no one answers; under Cloudflare Access the credential is an ambient cookie, so a browser's
  * own word on where the request comes from is checked too. Clients that are not browsers send neither
@@ -227,7 +234,7 @@ export const makeHandler = (config: HttpConfig): (request: Request) => Promise<R
     }
   }
   const web = HttpApiBuilder.toWebHandler(
-    Layer.mergeAll(InspectorApi.layer, HttpServer.layerContext).pipe(
+    Layer.mergeAll(InspectorApi.layer, HttpServer.layerContext, ROUTER_CONFIG).pipe(
       Layer.provide(InspectorApi.authorization(makeAuthorize(config))),
       Layer.provide(backend(config)),
       Layer.provide(Logging.layer(config.log))

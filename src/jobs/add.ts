@@ -83,7 +83,7 @@ export const prepare = (
       return yield* invalid(prefix.replace(/\.$/, "") || "options", "type", `${prefix || "options "}must be an object, got ${Validate.shown(options)}`)
     }
     const given = options.id !== undefined
-    const id = given ? yield* Validate.key(`${prefix}id`, options.id) : crypto.randomUUID()
+    const id = given ? yield* Validate.newKey(`${prefix}id`, options.id) : crypto.randomUUID()
     const encoded = yield* Effect.mapError(
       queue.definition.payload.encode(options.payload as never),
       (error) => invalid(`${prefix}payload`, "type", describeParseError(`${prefix}payload`, error))

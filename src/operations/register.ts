@@ -53,7 +53,7 @@ const prepare = Effect.fnUntraced(function*(parts: Parts, operation: string, cal
       message: `${field} must be { id, payload }, got ${Validate.shown(call)}`
     })
   }
-  const id = yield* Validate.key(fieldOf("id"), call.id)
+  const id = yield* Validate.newKey(fieldOf("id"), call.id)
   const payloadField = fieldOf("payload")
   const encoded = yield* Effect.mapError(
     parts.definitionOf(operation)!.payload.encode(call.payload as never),

@@ -9,6 +9,7 @@ import * as Either from "effect/Either"
 import { InvalidInputError } from "../shared/Errors.js"
 import * as Codec from "../shared/codec.js"
 import * as Json from "../shared/json.js"
+import * as Validate from "../shared/validate.js"
 import * as Options from "./options.js"
 import * as Plan from "./plan.js"
 import { checked, invalidInput, type Parts, readRow } from "./read.js"
@@ -34,6 +35,7 @@ export const upsert = (
   given?: Options.UpsertOptions<unknown>
 ) =>
   Effect.gen(function*() {
+    yield* Validate.newKey("key", key)
     const target = yield* checked(parts, name, key)
     const spec = yield* Either.match(Timing.parse("timing", timingInput), { onLeft: Effect.fail, onRight: Effect.succeed })
     const resolved = yield* Options.resolve(given)

@@ -38,6 +38,25 @@ export const keyProblem = (field: string, value: unknown): string | undefined =>
     ? `${field} must be well-formed Unicode (it contains a lone surrogate, which storage would not read back as written)`
     : undefined
 
+/**
+ * Why `value` cannot be the key of something new, or undefined: a key, and not "." or "..", which a URL
+ * path cannot hold (its dot segments are removed, `%2e` too), so no inspector route could address them.
+ * Checked where keys are created only: a key stored before stays readable.
+ */
+export const newKeyProblem = (field: string, value: unknown): string | undefined =>
+  keyProblem(field, value) ??
+    (value === "." || value === ".."
+      ? `${field} cannot be "." or "..": a URL cannot address them (the inspector could not reach it)`
+      : undefined)
+
+/** `key` for a key being created (see `newKeyProblem`). */
+export const newKey = (field: string, value: unknown): Effect.Effect<string, InvalidInputError> => {
+  const problem = newKeyProblem(field, value)
+  return problem === undefined
+    ? Effect.succeed(value as string)
+    : Effect.fail(new InvalidInputError({ field, kind: "type", message: problem }))
+}
+
 export const key = (field: string, value: unknown): Effect.Effect<string, InvalidInputError> => {
   const problem = keyProblem(field, value)
   return problem === undefined

@@ -383,6 +383,26 @@ describe("inspector auth: Cloudflare Access", () => {
   })
 })
 
+describe("inspector auth: long names and ids", () => {
+  it("reaches an object named with 256 characters and a job id of 512 (the router stopped at 100)", async () => {
+    const longName = "n".repeat(200) + "é".repeat(56)
+    const handler = DurabilityInspector.handler({ objects: { namespace, names: [longName] }, token: TOKEN })
+    const id = "j".repeat(256) + "✓".repeat(256)
+    const path = `/_durability/api/objects/${encodeURIComponent(longName)}/queues/work/jobs/${encodeURIComponent(id)}/retry`
+    const response = await send(handler, post(path, "{}", bearer))
+    expect(response).toMatchObject({ status: 200, body: { changed: 1 } })
+    expect(received.get(longName)?.at(-1)).toEqual({ _tag: "RetryJob", queue: "work", id })
+  })
+
+  it("refuses \".\" and \"..\" as object names, which a URL cannot address", () => {
+    for (const name of [".", ".."]) {
+      const lines: Array<unknown> = []
+      DurabilityInspector.handler({ objects: { namespace, names: [name] }, token: TOKEN, log: (line) => void lines.push(line) })
+      expect(lines).toEqual([expect.objectContaining({ event: "durability.inspector.misconfigured", message: expect.stringContaining('not "." or ".."') })])
+    }
+  })
+})
+
 describe("inspector auth: failures leak nothing", () => {
   const logged: Array<Readonly<Record<string, unknown>>> = []
   const handler = DurabilityInspector.handler({ objects, token: TOKEN, log: (entry) => void logged.push(entry) })
