@@ -1,10 +1,13 @@
 #!/usr/bin/env node
 // `npm start`: `wrangler dev` serving every example (examples/index.ts) on http://127.0.0.1:8787, with the
 // inspector at /_durability/ behind a development token made for this run (or INSPECTOR_TOKEN from the
-// environment). The token reaches the Worker as the var INSPECTOR_TOKEN; without it the inspector is off.
+// environment). The token reaches the Worker as INSPECTOR_TOKEN through an env file readable by this user
+// only (never on wrangler's command line, where `ps` would show it); without it the inspector is off.
 // Extra arguments go to `wrangler dev` (an --ip or --port given there replaces the default).
 import { spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
 
@@ -37,13 +40,17 @@ console.log([
 ].join("\n"))
 
 const wrangler = join(dirname(createRequire(import.meta.url).resolve("wrangler/package.json")), "bin", "wrangler.js")
+const secrets = mkdtempSync(join(tmpdir(), "durability-start-"))
+const envFile = join(secrets, ".env")
+writeFileSync(envFile, `INSPECTOR_TOKEN=${token}\n`, { mode: 0o600 })
+process.on("exit", () => rmSync(secrets, { recursive: true, force: true }))
 const child = spawn(process.execPath, [
   wrangler,
   "dev",
   ...(ip.given ? [] : ["--ip", ip.value]),
   ...(port.given ? [] : ["--port", port.value]),
-  "--var",
-  `INSPECTOR_TOKEN:${token}`,
+  "--env-file",
+  envFile,
   ...args
 ], { stdio: "inherit" })
 

@@ -236,7 +236,24 @@ export const layerDurableObject = (
   options: SchedulerConfig.SchedulerOptions = {}
 ): Layer.Layer<Services, InvalidOptionError> =>
   // A bad `log` is reported by the config layer, which fails to build.
-  overDurableObject(layer, ctx, SchedulerConfig.layer(options), typeof options === "object" && options !== null ? options.log : undefined)
+  overDurableObject(
+    layer,
+    ctx,
+    SchedulerConfig.layer(withObjectId(ctx, options)),
+    typeof options === "object" && options !== null ? options.log : undefined
+  )
+
+/** The object's id (`ctx.id`) as the scheduler's `objectId` unless one is given: metrics and the inspector show it. */
+const withObjectId = (ctx: DurabilityContext, options: SchedulerConfig.SchedulerOptions): SchedulerConfig.SchedulerOptions => {
+  if (typeof options !== "object" || options === null || options.objectId !== undefined) return options
+  let id: string | undefined
+  try {
+    id = ctx.id?.toString()
+  } catch {
+    // A context whose id cannot be read (a test double) has none.
+  }
+  return id === undefined ? options : { ...options, objectId: id }
+}
 
 /** `layerDurableObject` with settings already resolved (by a facade's constructor): checked once, not twice. */
 export const layerDurableObjectResolved = (

@@ -3,7 +3,10 @@
  * receives when a call fails, and the work of both faces driven by the one alarm.
  */
 import { env, runInDurableObject } from "cloudflare:test"
+import { ManagedRuntime } from "effect"
 import { expect, it } from "vitest"
+import * as Scheduler from "../../src/engine/Scheduler.js"
+import * as SchedulerConfig from "../../src/engine/SchedulerConfig.js"
 import { DuplicateDurableCallError, reviveError } from "../../src/index.js"
 import { FacesObject } from "./objects/FacesObject.js"
 import { IDLE, isIdle } from "./objects/idle.js"
@@ -82,4 +85,19 @@ it("promise-face operations and Effect-face named alarms (with a payload) share 
   expect([...ledger].sort()).toEqual([`cleanup ${cleanupAt} {"bucket":"thumbs"}`, "resize later"])
   expect(await stub.result("later")).toEqual({ status: "completed", result: { width: 320 } })
   expect(await waitFor(() => stub.idle(), isIdle)).toEqual(IDLE)
+})
+
+it("an Effect-face scheduler (Scheduler.layerDurableObject) names its object by ctx.id, as the promise face does", async () => {
+  const stub = env.STORAGE_OBJECT.get(env.STORAGE_OBJECT.newUniqueId())
+  await runInDurableObject(stub, async (_instance, state) => {
+    const runtime = ManagedRuntime.make(Scheduler.layerDurableObject(state))
+    try {
+      expect((await runtime.runPromise(SchedulerConfig.SchedulerConfig)).objectId).toBe(state.id.toString())
+      const named = ManagedRuntime.make(Scheduler.layerDurableObject(state, { objectId: "tenant-7" }))
+      expect((await named.runPromise(SchedulerConfig.SchedulerConfig)).objectId).toBe("tenant-7")
+      await named.dispose()
+    } finally {
+      await runtime.dispose()
+    }
+  })
 })
