@@ -12,6 +12,7 @@ export type {
   DurabilityInspectorNamespace,
   DurabilityInspectorObjects,
   DurabilityInspectorOptions,
+  DurabilityInspectorResolver,
   DurabilityInspectorSource
 } from "./facade/DurabilityInspector.js"
 export * as InspectorApi from "./inspector/InspectorApi.js"

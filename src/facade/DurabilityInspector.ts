@@ -25,6 +25,23 @@ export type DurabilityInspectorSource =
   | { readonly namespace: DurabilityInspectorNamespace; readonly names: ReadonlyArray<string>; readonly label?: string | undefined }
   /** A `DurabilityJobs.router(...)` result: its shards `${name}:${i}`. */
   | { readonly router: Pick<DurableJobsRouter, "shards">; readonly label?: string | undefined }
+  | DurabilityInspectorResolver
+
+/**
+ * Objects found by name, for designs with an object per user or tenant: `resolve` turns the name in the
+ * URL into the object's stub (`(name) => env.USERS.get(env.USERS.idFromName(name))`), or `undefined` to
+ * refuse it; the inspector reaches only what it returns. `list`, optional, names the objects the page
+ * lists (the page opens any other by name). With a `label`, names are `${label}:${name}` and `resolve`
+ * gets the part after the label.
+ */
+export interface DurabilityInspectorResolver {
+  /** The stub of the object named `name` (the part after the label), or `undefined` to refuse the name. */
+  readonly resolve: (name: string) => unknown
+  /** The names the page lists (at most 10 000 in all sources); others are opened by name. */
+  readonly list?: (() => Iterable<string> | Promise<Iterable<string>>) | undefined
+  /** Names are `${label}:${name}` when given. */
+  readonly label?: string | undefined
+}
 
 /** Which objects the inspector shows: one source, or several (their listed names must not collide). */
 export type DurabilityInspectorObjects = DurabilityInspectorSource | ReadonlyArray<DurabilityInspectorSource>
@@ -106,11 +123,31 @@ interface Target {
   readonly name: string
 }
 
-const checkSource = (source: unknown, field: string, targets: Map<string, Target>): void => {
-  if (!isObject(source)) throw new TypeError(`${field} must be { namespace, names } or { router }, got ${shown(source)}`)
+interface Resolver {
+  readonly label: string | undefined
+  readonly resolve: (name: string) => unknown
+  readonly list: (() => Iterable<string> | Promise<Iterable<string>>) | undefined
+}
+
+const isReachableName = (name: unknown): name is string =>
+  typeof name === "string" && name.length > 0 && name.length <= 256 && name !== "." && name !== ".."
+
+const checkSource = (source: unknown, field: string, targets: Map<string, Target>, resolvers: Array<Resolver>): void => {
+  if (!isObject(source)) throw new TypeError(`${field} must be { namespace, names }, { router } or { resolve }, got ${shown(source)}`)
   const label = source["label"]
   if (label !== undefined && (typeof label !== "string" || !/^[A-Za-z0-9._~-]{1,64}$/.test(label))) {
     throw new TypeError(`${field}.label must be 1 to 64 letters, digits or . _ ~ -, got ${shown(label)}`)
+  }
+  if ("resolve" in source) {
+    const { list, resolve } = source
+    if (typeof resolve !== "function") throw new TypeError(`${field}.resolve must be a function from a name to a stub, got ${shown(resolve)}`)
+    if (list !== undefined && typeof list !== "function") throw new TypeError(`${field}.list must be a function, got ${shown(list)}`)
+    resolvers.push({
+      label: label as string | undefined,
+      resolve: resolve as Resolver["resolve"],
+      list: list as Resolver["list"]
+    })
+    return
   }
   let namespace: DurabilityInspectorNamespace
   let names: ReadonlyArray<unknown>
@@ -128,7 +165,7 @@ const checkSource = (source: unknown, field: string, targets: Map<string, Target
     names = given
   }
   for (const [index, name] of names.entries()) {
-    if (typeof name !== "string" || name.length === 0 || name.length > 256 || name === "." || name === "..") {
+    if (!isReachableName(name)) {
       throw new TypeError(`${field}.names[${index}] must be a name of 1 to 256 characters, not "." or ".." (a URL cannot address them), got ${shown(name)}`)
     }
     const listed = label === undefined ? name : `${label}:${name}`
@@ -137,17 +174,49 @@ const checkSource = (source: unknown, field: string, targets: Map<string, Target
   }
 }
 
-/** The listed names, each with the namespace and name of its object. */
-const checkObjects = (objects: unknown): ReadonlyMap<string, Target> => {
+/** The listed names, each with the namespace and name of its object, and the resolvers in order. */
+const checkObjects = (objects: unknown) => {
   const targets = new Map<string, Target>()
+  const resolvers: Array<Resolver> = []
   if (Array.isArray(objects)) {
     if (objects.length === 0) throw new TypeError("objects must not be an empty array")
-    objects.forEach((source, index) => checkSource(source, `objects[${index}]`, targets))
+    objects.forEach((source, index) => checkSource(source, `objects[${index}]`, targets, resolvers))
   } else {
-    checkSource(objects, "objects", targets)
+    checkSource(objects, "objects", targets, resolvers)
   }
   if (targets.size > MAX_OBJECTS) throw new TypeError(`objects lists ${targets.size} objects; at most ${MAX_OBJECTS}`)
-  return targets
+  return { targets, resolvers }
+}
+
+/** The stub of `listed`: a listed object's, else the first resolver's that answers for it. */
+const stubOf = (targets: ReadonlyMap<string, Target>, resolvers: ReadonlyArray<Resolver>) => (listed: string): unknown => {
+  const target = targets.get(listed)
+  if (target !== undefined) {
+    const namespace = target.namespace as unknown as { idFromName(name: string): unknown; get(id: unknown): unknown }
+    return namespace.get(namespace.idFromName(target.name))
+  }
+  for (const resolver of resolvers) {
+    const name = resolver.label === undefined
+      ? listed
+      : listed.startsWith(`${resolver.label}:`) ? listed.slice(resolver.label.length + 1) : undefined
+    if (name === undefined || !isReachableName(name)) continue
+    const stub = resolver.resolve(name)
+    if (stub !== undefined && stub !== null) return stub
+  }
+  return undefined
+}
+
+/** The names the page lists: the listed objects, then each resolver's listing (at most `MAX_OBJECTS` in all). */
+const listNames = (targets: ReadonlyMap<string, Target>, resolvers: ReadonlyArray<Resolver>) => async (): Promise<ReadonlyArray<string>> => {
+  const names = new Set(targets.keys())
+  for (const resolver of resolvers) {
+    if (resolver.list === undefined) continue
+    for (const name of await resolver.list()) {
+      if (names.size >= MAX_OBJECTS) return [...names]
+      if (isReachableName(name)) names.add(resolver.label === undefined ? name : `${resolver.label}:${name}`)
+    }
+  }
+  return [...names]
 }
 
 const checkAccess = (access: unknown): AccessConfig | undefined => {
@@ -200,15 +269,11 @@ const checkOptions = (options: unknown) => {
   }
   const log = options["log"]
   if (log !== undefined && typeof log !== "function") throw new TypeError(`log must be a function, got ${shown(log)}`)
-  const targets = checkObjects(options["objects"])
+  const { resolvers, targets } = checkObjects(options["objects"])
   return {
     prefix: checkPrefix(options["prefix"]),
-    names: [...targets.keys()],
-    stubOf: (listed: string) => {
-      const target = targets.get(listed)!
-      const namespace = target.namespace as unknown as { idFromName(name: string): unknown; get(id: unknown): unknown }
-      return namespace.get(namespace.idFromName(target.name))
-    },
+    listNames: listNames(targets, resolvers),
+    stubOf: stubOf(targets, resolvers),
     method: (method as string | undefined) ?? "inspect",
     token: token as string | undefined,
     access: checkAccess(options["access"]),

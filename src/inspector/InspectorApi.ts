@@ -307,9 +307,9 @@ export class InspectorApi extends HttpApi.make("durability-inspector")
 export class Backend extends Context.Tag("durability/inspector/Backend")<Backend, {
   /** Where the API is mounted (`/_durability`); the OpenAPI document's server URL. */
   readonly prefix: string
-  /** The names of the objects the inspector may reach, in display order. */
-  readonly names: ReadonlyArray<string>
-  /** Sends one request to one object's `inspect`; `NotFound` for a name not in `names`. */
+  /** The names of the objects the inspector lists, in display order (a resolver may reach others). */
+  readonly names: Effect.Effect<ReadonlyArray<string>, Unavailable>
+  /** Sends one request to one object's `inspect`; `NotFound` for a name it may not reach. */
   readonly inspect: (object: string, request: P.RequestEncoded) => Effect.Effect<P.Answer, NotFound | Unavailable>
 }>() {}
 
@@ -342,7 +342,8 @@ const ask = <T extends Tag>(object: string, request: RequestOf<T>): Effect.Effec
 
 const objectsLive = HttpApiBuilder.group(InspectorApi, "objects", (handlers) =>
   handlers
-    .handle("list", () => Effect.map(Backend, (backend) => ({ objects: backend.names.map((name) => ({ name })) })))
+    .handle("list", () =>
+      Effect.flatMap(Backend, (backend) => Effect.map(backend.names, (names) => ({ objects: names.map((name) => ({ name })) }))))
     .handle("overview", ({ path }) => ask(path.object, { _tag: "Overview" })))
 
 const operationsLive = HttpApiBuilder.group(InspectorApi, "operations", (handlers) =>

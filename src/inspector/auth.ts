@@ -91,7 +91,9 @@ export class AccessVerifier {
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error(`${this.certsUrl} did not answer within ${CERTS_TIMEOUT_MS} ms`)), CERTS_TIMEOUT_MS)
     })
-    const document = await Promise.race([this.#config.fetchCerts(this.certsUrl), timeout]).finally(() => clearTimeout(timer))
+    const document = await Promise.race([this.#config.fetchCerts(this.certsUrl), timeout]).finally(() => {
+      if (timer !== undefined) clearTimeout(timer)
+    })
     const jwks = isRecord(document) && Array.isArray(document["keys"]) ? document["keys"] : []
     const keys = new Map<string, CryptoKey>()
     for (const jwk of jwks) {

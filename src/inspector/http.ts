@@ -47,8 +47,9 @@ const API_CSP = "default-src 'none'; frame-ancestors 'none'"
 export interface HttpConfig extends AuthConfig {
   /** Where the inspector is mounted: `/x` (no trailing slash). */
   readonly prefix: string
-  readonly names: ReadonlyArray<string>
-  /** The stub of the object with that name (asked only for names in `names`). */
+  /** The names the API lists, in display order (read per request: a resolver's listing may change). */
+  readonly listNames: () => Promise<ReadonlyArray<string>>
+  /** The stub of the object with that name, or undefined when the inspector may not reach it. */
   readonly stubOf: (name: string) => unknown
   /** The object's RPC method that answers inspector requests. */
   readonly method: string
@@ -64,18 +65,23 @@ const decodeAnswer = Schema.decodeUnknown(AnswerSchema)
 const describe = (error: unknown): string => error instanceof Error ? `${error.name}: ${error.message}` : String(error)
 
 const backend = (config: HttpConfig): Layer.Layer<InspectorApi.Backend> => {
-  const known = new Set(config.names)
+  const notFound = (object: string) => new InspectorApi.NotFound({ message: `no object named ${JSON.stringify(object)}` })
   return Layer.succeed(InspectorApi.Backend, {
     prefix: config.prefix,
-    names: config.names,
+    names: Effect.tryPromise(config.listNames).pipe(
+      Effect.tapError((error) => Effect.logError(`durability inspector: listing the objects failed: ${describe(error.error)}`)),
+      Effect.mapError(() => new InspectorApi.Unavailable({ message: "the objects could not be listed" }))
+    ),
     inspect: (object, request) =>
       Effect.gen(function*() {
-        if (!known.has(object)) return yield* new InspectorApi.NotFound({ message: `no object named ${JSON.stringify(object)}` })
-        // A stub per request: stubs are I/O objects of the request that made them.
-        const answer = yield* Effect.tryPromise(() => {
-          const stub = config.stubOf(object) as Record<string, (request: unknown) => Promise<unknown>>
-          return Promise.resolve(stub[config.method]!(request))
-        }).pipe(
+        // A stub per request: stubs are I/O objects of the request that made them. A resolver that throws
+        // refuses the name, as one that returns undefined does.
+        const stub = yield* Effect.try(() => config.stubOf(object)).pipe(Effect.orElseSucceed(() => undefined))
+        if (stub === undefined || stub === null) return yield* notFound(object)
+        // Called as a method of the stub, not through `.call`: on an RPC stub `.call` is a remote property too.
+        const answer = yield* Effect.tryPromise(() =>
+          Promise.resolve((stub as Record<string, (request: unknown) => Promise<unknown>>)[config.method]!(request))
+        ).pipe(
           Effect.tapError((error) =>
             Effect.logError(`durability inspector: object ${JSON.stringify(object)} did not answer ${request._tag}: ${describe(error.error)}`)
           ),

@@ -403,6 +403,54 @@ describe("inspector auth: long names and ids", () => {
   })
 })
 
+describe("inspector: objects found by name", () => {
+  it("reaches any object its resolver returns, lists what `list` names (with the label), and 404s the rest", async () => {
+    const asked: Array<string> = []
+    const handler = DurabilityInspector.handler({
+      objects: [
+        { namespace, names: ["main"] },
+        {
+          label: "user",
+          resolve: (name) => {
+            asked.push(name)
+            if (name === "throws") throw new Error("resolver bug")
+            return name.startsWith("u-") ? namespace.get(`user:${name}`) : undefined
+          },
+          list: async () => ["u-1", "u-2", "."]
+        }
+      ],
+      token: TOKEN
+    })
+    const listed = await send(handler, get("/_durability/api/objects", bearer))
+    // "." can never be addressed: it is not listed.
+    expect(listed.body).toEqual({ objects: [{ name: "main" }, { name: "user:u-1" }, { name: "user:u-2" }] })
+    // A name nobody listed is reached all the same, as the resolver says.
+    const overview = await send(handler, get(`/_durability/api/objects/${encodeURIComponent("user:u-9000")}`, bearer))
+    expect(overview.status).toBe(200)
+    expect(received.get("user:u-9000")?.at(-1)).toEqual({ _tag: "Overview" })
+    for (const refused of ["user:admin", "user:throws", "other:u-1", "u-1"]) {
+      const response = await send(handler, get(`/_durability/api/objects/${encodeURIComponent(refused)}`, bearer))
+      expect(response.status, refused).toBe(404)
+      expect(response.body).toEqual({ _tag: "NotFound", message: `no object named ${JSON.stringify(refused)}` })
+    }
+    expect(asked).toEqual(["u-9000", "admin", "throws"])
+  })
+
+  it("answers 503 when the listing fails, and refuses a resolver that is not a function", async () => {
+    const lines: Array<Readonly<Record<string, unknown>>> = []
+    const handler = DurabilityInspector.handler({
+      objects: { resolve: () => undefined, list: () => Promise.reject(new Error("directory down")) },
+      token: TOKEN,
+      log: (line) => void lines.push(line)
+    })
+    const response = await send(handler, get("/_durability/api/objects", bearer))
+    expect(response).toMatchObject({ status: 503, body: { _tag: "Unavailable", message: "the objects could not be listed" } })
+    expect(JSON.stringify(lines)).toContain("directory down")
+    const bad = DurabilityInspector.handler({ objects: { resolve: "nope" } as never, token: TOKEN })
+    expect((await send(bad, get("/_durability/api/objects", bearer))).body).toMatchObject({ _tag: "Misconfigured", message: expect.stringContaining("resolve must be a function") })
+  })
+})
+
 describe("inspector auth: failures leak nothing", () => {
   const logged: Array<Readonly<Record<string, unknown>>> = []
   const handler = DurabilityInspector.handler({ objects, token: TOKEN, log: (entry) => void logged.push(entry) })
