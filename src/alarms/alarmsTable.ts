@@ -89,7 +89,7 @@ export const page = (
 /** How many occurrences have failed (`failed`) or not (`pending`), each counted up to the inspector's cap. */
 export const cappedCounts = (storage: StorageService): Effect.Effect<{ readonly pending: number; readonly failed: number }, StorageError> =>
   Effect.gen(function*() {
-    const [pending] = yield* storage.exec(Text.cappedCount(TABLE, "status != 'failed'"), [])
+    const [pending] = yield* storage.exec(Text.cappedCount(TABLE, "status = 'pending'"), [])
     const [failed] = yield* storage.exec(Text.cappedCount(TABLE, "status = 'failed'"), [])
     return { pending: Number(pending?.n ?? 0), failed: Number(failed?.n ?? 0) }
   })

@@ -14,7 +14,6 @@ import * as Flow from "./flow.js"
 import * as JobsTable from "./jobsTable.js"
 import * as LogsTable from "./logsTable.js"
 import * as Rows from "./rows.js"
-import { JOB_STATES } from "./types.js"
 import * as ListQuery from "../engine/listQuery.js"
 import { BadRequest, NotFound } from "../inspection/errors.js"
 import * as P from "../inspection/protocol.js"
@@ -101,8 +100,7 @@ export const source = (core: Core, calls: ReadonlyMap<string, QueueCalls>, purge
     const queues: Array<P.QueueSummary> = []
     for (const queue of core.queues.values()) {
       const executing = executingIn(core, queue.name)
-      const counts = {} as Record<P.JobState, number>
-      for (const state of JOB_STATES) counts[state] = yield* JobsTable.cappedCount(storage, queue.name, state, now, executing)
+      const counts = yield* JobsTable.cappedStateCounts(storage, queue.name, now, executing)
       queues.push({
         name: queue.name,
         processing: processingOf(queue),

@@ -11,6 +11,7 @@ import * as Effect from "effect/Effect"
 import type { Execution, LeaseState } from "../engine/DurableTable.js"
 import type { SerializedError, StorageError } from "../shared/Errors.js"
 import type { Row, SqlValue, StorageService } from "../engine/StorageService.js"
+import { COUNT_CAP } from "../inspection/limits.js"
 import * as Text from "../inspection/text.js"
 import * as QueuesTable from "./queuesTable.js"
 import { DEDUP, JOBS } from "./schema.js"
@@ -506,17 +507,54 @@ export const page = (
   )
 }
 
-/** How many of the queue's jobs are in `state`, counted up to the inspector's cap. */
-export const cappedCount = (
+/** Keys bound per statement: workerd takes at most 100 parameters, `now` among them. */
+const CHUNK = 64
+
+/**
+ * How many of the queue's jobs are in each state, each counted up to the inspector's cap, reading index
+ * ranges only (`queue_due_idx`, `queue_leased_idx`, `queue_idx`): rows touched are bounded by the cap and by
+ * the jobs running, whatever the queue holds. Running jobs (leased, or among `active`: executing here) are
+ * read one by one; the pending ones due by `now` less those are waiting, the later ones less those delayed.
+ */
+export const cappedStateCounts = (
   storage: StorageService,
   queue: string,
-  state: JobState,
   now: number,
   active: ReadonlyArray<string>
-): Effect.Effect<number, StorageError> => {
-  const condition = stateCondition(state, now, active)
-  return countOf(storage.exec(Text.cappedCount(JOBS, `queue = ? AND ${condition.sql}`), [queue, ...condition.bindings]))
-}
+): Effect.Effect<Record<JobState, number>, StorageError> =>
+  Effect.gen(function*() {
+    const capped = (where: string, bindings: ReadonlyArray<SqlValue>) => countOf(storage.exec(Text.cappedCount(JOBS, where), bindings))
+    const running = new Map<string, boolean>()
+    const leased = yield* storage.exec(
+      `SELECT key, next_attempt_at > ? AS later FROM ${JOBS} WHERE queue = ? AND leased_until IS NOT NULL`,
+      [now, queue]
+    )
+    for (const row of leased) running.set(String(row.key), Number(row.later) === 1)
+    for (let at = 0; at < active.length; at += CHUNK) {
+      const keys = active.slice(at, at + CHUNK)
+      const rows = yield* storage.exec(
+        `SELECT key, next_attempt_at > ? AS later FROM ${JOBS} WHERE status = 'pending' AND key IN (${placeholders(keys)})`,
+        [now, ...keys]
+      )
+      for (const row of rows) running.set(String(row.key), Number(row.later) === 1)
+    }
+    let runningLater = 0
+    for (const later of running.values()) if (later) runningLater++
+    const due = yield* capped("queue = ? AND status = 'pending' AND next_attempt_at <= ?", [queue, now])
+    const later = yield* capped("queue = ? AND status = 'pending' AND next_attempt_at > ?", [queue, now])
+    // At the cap a count means "at least": what runs among them cannot be told apart, so the cap stays.
+    const less = (count: number, minus: number) => count >= COUNT_CAP ? COUNT_CAP : Math.max(0, count - minus)
+    const byStatus = (status: string) => capped("queue = ? AND status = ?", [queue, status])
+    return {
+      waiting: less(due, running.size - runningLater),
+      delayed: less(later, runningLater),
+      active: Math.min(running.size, COUNT_CAP),
+      "waiting-children": yield* byStatus("waiting_children"),
+      completed: yield* byStatus("completed"),
+      failed: yield* byStatus("failed"),
+      canceled: yield* byStatus("canceled")
+    }
+  })
 
 /** The queue's jobs counted by status, pending ones left out (`status`, `n`): from the (queue, status, …) index alone. */
 export const countsByStatus = (storage: StorageService, queue: string): Rows =>

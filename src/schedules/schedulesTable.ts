@@ -86,8 +86,9 @@ export const cappedCounts = (
 ): Effect.Effect<{ readonly ended: number; readonly paused: number; readonly active: number }, StorageError> =>
   Effect.gen(function*() {
     const [ended] = yield* storage.exec(Text.cappedCount(TABLE, "status = 'ended'"), [])
-    const [paused] = yield* storage.exec(Text.cappedCount(TABLE, "status != 'ended' AND paused = 1"), [])
-    const [active] = yield* storage.exec(Text.cappedCount(TABLE, "status != 'ended' AND paused = 0"), [])
+    // Index ranges (`status_paused_idx`), whichever of paused and active is rare.
+    const [paused] = yield* storage.exec(Text.cappedCount(TABLE, "status IN ('pending', 'failed') AND paused = 1"), [])
+    const [active] = yield* storage.exec(Text.cappedCount(TABLE, "status IN ('pending', 'failed') AND paused = 0"), [])
     return { ended: Number(ended?.n ?? 0), paused: Number(paused?.n ?? 0), active: Number(active?.n ?? 0) }
   })
 

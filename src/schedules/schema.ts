@@ -66,5 +66,13 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
     name: "durability_0008_schedules_steps",
     // A run's memos go with its generation (each run has its own), its schedule's removal or purge.
     ...StepMemo.memoSchema({ capability: "schedules", table: TABLE, keyColumn: "key", terminal: ["failed", "ended"] })
+  },
+  {
+    name: "durability_0015_schedules_state_counts",
+    // The inspector counts paused and active schedules by index range, whichever is rare: filtering `paused` row
+    // by row read every schedule that was not ended.
+    up: `CREATE INDEX ${TABLE}_status_paused_idx ON ${TABLE} (paused, status)`,
+    down: `DROP INDEX IF EXISTS ${TABLE}_status_paused_idx;`,
+    presentWhen: MigrationSql.indexExists(`${TABLE}_status_paused_idx`)
   }
 ]

@@ -5,6 +5,7 @@
  */
 import { runInDurableObject } from "cloudflare:test"
 import { describe, expect, it } from "vitest"
+import * as Text from "../../src/inspection/text.js"
 import { JOBS } from "./objects/JobsObject.js"
 import { callsOf, expectIdle, finishedRow, freshJobs, rowOf, stored, waitFor } from "./support/jobs.js"
 
@@ -273,8 +274,26 @@ describe("jobs: the migration in real DO SQLite", () => {
         { name: "durability_0009_jobs_leases" },
         { name: "durability_0010_jobs_outbox" },
         { name: "durability_0011_jobs_queue_order" },
-        { name: "durability_0012_jobs_retention_timer" }
+        { name: "durability_0012_jobs_retention_timer" },
+        { name: "durability_0014_jobs_state_counts" }
       ])
+      // The inspector's counts by state read index ranges, never the queue's rows one by one (SQLite's own
+      // plans, on real DO SQLite): bounded by the cap and by what runs, whatever the queue holds.
+      const plan = (where: string, ...bindings: Array<SqlStorageValue>) =>
+        state.storage.sql.exec(`EXPLAIN QUERY PLAN ${Text.cappedCount("durability_jobs", where)}`, ...bindings).toArray()
+          .map((row) => String(row.detail)).filter((detail) => detail.includes("durability_jobs"))
+      const counts: ReadonlyArray<[string, Array<SqlStorageValue>]> = [
+        ["queue = ? AND status = 'pending' AND next_attempt_at <= ?", ["plain", 0]],
+        ["queue = ? AND status = 'pending' AND next_attempt_at > ?", ["plain", 0]],
+        ["queue = ? AND status = ?", ["plain", "failed"]]
+      ]
+      for (const [where, bindings] of counts) expect(plan(where, ...bindings), where).toEqual([expect.stringMatching(/^SEARCH durability_jobs USING COVERING INDEX/)])
+      const leased = state.storage.sql.exec(
+        "EXPLAIN QUERY PLAN SELECT key, next_attempt_at > ? AS later FROM durability_jobs WHERE queue = ? AND leased_until IS NOT NULL",
+        0,
+        "plain"
+      ).toArray().map((row) => String(row.detail))
+      expect(leased).toEqual([expect.stringContaining("USING INDEX durability_jobs_queue_leased_idx")])
     })
     expect((await jobs.stub.table("logs")).map((line) => line.key)).toEqual(["plain/logged", "plain/kept"])
     expect(await jobs.stub.remove("plain", "logged")).toBe(true)

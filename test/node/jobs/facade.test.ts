@@ -209,7 +209,8 @@ describe("DurabilityJobs", () => {
       "durability_0009_jobs_leases",
       "durability_0010_jobs_outbox",
       "durability_0011_jobs_queue_order",
-      "durability_0012_jobs_retention_timer"
+      "durability_0012_jobs_retention_timer",
+      "durability_0014_jobs_state_counts"
     ])
     const result = DurabilityJobs.migrate(context)
     expect(result).toEqual({ applied: names, rolledBack: [] })
