@@ -120,8 +120,9 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
    value wraps inside the table instead of stretching it past the screen. */
 td.wrap, .wrap { overflow-wrap: anywhere; }
 td.id { white-space: nowrap; }
-/* An id in a list: one line cut with an ellipsis (the whole id in its title and on its page). */
-.id-text { display: inline-block; max-width: 34ch; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; vertical-align: bottom; }
+/* An id in a list: one line cut with an ellipsis (the whole id in its title and on its page), narrow
+   enough that a job list's nine columns still fit a 1280 px screen. */
+.id-text { display: inline-block; max-width: 24ch; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; vertical-align: bottom; }
 td code.clip { display: inline-block; max-width: 26ch; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; vertical-align: bottom; }
 .err { color: var(--danger); overflow-wrap: anywhere; }
 
