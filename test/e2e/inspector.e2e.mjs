@@ -659,6 +659,10 @@ const main = async () => {
     await context.addCookies([{ name: "CF_Authorization", value: "e2e-session", url: edgeBase }])
     const before = edgeSeen.requests.length
     await access.goto(`${edgeBase}${ACCESS_PREFIX}/`)
+    // Whichever comes first: the objects (let in) or a token form (the cookie was not sent, or not enough).
+    await access.locator("[data-testid=object-list], [data-testid=login-form]").first().waitFor()
+    assert.equal(await access.getByTestId("login-form").count(), 0,
+      `the page asks for a token behind Access; its API calls: ${JSON.stringify(edgeSeen.requests.slice(before))}`)
     await access.getByTestId("object-link").filter({ hasText: OBJECT }).click()
     await access.getByTestId("scheduler-summary").waitFor()
     const calls = edgeSeen.requests.slice(before).filter((r) => r.path.startsWith(`${ACCESS_PREFIX}/api/`))
