@@ -618,7 +618,7 @@ const main = async () => {
     assert.equal(await page.evaluate(() => window.__xss), undefined)
   }).catch(onFailure)
 
-  await step("phone width (390 px): signed in, the object, a job list and a job fit the screen", async () => {
+  await step("phone width (390 px): signed in, the object, job lists (one with a 512-character id) and a job fit the screen", async () => {
     // A new tab: its own sessionStorage, so it signs in again.
     const small = await context.newPage()
     await small.setViewportSize({ width: 390, height: 844 })
@@ -636,6 +636,9 @@ const main = async () => {
     await small.locator("[data-testid=job-row]").first().waitFor()
     await fits("job list")
     await small.screenshot({ path: path.join(artifacts, "phone-jobs.png"), fullPage: true })
+    await small.goto(`${base}${PREFIX}/#/objects/${encodeURIComponent(MAILROOM)}/queues/email`)
+    await small.locator("[data-testid=job-row]").nth(1).waitFor()
+    await fits("job list with a 512-character id")
     await small.goto(`${base}${PREFIX}/#/objects/${OBJECT_PATH}/queues/email/jobs/spring-2`)
     await small.getByTestId("job-payload").waitFor()
     await fits("job")
