@@ -2,7 +2,7 @@
  * The one Worker that serves every example (`npm start`, root `wrangler.toml`).
  * Routes by the first path segment; `GET /` lists a curl command for each route.
  */
-import { DurabilityInspector, type DurabilityInspectorHandler } from "durability/inspector"
+import { DurabilityInspector, type DurabilityInspectorHandler, type DurabilityInspectorOptions } from "durability/inspector"
 import digest, { type Env as DigestEnv, HELP as DIGEST_HELP } from "./digest/worker.js"
 import imageJobsEffect, { type Env as ImageJobsEffectEnv, HELP as IMAGE_JOBS_EFFECT_HELP } from "./image-jobs/effect-worker.js"
 import imageJobs, { type Env as ImageJobsEnv, HELP as IMAGE_JOBS_HELP } from "./image-jobs/worker.js"
@@ -23,10 +23,21 @@ export { Payments, Subscription } from "./subscription-renewals/worker.js"
 export interface Env extends RemindersEnv, SubscriptionsEnv, ImageJobsEnv, ImageJobsEffectEnv, NewsletterEnv, DigestEnv, MailroomEnv {
   /** The inspector's bearer token (`npm start` makes one per run); without it the inspector's API is off. */
   readonly INSPECTOR_TOKEN?: string
+  /**
+   * Cloudflare Access for a second, token-less inspector at /_durability-access/ (off unless both are
+   * set): the team domain (`myteam.cloudflareaccess.com`) and the Access application's AUD tag.
+   */
+  readonly INSPECTOR_ACCESS_TEAM?: string
+  readonly INSPECTOR_ACCESS_AUD?: string
+  /** Where that inspector fetches the team's signing keys instead of the team's certs URL: a local stand-in for Access (the browser test). */
+  readonly INSPECTOR_ACCESS_CERTS_URL?: string
 }
 
 /** Where the inspector (page and API) is mounted: http://127.0.0.1:8787/_durability/ */
 const INSPECTOR_PREFIX = "/_durability"
+
+/** The same inspector behind Cloudflare Access alone (no token): the page asks for none. */
+const ACCESS_PREFIX = "/_durability-access"
 
 // Built once per env, not per request: the handler builds its HTTP API once.
 const inspectors = new WeakMap<Env, DurabilityInspectorHandler>()
@@ -34,26 +45,44 @@ const inspectors = new WeakMap<Env, DurabilityInspectorHandler>()
 const inspectorOf = (env: Env): DurabilityInspectorHandler => {
   let inspector = inspectors.get(env)
   if (inspector === undefined) {
-    inspector = DurabilityInspector.handler({
-      prefix: INSPECTOR_PREFIX,
-      // The objects the walkthroughs use, by the name their route gives them, labelled by route:
-      // "newsletter:demo" is /newsletter/demo. The sharded mailroom's shards are "mailroom-shard:0" to ":3".
-      objects: [
-        { label: "newsletter", namespace: env.NEWSLETTER, names: ["demo"] },
-        { label: "digest", namespace: env.DIGEST, names: ["demo"] },
-        { label: "mailroom", namespace: env.MAILROOM, names: ["demo"] },
-        { router: mailroomRouter(env) },
-        { label: "images", namespace: env.IMAGE_JOBS, names: ["demo"] },
-        { label: "images-effect", namespace: env.IMAGE_JOBS_EFFECT, names: ["demo"] },
-        { label: "reminders", namespace: env.REMINDERS, names: ["demo"] },
-        { label: "subscriptions", namespace: env.SUBSCRIPTIONS, names: ["alice"] }
-      ],
-      token: env.INSPECTOR_TOKEN
+    const token = DurabilityInspector.handler({ prefix: INSPECTOR_PREFIX, objects: inspected(env), token: env.INSPECTOR_TOKEN })
+    const team = env.INSPECTOR_ACCESS_TEAM
+    const audience = env.INSPECTOR_ACCESS_AUD
+    const certsUrl = env.INSPECTOR_ACCESS_CERTS_URL
+    const access = team === undefined || audience === undefined ? undefined : DurabilityInspector.handler({
+      prefix: ACCESS_PREFIX,
+      objects: inspected(env),
+      access: {
+        teamDomain: team,
+        audience,
+        ...(certsUrl === undefined ? {} : {
+          fetchCerts: async () => {
+            const response = await fetch(certsUrl)
+            if (!response.ok) throw new Error(`${certsUrl} answered ${response.status}`)
+            return response.json()
+          }
+        })
+      }
     })
+    // Each answers only under its own prefix (undefined elsewhere).
+    inspector = access === undefined ? token : async (request) => (await access(request)) ?? token(request)
     inspectors.set(env, inspector)
   }
   return inspector
 }
+
+/** The objects the walkthroughs use, by the name their route gives them, labelled by route: "newsletter:demo"
+ * is /newsletter/demo. The sharded mailroom's shards are "mailroom-shard:0" to ":3". */
+const inspected = (env: Env): DurabilityInspectorOptions["objects"] => [
+  { label: "newsletter", namespace: env.NEWSLETTER, names: ["demo"] },
+  { label: "digest", namespace: env.DIGEST, names: ["demo"] },
+  { label: "mailroom", namespace: env.MAILROOM, names: ["demo"] },
+  { router: mailroomRouter(env) },
+  { label: "images", namespace: env.IMAGE_JOBS, names: ["demo"] },
+  { label: "images-effect", namespace: env.IMAGE_JOBS_EFFECT, names: ["demo"] },
+  { label: "reminders", namespace: env.REMINDERS, names: ["demo"] },
+  { label: "subscriptions", namespace: env.SUBSCRIPTIONS, names: ["alice"] }
+]
 
 const REMINDERS_HELP = `  # reminders (Effect-native, its own table attached to the engine)
   curl -X POST http://127.0.0.1:8787/reminders/demo/tea -d '{"message":"tea is ready","inMs":2000}'

@@ -269,7 +269,10 @@ export const makeHandler = (config: HttpConfig): (request: Request) => Promise<R
     const headers = new Headers(response.headers)
     baseHeaders(headers)
     headers.set("Content-Security-Policy", API_CSP)
-    if (response.status === 401) headers.set("WWW-Authenticate", `Bearer realm="durability inspector"`)
+    // The challenge names the credential taken: the page asks for a token only after a Bearer one.
+    if (response.status === 401) {
+      headers.set("WWW-Authenticate", config.token === undefined ? `CloudflareAccess realm="durability inspector"` : `Bearer realm="durability inspector"`)
+    }
     if (response.status >= 500 && response.status !== 503 && !(headers.get("Content-Type") ?? "").includes("json")) {
       // A failure the API did not describe: the same fixed body as any other internal error.
       return failure(500, "InternalError", "internal error")

@@ -42,5 +42,8 @@ export const INDEX_HTML = `<!doctype html>
 </html>
 `
 
-/** One function scope for both halves, so nothing leaks onto `window`. */
-export const APP_JS = `(function () {\nvar COUNT_CAP = ${COUNT_CAP};\n${CORE_JS}\n${VIEWS_JS}\n})();\n`
+/**
+ * One function scope for both halves, so nothing leaks onto `window`. "use strict" is the scope's
+ * first statement: a directive anywhere later is an ordinary string and turns nothing on.
+ */
+export const APP_JS = `(function () {\n"use strict";\nvar COUNT_CAP = ${COUNT_CAP};\n${CORE_JS}\n${VIEWS_JS}\n})();\n`

@@ -12,8 +12,6 @@
  * @internal
  */
 export const CORE_JS = String.raw`
-"use strict";
-
 var TOKEN_KEY = "durability.inspector.token";
 var REFRESH_KEY = "durability.inspector.autoRefresh";
 var REFRESH_MS = 5000;
@@ -38,10 +36,12 @@ function h(tag, props) {
     Object.keys(props).forEach(function (key) {
       var value = props[key];
       if (value === undefined || value === null || value === false) return;
-      if (key === "text") el.textContent = String(value);
+      if (key === "text") el.replaceChildren(textOf(String(value), false));
       else if (key === "class") el.className = value;
       else if (key === "testid") el.setAttribute("data-testid", value);
       else if (key.slice(0, 2) === "on" && typeof value === "function") el.addEventListener(key.slice(2), value);
+      // What a person reads (a tooltip, a label) shows hidden characters too; data-* keep the raw value.
+      else if (key === "title" || key === "aria-label") el.setAttribute(key, visible(String(value), false));
       else el.setAttribute(key, value === true ? "" : String(value));
     });
   }
@@ -52,8 +52,68 @@ function h(tag, props) {
 function add(parent, child) {
   if (child === undefined || child === null || child === false) return;
   if (Array.isArray(child)) { child.forEach(function (c) { add(parent, c); }); return; }
-  parent.append(typeof child === "object" ? child : document.createTextNode(String(child)));
+  parent.append(typeof child === "object" ? child : textOf(String(child), false));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Stored text that could pass for other text. Bidi embeddings, overrides, isolates and marks
+// reorder what follows them ("\u202E1-gnirps" reads "spring-1"), zero-width and separator characters
+// hide or split it, controls may not render at all: each is shown as a visible \uXXXX escape in a
+// span of its own look (so it is not mistaken for a backslash typed into the value). Every string
+// the page adds goes through textOf; CONTROLS spares tab, line feed and carriage return, which logs,
+// errors and JSON are laid out with, and ID_CONTROLS (ids, names, keys: one line by nature) does not.
+
+var CONTROLS = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/;
+var ID_CONTROLS = /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/;
+
+function escapeChar(c) {
+  var hex = c.charCodeAt(0).toString(16).toUpperCase();
+  return "\\u" + "0000".slice(hex.length) + hex;
+}
+
+/** The text with hidden characters as escapes: for attributes and the document title, which hold no spans. */
+function visible(text, strict) {
+  var pattern = strict ? ID_CONTROLS : CONTROLS;
+  var out = "";
+  for (var i = 0; i < text.length; i++) out += pattern.test(text[i]) ? escapeChar(text[i]) : text[i];
+  return out;
+}
+
+/** A text node, or a fragment of text and escape spans when the text holds hidden characters. */
+function textOf(text, strict) {
+  var pattern = strict ? ID_CONTROLS : CONTROLS;
+  if (!pattern.test(text)) return document.createTextNode(text);
+  var fragment = document.createDocumentFragment();
+  var run = "";
+  for (var i = 0; i < text.length; i++) {
+    if (!pattern.test(text[i])) { run += text[i]; continue; }
+    if (run !== "") fragment.append(document.createTextNode(run));
+    run = "";
+    var escaped = escapeChar(text[i]);
+    var mark = document.createElement("span");
+    mark.className = "ctl";
+    mark.title = "hidden character " + escaped;
+    mark.textContent = escaped;
+    fragment.append(mark);
+  }
+  if (run !== "") fragment.append(document.createTextNode(run));
+  return fragment;
+}
+
+/**
+ * User text set among the page's own words (an id in a sentence, a heading, a crumb, a link):
+ * isolated (<bdi>), so right-to-left letters in it cannot reorder the words around it, with every
+ * hidden character shown, line breaks included. CSS lets .u break anywhere rather than widen its box.
+ */
+function u(text, props) {
+  var el = h("bdi", props || null);
+  el.classList.add("u");
+  el.append(textOf(String(text), true));
+  return el;
+}
+
+/** A quoted user value inside a sentence (dialogs, toasts): the quotes stay outside the isolate. */
+function quoted(text) { return ["\u201c", u(text), "\u201d"]; }
 
 /** A hash link from raw path segments: each is encoded, so a value can never leave the hash. */
 function link() {
@@ -103,6 +163,14 @@ function countText(n) { return n >= COUNT_CAP ? COUNT_CAP.toLocaleString("en-US"
 function countSum(counts) {
   var capped = counts.some(function (n) { return n >= COUNT_CAP; });
   return String(counts.reduce(function (sum, n) { return sum + n; }, 0)) + (capped ? "+" : "");
+}
+
+/**
+ * An id in a table: one line, cut with an ellipsis by CSS (.id-text), so a 512-character id cannot
+ * widen the table past the screen; the whole id is in the tooltip and on the job's own page.
+ */
+function idLink(href, id, testid) {
+  return h("a", { href: href, class: "id-text", title: id, testid: testid }, u(id));
 }
 
 function badge(value, extraClass, testid) {
@@ -172,7 +240,9 @@ function disclose(key, label, content) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The token: only in this tab's sessionStorage, only ever sent as a header (no cookies).
+// The token: only in this tab's sessionStorage, only ever sent as a header. The inspector reads no
+// cookie; the browser sends this origin's cookies with the page's requests only so that Cloudflare
+// Access, in front of it, sees its CF_Authorization cookie and passes the Access JWT on.
 
 function readToken() {
   try { return sessionStorage.getItem(TOKEN_KEY) || ""; } catch (e) { return ""; }
@@ -185,15 +255,22 @@ function saveToken(value) {
 var token = readToken();
 /** The API answers without a token: Cloudflare Access in front of it vouches for the browser. */
 var tokenless = false;
+/**
+ * The inspector takes no token at all (its 401 challenge is not Bearer: Cloudflare Access only), so
+ * the page never asks for one; signing in is Access's page, reached by loading this page again.
+ */
+var accessOnly = false;
 
 // ---------------------------------------------------------------------------------------------
 // API
 
-function ApiError(status, tag, message) {
+function ApiError(status, tag, message, challenge) {
   this.name = "ApiError";
   this.status = status;
   this.tag = tag;
   this.message = message;
+  /** A 401's WWW-Authenticate: which credential the inspector takes. */
+  this.challenge = challenge || "";
 }
 ApiError.prototype = Object.create(Error.prototype);
 
@@ -204,7 +281,9 @@ function api(segments, options) {
   var url = "api/" + segments.map(function (s) { return encodeURIComponent(String(s)); }).join("/") + queryString(options.query);
   var headers = { accept: "application/json" };
   if (token) headers.authorization = "Bearer " + token;
-  var init = { method: method, headers: headers, cache: "no-store", credentials: "omit", redirect: "error" };
+  // same-origin, not omit: behind Cloudflare Access the CF_Authorization cookie is the credential the
+  // edge turns into the Cf-Access-Jwt-Assertion header; without it every call is a 401.
+  var init = { method: method, headers: headers, cache: "no-store", credentials: "same-origin", redirect: "error" };
   if (method !== "GET") {
     headers["content-type"] = "application/json";
     init.body = JSON.stringify(options.body || {});
@@ -216,8 +295,12 @@ function api(segments, options) {
       if (response.ok) return data;
       var tag = data && typeof data._tag === "string" ? data._tag : "HTTP " + response.status;
       var message = data && typeof data.message === "string" ? data.message : (text.slice(0, 300) || response.statusText || "request failed");
-      var error = new ApiError(response.status, tag, message);
-      if (response.status === 401 && !options.probe) signedOut("The inspector refused the token: " + message);
+      var error = new ApiError(response.status, tag, message, response.headers.get("www-authenticate"));
+      if (response.status === 401) {
+        // Only a Bearer challenge means a token could help; any other is Cloudflare Access alone.
+        accessOnly = !/^\s*bearer\b/i.test(error.challenge);
+        if (!options.probe) signedOut(accessOnly ? message : "The inspector refused the token: " + message);
+      }
       throw error;
     });
   }, function (cause) {
@@ -271,7 +354,7 @@ function pager(page, state) {
 
 var inFlight = 0;
 
-/** Resolves { reason } when confirmed, null when dismissed. */
+/** Resolves { reason } when confirmed, null when dismissed. message: text or nodes (see quoted). */
 function confirmAction(message, confirmLabel, withReason) {
   return new Promise(function (resolve) {
     var dialog = byId("confirm");
@@ -285,7 +368,9 @@ function confirmAction(message, confirmLabel, withReason) {
     };
     var ok = h("button", { type: "button", class: "primary", testid: "confirm-ok", onclick: function () { done({ reason: reason ? reason.value.trim() : "" }); } }, confirmLabel);
     var cancel = h("button", { type: "button", testid: "confirm-cancel", onclick: function () { done(null); } }, "Cancel");
-    dialog.replaceChildren(h("p", { testid: "confirm-message" }, message), reason, h("div", { class: "dialog-actions" }, cancel, ok));
+    // Through add(), which skips a missing reason field (replaceChildren would print it as "null").
+    dialog.replaceChildren();
+    add(dialog, [h("p", { testid: "confirm-message" }, message), reason, h("div", { class: "dialog-actions" }, cancel, ok)]);
     dialog.addEventListener("close", function () { done(null); }, { once: true });
     dialog.showModal();
     (reason || ok).focus();

@@ -116,10 +116,25 @@ th, td { text-align: left; padding: 7px 10px; border-bottom: 1px solid var(--lin
 th { font-size: 12px; color: var(--muted); font-weight: 600; text-transform: uppercase; letter-spacing: .4px; white-space: nowrap; }
 tbody tr:hover { background: #fafbfd; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
-td.wrap, .wrap { overflow-wrap: break-word; }
+/* anywhere, not break-word: only "anywhere" lowers a cell's minimum width, so one long unbroken
+   value wraps inside the table instead of stretching it past the screen. */
+td.wrap, .wrap { overflow-wrap: anywhere; }
 td.id { white-space: nowrap; }
+/* An id in a list: one line cut with an ellipsis (the whole id in its title and on its page), narrow
+   enough that a job list's nine columns still fit a 1280 px screen. */
+.id-text { display: inline-block; max-width: 24ch; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; vertical-align: bottom; }
 td code.clip { display: inline-block; max-width: 26ch; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; vertical-align: bottom; }
 .err { color: var(--danger); overflow-wrap: anywhere; }
+
+/* Stored text is isolated from the page's words around it (bidi: right-to-left letters or marks in
+   a value cannot reorder a sentence, a crumb trail or a table row), and long values break anywhere. */
+bdi, .u, code, pre, .err, .msg, .toast, dialog p, td, dd { unicode-bidi: isolate; }
+.u { overflow-wrap: anywhere; }
+/* A hidden character shown as its escape: boxed, so it is not read as a backslash in the value. */
+.ctl {
+  font-family: var(--mono); font-size: .85em; color: var(--danger); background: #fdeceb;
+  border: 1px solid #efc4bf; border-radius: 3px; padding: 0 2px; margin: 0 1px; white-space: nowrap;
+}
 .object-list { list-style: none; margin: 0; padding: 0; display: grid; grid-template-columns: repeat(auto-fill, minmax(220px, 1fr)); gap: 8px; }
 .object-list a { display: block; padding: 10px 12px; border: 1px solid var(--line); border-radius: var(--radius); overflow-wrap: anywhere; }
 .object-list a:hover { background: #f3f6fc; text-decoration: none; border-color: #c5d3f0; }
@@ -176,6 +191,7 @@ dialog input { width: 100%; margin-bottom: 12px; }
   table.cards td { border: none; padding: 3px 0; display: grid; grid-template-columns: 38% 1fr; gap: 8px; text-align: left; }
   table.cards td > * { justify-self: start; min-width: 0; }
   table.cards td.id { white-space: normal; overflow-wrap: anywhere; }
+  table.cards .id-text { max-width: 100%; }
   .summary { grid-template-columns: repeat(auto-fit, minmax(140px, 1fr)); }
   table.cards td::before { content: attr(data-label); color: var(--muted); font-size: 12px; text-transform: uppercase; letter-spacing: .3px; }
   table.cards td.num { text-align: left; }

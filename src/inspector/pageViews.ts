@@ -19,7 +19,7 @@ function objectsView() {
         h("div", { class: "head" }, h("h2", null, "Objects"), h("span", { class: "muted" }, objects.length + " configured")),
         objects.length === 0 ? empty("No objects are configured for this inspector.") :
           h("ul", { class: "object-list", testid: "object-list" }, objects.map(function (o) {
-            return h("li", null, h("a", { href: link("objects", o.name), testid: "object-link" }, o.name));
+            return h("li", null, h("a", { href: link("objects", o.name), testid: "object-link" }, u(o.name)));
           })))
     };
   });
@@ -31,18 +31,18 @@ function summaryCard(object, overview) {
   var s = overview.scheduler;
   var running = s.runningCount === 0 ? h("span", { class: "muted" }, "nothing") :
     h("span", null, String(s.runningCount), ": ", s.running.map(function (r, i) {
-      return h("span", null, i > 0 ? ", " : "", h("code", null, r.capability + " " + r.key));
+      return h("span", null, i > 0 ? ", " : "", h("code", null, r.capability + " ", u(r.key)));
     }), s.runningCount > s.running.length ? " …" : "");
   var field = function (label, value, testid) { return h("div", null, h("dt", null, label), h("dd", { testid: testid }, value)); };
   return card(
-    h("div", { class: "head" }, h("h2", { testid: "object-name" }, object), h("span", { class: "spacer" }),
+    h("div", { class: "head" }, h("h2", { testid: "object-name" }, u(object)), h("span", { class: "spacer" }),
       s.capabilities.map(function (c) { return badge(c, "waiting"); })),
     h("dl", { class: "summary", testid: "scheduler-summary" },
       field("Physical alarm", when(s.physicalAlarm, "none set"), "summary-alarm"),
       field("Early timer", when(s.earlyTimer, "not armed"), "summary-timer"),
       field("Permits", s.permits.available + " of " + s.permits.capacity + " free" + (s.permits.waiting > 0 ? ", " + s.permits.waiting + " waiting" : ""), "summary-permits"),
       field("Running now", running, "summary-running"),
-      field("Object id", s.objectId === null ? h("span", { class: "muted" }, "unknown") : h("code", { class: "wrap" }, s.objectId), "summary-id"),
+      field("Object id", s.objectId === null ? h("span", { class: "muted" }, "unknown") : h("code", { class: "wrap" }, u(s.objectId)), "summary-id"),
       field("Object time", when(s.now), "summary-now")),
     purgeForm(object, s.capabilities));
 }
@@ -116,10 +116,10 @@ function objectView(object, tabId, sub, query) {
 
 function queueToggle(object, queue) {
   return queue.paused ?
-    actionButton({ label: "Resume", testid: "queue-resume", confirm: "Resume queue \u201c" + queue.name + "\u201d? Its waiting jobs start running again.",
-      path: ["objects", object, "queues", queue.name, "resume"], done: function () { return "Queue " + queue.name + " resumed"; } }) :
-    actionButton({ label: "Pause", testid: "queue-pause", confirm: "Pause queue \u201c" + queue.name + "\u201d? No new job starts until it is resumed; running jobs finish.",
-      path: ["objects", object, "queues", queue.name, "pause"], done: function () { return "Queue " + queue.name + " paused"; } });
+    actionButton({ label: "Resume", testid: "queue-resume", confirm: ["Resume queue ", quoted(queue.name), "? Its waiting jobs start running again."],
+      path: ["objects", object, "queues", queue.name, "resume"], done: function () { return ["Queue ", quoted(queue.name), " resumed"]; } }) :
+    actionButton({ label: "Pause", testid: "queue-pause", confirm: ["Pause queue ", quoted(queue.name), "? No new job starts until it is resumed; running jobs finish."],
+      path: ["objects", object, "queues", queue.name, "pause"], done: function () { return ["Queue ", quoted(queue.name), " paused"]; } });
 }
 
 function queueStatus(queue) { return badge(queue.paused ? "paused" : "running", null, "queue-status"); }
@@ -128,7 +128,7 @@ function queuesTab(object, overview) {
   var queues = overview.jobs ? overview.jobs.queues : [];
   if (queues.length === 0) return card(empty("No queues."));
   var columns = [
-    { label: "Queue", cell: function (q) { return h("a", { href: link("objects", object, "queues", q.name), testid: "queue-link" }, q.name); }, className: "wrap" },
+    { label: "Queue", cell: function (q) { return h("a", { href: link("objects", object, "queues", q.name), testid: "queue-link" }, u(q.name)); }, className: "wrap" },
     { label: "Status", cell: queueStatus },
     { label: "Processing", cell: function (q) { return q.processing; } },
     { label: "Jobs", className: "wrap", cell: function (q) {
@@ -164,7 +164,7 @@ function jobsView(object, queueName, query) {
         label, count === undefined ? null : h("span", { class: "count" }, typeof count === "number" ? countText(count) : count));
     };
     var columns = [
-      { label: "Job", className: "id", cell: function (j) { return h("a", { href: link("objects", object, "queues", queueName, "jobs", j.id), testid: "job-link" }, j.id); } },
+      { label: "Job", className: "id", cell: function (j) { return idLink(link("objects", object, "queues", queueName, "jobs", j.id), j.id, "job-link"); } },
       { label: "State", cell: function (j) { return badge(j.state, null, "job-state"); } },
       { label: "Attempt", className: "num", cell: function (j) { return j.attempt + "/" + j.maxAttempts; } },
       { label: "Priority", className: "num", cell: function (j) { return String(j.priority); } },
@@ -181,7 +181,7 @@ function jobsView(object, queueName, query) {
       title: queueName + " \u00b7 " + object,
       crumbs: objectCrumbs(object).concat([["Jobs", link("objects", object, "jobs")], [queueName]]),
       node: card(
-        h("div", { class: "head" }, h("h2", { testid: "queue-name" }, "Queue " + queueName), queue ? queueStatus(queue) : null,
+        h("div", { class: "head" }, h("h2", { testid: "queue-name" }, "Queue ", u(queueName)), queue ? queueStatus(queue) : null,
           queue ? h("span", { class: "muted" }, queue.processing) : null, h("span", { class: "spacer" }),
           queue && queue.deadLetters > 0 ? h("a", { href: link("objects", object, "dead-letters", queueName) }, countText(queue.deadLetters) + " dead letters") : null,
           queue ? queueToggle(object, queue) : null),
@@ -199,22 +199,22 @@ function jobActions(object, job) {
   var path = ["objects", object, "queues", job.queue, "jobs", job.id];
   var buttons = [];
   if (job.state === "failed") {
-    buttons.push(actionButton({ label: "Retry", testid: "job-retry", primary: true, confirm: "Retry job \u201c" + job.id + "\u201d? It goes back to waiting with a fresh attempt count.",
+    buttons.push(actionButton({ label: "Retry", testid: "job-retry", primary: true, confirm: ["Retry job ", quoted(job.id), "? It goes back to waiting with a fresh attempt count."],
       path: path.concat("retry") }));
   }
   if (job.state === "delayed") {
-    buttons.push(actionButton({ label: "Promote", testid: "job-promote", confirm: "Run job \u201c" + job.id + "\u201d now instead of at its scheduled time?", path: path.concat("promote") }));
+    buttons.push(actionButton({ label: "Promote", testid: "job-promote", confirm: ["Run job ", quoted(job.id), " now instead of at its scheduled time?"], path: path.concat("promote") }));
   }
   if (["waiting", "delayed", "active", "waiting-children"].indexOf(job.state) >= 0) {
-    buttons.push(actionButton({ label: "Cancel", testid: "job-cancel", danger: true, reason: true, confirm: "Cancel job \u201c" + job.id + "\u201d?",
+    buttons.push(actionButton({ label: "Cancel", testid: "job-cancel", danger: true, reason: true, confirm: ["Cancel job ", quoted(job.id), "?"],
       path: path.concat("cancel"), body: function (answer) { return answer.reason ? { reason: answer.reason } : {}; } }));
   }
-  buttons.push(actionButton({ label: "Remove", testid: "job-remove", danger: true, confirm: "Remove job \u201c" + job.id + "\u201d and its logs? This cannot be undone.",
+  buttons.push(actionButton({ label: "Remove", testid: "job-remove", danger: true, confirm: ["Remove job ", quoted(job.id), " and its logs? This cannot be undone."],
     path: path.concat("remove") }));
   if (job.state === "waiting" || job.state === "delayed") {
     var input = h("input", { type: "number", step: "1", value: String(job.priority), class: "priority", testid: "priority-input", "aria-label": "Priority" });
     buttons.push(h("span", { class: "form-row" }, input, actionButton({ label: "Set priority", testid: "job-priority",
-      confirm: "Change the priority of job \u201c" + job.id + "\u201d?", path: path.concat("priority"),
+      confirm: ["Change the priority of job ", quoted(job.id), "?"], path: path.concat("priority"),
       body: function () { return { priority: Math.trunc(Number(input.value)) }; } })));
   }
   return h("div", { class: "actions", testid: "job-actions" }, buttons);
@@ -268,16 +268,16 @@ function jobPage(object, queueName, id, detail, lines, showAll) {
     crumbs: objectCrumbs(object).concat([["Jobs", link("objects", object, "jobs")], [queueName, link("objects", object, "queues", queueName)], [id]]),
     node: [
       card(
-        h("div", { class: "head" }, h("h2", { testid: "job-id" }, "Job " + job.id), badge(job.state, null, "job-state"), h("span", { class: "spacer" }), jobActions(object, job)),
+        h("div", { class: "head" }, h("h2", { testid: "job-id" }, "Job ", u(job.id)), badge(job.state, null, "job-state"), h("span", { class: "spacer" }), jobActions(object, job)),
         h("dl", { class: "fields", testid: "job-fields" },
-          field("Queue", h("a", { href: link("objects", object, "queues", job.queue) }, job.queue)),
+          field("Queue", h("a", { href: link("objects", object, "queues", job.queue) }, u(job.queue))),
           field("Attempt", job.attempt + " of " + job.maxAttempts),
           field("Priority", String(job.priority)),
           field("Created", when(job.createdAt)),
           field("Runs at", when(job.runAt)),
           field("Started", when(job.startedAt)),
           field("Finished", when(job.finishedAt)),
-          job.parent ? field("Parent", h("a", { href: link("objects", object, "queues", job.parent.queue, "jobs", job.parent.id), testid: "job-parent" }, job.parent.queue + " / " + job.parent.id)) : null),
+          job.parent ? field("Parent", h("a", { href: link("objects", object, "queues", job.parent.queue, "jobs", job.parent.id), testid: "job-parent" }, u(job.parent.queue), " / ", u(job.parent.id))) : null),
         job.error ? h("div", { class: "card error-box", testid: "job-error" }, h("h3", null, "Error"),
           h("pre", { class: "block" }, job.error.name + ": " + job.error.message)) : null),
       h("div", { class: "sections" },
@@ -289,8 +289,8 @@ function jobPage(object, queueName, id, detail, lines, showAll) {
       detail.children.total === 0 ? null : card(
         h("div", { class: "head" }, h("h3", null, "Children"), h("span", { class: "muted" }, detail.children.total + " in all" + (detail.children.total > children.length ? ", first " + children.length + " shown" : ""))),
         table([
-          { label: "Queue", cell: function (c) { return c.queue; } },
-          { label: "Job", className: "id", cell: function (c) { return h("a", { href: link("objects", object, "queues", c.queue, "jobs", c.id) }, c.id); } },
+          { label: "Queue", className: "wrap", cell: function (c) { return u(c.queue); } },
+          { label: "Job", className: "id", cell: function (c) { return idLink(link("objects", object, "queues", c.queue, "jobs", c.id), c.id); } },
           { label: "State", cell: function (c) { return c.state === null ? h("span", { class: "muted" }, "removed") : badge(c.state); } }
         ], children, function (c) { return { testid: "child-row", "data-job-id": c.id }; }))
     ]
@@ -306,23 +306,23 @@ function deadLettersTab(object, overview, queueName) {
   return api(["objects", object, "queues", selected.name, "dead-letters"], { query: { cursor: pageState.cursor, limit: PAGE_SIZE } }).then(function (page) {
     var base = ["objects", object, "queues", selected.name, "dead-letters", "redrive"];
     var columns = [
-      { label: "Job", className: "id", cell: function (d) { return h("a", { href: link("objects", object, "queues", d.queue, "jobs", d.id) }, d.id); } },
+      { label: "Job", className: "id", cell: function (d) { return idLink(link("objects", object, "queues", d.queue, "jobs", d.id), d.id); } },
       { label: "Attempts", className: "num", cell: function (d) { return String(d.attempts); } },
       { label: "Failed", cell: function (d) { return when(d.failedAt); } },
       { label: "Error", className: "wrap", cell: function (d) { return errorText(d.error); } },
       { label: "Payload", cell: function (d) { return disclose("dl-payload:" + d.queue + ":" + d.id, "payload", jsonBlock(d.payload, "dead-letter-payload")); } },
       { label: "Actions", cell: function (d) {
-        return actionButton({ label: "Redrive", testid: "redrive", confirm: "Redrive dead letter \u201c" + d.id + "\u201d? It is added to queue \u201c" + d.queue + "\u201d again.",
-          path: base, body: { ids: [d.id] }, done: function (n) { return n === 0 ? "Nothing redriven" : "Redriven " + d.id; } });
+        return actionButton({ label: "Redrive", testid: "redrive", confirm: ["Redrive dead letter ", quoted(d.id), "? It is added to queue ", quoted(d.queue), " again."],
+          path: base, body: { ids: [d.id] }, done: function (n) { return n === 0 ? "Nothing redriven" : ["Redriven ", u(d.id)]; } });
       } }
     ];
     return card(
-      h("div", { class: "head" }, h("h3", null, "Dead letters of " + selected.name), h("span", { class: "spacer" }),
-        selected.deadLetters > 0 ? actionButton({ label: "Redrive all", testid: "redrive-all", confirm: "Redrive every dead letter of queue \u201c" + selected.name + "\u201d?",
+      h("div", { class: "head" }, h("h3", null, "Dead letters of ", u(selected.name)), h("span", { class: "spacer" }),
+        selected.deadLetters > 0 ? actionButton({ label: "Redrive all", testid: "redrive-all", confirm: ["Redrive every dead letter of queue ", quoted(selected.name), "?"],
           path: base, done: function (n) { return "Redriven " + n + " dead letter" + (n === 1 ? "" : "s"); } }) : null),
       queues.length > 1 ? h("nav", { class: "chips", testid: "dead-letter-queues" }, queues.map(function (q) {
         return h("a", { class: "chip", href: link("objects", object, "dead-letters", q.name), "aria-current": q.name === selected.name ? "page" : null },
-          q.name, h("span", { class: "count" }, countText(q.deadLetters)));
+          u(q.name), h("span", { class: "count" }, countText(q.deadLetters)));
       })) : null,
       page.items.length === 0 ? empty("No dead letters.") :
         table(columns, page.items, function (d) { return { testid: "dead-letter-row", "data-job-id": d.id }; }),
@@ -335,8 +335,8 @@ function schedulesTab(object) {
   return api(["objects", object, "schedules"], { query: { cursor: pageState.cursor, limit: PAGE_SIZE } }).then(function (page) {
     var path = function (s, action) { return ["objects", object, "schedules", s.key, action]; };
     var columns = [
-      { label: "Key", className: "wrap", cell: function (s) { return h("code", null, s.key); } },
-      { label: "Schedule", className: "wrap", cell: function (s) { return s.description; } },
+      { label: "Key", className: "wrap", cell: function (s) { return h("code", null, u(s.key)); } },
+      { label: "Schedule", className: "wrap", cell: function (s) { return u(s.description); } },
       { label: "Status", cell: function (s) { return badge(s.status, s.status === "active" ? "active-schedule" : s.status, "schedule-status"); } },
       { label: "Next run", cell: function (s) { return when(s.nextRunAt, "none"); } },
       { label: "Current run", className: "wrap", cell: function (s) {
@@ -352,9 +352,9 @@ function schedulesTab(object) {
       { label: "Missed", className: "num", cell: function (s) { return String(s.missedCount); } },
       { label: "Actions", cell: function (s) {
         return h("div", { class: "actions" },
-          s.status === "ended" ? null : actionButton({ label: "Trigger", testid: "schedule-trigger", confirm: "Run schedule \u201c" + s.key + "\u201d once now?", path: path(s, "trigger") }),
-          s.status === "active" ? actionButton({ label: "Pause", testid: "schedule-pause", confirm: "Pause schedule \u201c" + s.key + "\u201d?", path: path(s, "pause") }) : null,
-          s.status === "paused" ? actionButton({ label: "Resume", testid: "schedule-resume", confirm: "Resume schedule \u201c" + s.key + "\u201d?", path: path(s, "resume") }) : null);
+          s.status === "ended" ? null : actionButton({ label: "Trigger", testid: "schedule-trigger", confirm: ["Run schedule ", quoted(s.key), " once now?"], path: path(s, "trigger") }),
+          s.status === "active" ? actionButton({ label: "Pause", testid: "schedule-pause", confirm: ["Pause schedule ", quoted(s.key), "?"], path: path(s, "pause") }) : null,
+          s.status === "paused" ? actionButton({ label: "Resume", testid: "schedule-resume", confirm: ["Resume schedule ", quoted(s.key), "?"], path: path(s, "resume") }) : null);
       } }
     ];
     return card(h("h3", null, "Schedules"),
@@ -373,8 +373,8 @@ function operationsTab(object, overview, status) {
         "aria-current": value === filter ? "page" : null }, value || "all", count === undefined ? null : h("span", { class: "count" }, countText(count)));
     };
     var columns = [
-      { label: "Operation", className: "wrap", cell: function (o) { return h("code", null, o.operation); } },
-      { label: "Id", className: "wrap", cell: function (o) { return o.id; } },
+      { label: "Operation", className: "wrap", cell: function (o) { return h("code", null, u(o.operation)); } },
+      { label: "Id", className: "id", cell: function (o) { return h("span", { class: "id-text", title: o.id }, u(o.id)); } },
       { label: "Status", cell: function (o) { return badge(o.status, null, "operation-status"); } },
       { label: "Attempt", className: "num", cell: function (o) { return String(o.attempt); } },
       { label: "Next attempt", cell: function (o) { return when(o.nextAttemptAt, "—"); } },
@@ -386,7 +386,7 @@ function operationsTab(object, overview, status) {
       } },
       { label: "Actions", cell: function (o) {
         return o.status !== "pending" ? null : actionButton({ label: "Cancel", testid: "operation-cancel", danger: true,
-          confirm: "Cancel operation " + o.operation + " \u201c" + o.id + "\u201d? It will not run again.", path: ["objects", object, "operations", o.operation, o.id, "cancel"] });
+          confirm: ["Cancel operation ", u(o.operation), " ", quoted(o.id), "? It will not run again."], path: ["objects", object, "operations", o.operation, o.id, "cancel"] });
       } }
     ];
     return card(h("h3", null, "Operations"),
@@ -401,14 +401,14 @@ function alarmsTab(object) {
   var pageState = paging("alarms:" + object);
   return api(["objects", object, "alarms"], { query: { cursor: pageState.cursor, limit: PAGE_SIZE } }).then(function (page) {
     var columns = [
-      { label: "Name", className: "wrap", cell: function (a) { return h("code", null, a.name); } },
+      { label: "Name", className: "wrap", cell: function (a) { return h("code", null, u(a.name)); } },
       { label: "Status", cell: function (a) { return badge(a.status, null, "alarm-status"); } },
       { label: "Scheduled", cell: function (a) { return when(a.scheduledTime); } },
       { label: "Next attempt", cell: function (a) { return when(a.nextAttemptAt); } },
       { label: "Attempt", className: "num", cell: function (a) { return String(a.attempt); } },
       { label: "Error", className: "wrap", cell: function (a) { return errorText(a.error); } },
       { label: "Actions", cell: function (a) {
-        return actionButton({ label: "Cancel", testid: "alarm-cancel", danger: true, confirm: "Cancel alarm \u201c" + a.name + "\u201d?", path: ["objects", object, "alarms", a.name, "cancel"] });
+        return actionButton({ label: "Cancel", testid: "alarm-cancel", danger: true, confirm: ["Cancel alarm ", quoted(a.name), "?"], path: ["objects", object, "alarms", a.name, "cancel"] });
       } }
     ];
     return card(h("h3", null, "Alarms"),
@@ -440,13 +440,14 @@ function setCrumbs(crumbs) {
   nav.replaceChildren();
   crumbs.forEach(function (c, i) {
     if (i > 0) nav.append(h("span", { class: "sep" }, "/"));
-    nav.append(c[1] ? h("a", { href: c[1] }, c[0]) : h("span", { "aria-current": "page" }, c[0]));
+    // Each label isolated: a name's right-to-left text cannot pull the separators into it.
+    nav.append(c[1] ? h("a", { href: c[1] }, u(c[0])) : h("span", { "aria-current": "page" }, u(c[0])));
   });
 }
 
 /** Draws the route. quiet: a refresh (keeps the old view until the new one is ready). */
 function render(quiet) {
-  if (!token && !tokenless) { showLogin(""); return Promise.resolve(); }
+  if (!token && !tokenless) { signIn(""); return Promise.resolve(); }
   byId("controls").hidden = false;
   byId("logout").hidden = !token;
   var app = byId("app");
@@ -459,7 +460,7 @@ function render(quiet) {
     add(app, view.node);
     restoreDetails(app, keep);
     setCrumbs(view.crumbs);
-    document.title = view.title + " \u00b7 durability inspector";
+    document.title = visible(view.title, true) + " \u00b7 durability inspector";
     byId("last-updated").textContent = "updated " + formatTime(Date.now()).slice(11);
   }, function (error) {
     if (id !== renders || (!token && !tokenless) || error.status === 401) return;
@@ -475,7 +476,30 @@ function signedOut(message) {
   tokenless = false;
   saveToken("");
   renders += 1;
-  showLogin(message);
+  signIn(message);
+}
+
+/** The way in the inspector offers: a token form, or (Cloudflare Access alone) a way back to Access. */
+function signIn(message) {
+  if (accessOnly) showAccess(message);
+  else showLogin(message);
+}
+
+/**
+ * Cloudflare Access is the only way in and its session is missing or over: a token form would ask
+ * for something that does not exist. Loading the page again goes through Access, which signs in.
+ */
+function showAccess(message) {
+  byId("controls").hidden = true;
+  setCrumbs([]);
+  document.title = "Sign in \u00b7 durability inspector";
+  var reload = h("button", { type: "button", class: "primary", testid: "access-reload", onclick: function () { location.reload(); } }, "Sign in through Access");
+  byId("app").replaceChildren(h("section", { class: "card login", testid: "access-required" },
+    h("h2", null, "Signed out of Cloudflare Access"),
+    h("p", { class: "muted" }, "This inspector takes no token: Cloudflare Access in front of it lets you in. Your Access session is missing or has expired; load the page again to sign in."),
+    reload,
+    message ? h("p", { class: "error-text", testid: "access-error", role: "alert" }, message) : null));
+  reload.focus();
 }
 
 function showLogin(message) {
@@ -535,7 +559,8 @@ function start() {
     tokenless = true;
     render();
   }, function (error) {
-    showLogin(error.status === 401 ? "" : error.message);
+    if (error.status === 401) signIn("");
+    else showLogin(error.message);
   });
 }
 

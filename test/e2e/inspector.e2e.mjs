@@ -12,8 +12,15 @@
  *  5. `<script>` and attribute-breaking strings stored in a payload, log lines and an error message
  *     appear as text: no element is made from them, nothing runs (`window.__xss` stays undefined),
  *     no dialog opens, no page error, no CSP violation;
- *  6. desktop and phone-width screenshots under test/e2e/artifacts/ (gitignored); the phone layout
- *     does not overflow sideways. UPDATE_SCREENSHOT=1 copies the desktop one to docs/inspector.png.
+ *  6. hostile ids (a bidi override that makes "\u202E1-gnirps" read "spring-1", 512 characters)
+ *     show their hidden characters as escapes in the list, the heading and the remove dialog, and
+ *     leave the job list's columns on a 1280 px screen; a dialog without a reason field says no "null";
+ *  7. desktop and phone-width screenshots under test/e2e/artifacts/ (gitignored); the phone layout
+ *     does not overflow sideways. UPDATE_SCREENSHOT=1 copies the desktop one to docs/inspector.png;
+ *  8. Cloudflare Access alone (the examples' second inspector, no token) through a stand-in for the
+ *     Access edge (a proxy that turns a CF_Authorization cookie into a Cf-Access-Jwt-Assertion signed
+ *     by a key made here, and serves that key as the team's certs): the page sends the cookie, gets
+ *     in, and never asks for a token, not even once the Access session is gone.
  *
  * Chromium must be at /usr/bin/chromium (CHROMIUM overrides): `.ci/run` installs Debian's package.
  * On failure the wrangler log and a screenshot of the failing page are kept in the artifacts.
@@ -21,6 +28,7 @@
 import assert from "node:assert/strict"
 import { spawn } from "node:child_process"
 import fs from "node:fs"
+import http from "node:http"
 import net from "node:net"
 import os from "node:os"
 import path from "node:path"
@@ -52,6 +60,18 @@ const DEADLINE_MS = 240_000
 const XSS_SUBJECT = `<script>window.__xss="script"</script>"><img src=x onerror="window.__xss='subject'">`
 const XSS_RECIPIENT = `"><img/src=x/onerror=window.__xss='recipient'>bounce-ann@example.com`
 const BOUNCE = "bounce-bob@example.com"
+
+// Hostile ids, added to the mailroom example's email queue (its job ids are the addresses it is given):
+// a right-to-left override that displays as "spring-1", and the longest id the API takes.
+const MAILROOM = "mailroom:demo"
+const BIDI_ID = "\u202E1-gnirps"
+const BIDI_SHOWN = "\\u202E1-gnirps"
+const LONG_ID = `long-${"0123456789abcdef".repeat(32)}`.slice(0, 512)
+
+// The examples' Access-only inspector (examples/index.ts), configured through wrangler vars.
+const ACCESS_PREFIX = "/_durability-access"
+const ACCESS_TEAM = "e2e-team.cloudflareaccess.com"
+const ACCESS_AUD = `e2e-aud-${Date.now().toString(36)}`
 
 if (process.argv.length > 2) {
   console.error(`test/e2e/inspector.e2e.mjs takes no arguments (got ${process.argv.slice(2).join(" ")})`)
@@ -110,6 +130,76 @@ const freePort = () =>
   })
 
 // ---------------------------------------------------------------------------------------------
+// A stand-in for the Cloudflare Access edge: in front of wrangler dev, it adds a Cf-Access-Jwt-Assertion
+// (RS256, signed by a key made for this run) to every request carrying a CF_Authorization cookie, drops
+// one sent by the client, and serves the key at /cdn-cgi/access/certs for the inspector to fetch.
+// Without the cookie a request passes unchanged (as if Access let it through with no identity).
+
+const base64Url = (data) => Buffer.from(data).toString("base64url")
+
+const makeAccessKey = async () => {
+  const pair = await crypto.subtle.generateKey(
+    { name: "RSASSA-PKCS1-v1_5", modulusLength: 2048, publicExponent: new Uint8Array([1, 0, 1]), hash: "SHA-256" },
+    true,
+    ["sign", "verify"]
+  )
+  const jwk = await crypto.subtle.exportKey("jwk", pair.publicKey)
+  const kid = `e2e-${Date.now().toString(36)}`
+  return { kid, privateKey: pair.privateKey, jwk: { kid, kty: "RSA", alg: "RS256", use: "sig", n: jwk.n, e: jwk.e } }
+}
+
+const signAccessJwt = async (key) => {
+  const now = Math.floor(Date.now() / 1000)
+  const head = base64Url(JSON.stringify({ alg: "RS256", kid: key.kid, typ: "JWT" }))
+  const body = base64Url(JSON.stringify({ iss: `https://${ACCESS_TEAM}`, aud: [ACCESS_AUD], sub: "e2e", email: "e2e@example.com", iat: now, exp: now + 600 }))
+  const signature = await crypto.subtle.sign("RSASSA-PKCS1-v1_5", key.privateKey, new TextEncoder().encode(`${head}.${body}`))
+  return `${head}.${body}.${base64Url(new Uint8Array(signature))}`
+}
+
+/** What the edge saw: each proxied request (path, whether it carried the cookie, the answer's status), and certs fetches. */
+const edgeSeen = { requests: [], certs: 0 }
+let edge
+
+const startEdge = async (port, key, upstream) => {
+  edge = http.createServer(async (request, response) => {
+    try {
+      if (request.url === "/cdn-cgi/access/certs") {
+        edgeSeen.certs += 1
+        response.writeHead(200, { "content-type": "application/json" })
+        response.end(JSON.stringify({ keys: [key.jwk] }))
+        return
+      }
+      const chunks = []
+      for await (const chunk of request) chunks.push(chunk)
+      const headers = new Headers()
+      for (const [name, value] of Object.entries(request.headers)) {
+        if (["host", "connection", "cf-access-jwt-assertion", "content-length"].includes(name)) continue
+        headers.set(name, Array.isArray(value) ? value.join(", ") : value)
+      }
+      const cookie = /(?:^|;\s*)CF_Authorization=[^;]+/.test(request.headers.cookie ?? "")
+      if (cookie) headers.set("cf-access-jwt-assertion", await signAccessJwt(key))
+      const body = chunks.length === 0 ? undefined : Buffer.concat(chunks)
+      const answer = await fetch(`${upstream()}${request.url}`, { method: request.method, headers, body, redirect: "manual" })
+      edgeSeen.requests.push({ path: request.url, cookie, status: answer.status })
+      const out = {}
+      answer.headers.forEach((value, name) => {
+        if (!["content-encoding", "content-length", "transfer-encoding", "connection"].includes(name)) out[name] = value
+      })
+      response.writeHead(answer.status, out)
+      response.end(Buffer.from(await answer.arrayBuffer()))
+    } catch (error) {
+      response.writeHead(502, { "content-type": "text/plain" })
+      response.end(`edge stand-in: ${error.message}`)
+    }
+  })
+  await new Promise((resolve, reject) => {
+    edge.once("error", reject)
+    edge.listen(port, "127.0.0.1", resolve)
+  })
+  return `http://127.0.0.1:${port}`
+}
+
+// ---------------------------------------------------------------------------------------------
 // wrangler dev through npm start's script
 
 const state = fs.mkdtempSync(path.join(os.tmpdir(), "durability-e2e-state-"))
@@ -120,7 +210,7 @@ let output = ""
 let server
 let browser
 
-const startServer = async (port) => {
+const startServer = async (port, edgeBase) => {
   const log = fs.createWriteStream(logFile)
   server = spawn(process.execPath, [
     path.join(root, "examples", "start.mjs"),
@@ -130,7 +220,14 @@ const startServer = async (port) => {
     state,
     "--show-interactive-dev-session=false",
     "--log-level",
-    "info"
+    "info",
+    // The Access-only inspector, with the edge stand-in as its team's certs.
+    "--var",
+    `INSPECTOR_ACCESS_TEAM:${ACCESS_TEAM}`,
+    "--var",
+    `INSPECTOR_ACCESS_AUD:${ACCESS_AUD}`,
+    "--var",
+    `INSPECTOR_ACCESS_CERTS_URL:${edgeBase}/cdn-cgi/access/certs`
   ], {
     cwd: root,
     // Its own process group, so the test stops wrangler and workerd with it.
@@ -234,11 +331,14 @@ const signIn = async (page) => {
   await page.getByTestId("object-list").waitFor()
 }
 
+let edgeBase
 const main = async () => {
   const port = await freePort()
+  const edgePort = await freePort()
+  edgeBase = await startEdge(edgePort, await makeAccessKey(), () => base)
 
   await step(`npm start's script serves the examples and the inspector (wrangler dev on 127.0.0.1:${port})`, async () => {
-    base = await startServer(port)
+    base = await startServer(port, edgeBase)
     assert.match(output, new RegExp(`inspector:\\s+${base.replace(/[.]/g, "\\.")}${PREFIX}/`), "start.mjs prints the inspector's URL")
     assert.match(output, new RegExp(`inspector token:\\s+${TOKEN}`), "start.mjs prints the token")
     return base
@@ -255,6 +355,8 @@ const main = async () => {
     assert.doesNotMatch(html, /<script(?![^>]*\bsrc=)[^>]*>/i, "the page has an inline <script>")
     assert.doesNotMatch(html, /<style|\sstyle=|\son[a-z]+=/i, "the page has inline style or handlers")
     const script = await (await fetch(`${base}${PREFIX}/app.js`)).text()
+    // A directive counts only as the first statement of its scope: anywhere after, it is a bare string.
+    assert.match(script, /^\(function \(\) \{\s*"use strict";/, "app.js's scope does not start with \"use strict\"")
     for (const sink of ["innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function", "setAttribute(\"style\""]) {
       assert.ok(!script.includes(sink), `app.js uses ${sink}`)
     }
@@ -304,6 +406,14 @@ const main = async () => {
       recipients: ["dora@example.com", "flaky-eli@example.com", "finn@example.com"]
     })
     await until("the autumn newsletter to finish", async () => (await api(`objects/${OBJECT_PATH}/queues/newsletter/jobs/autumn`)).job.state === "completed", 60_000)
+  })
+
+  await step("seed: mailroom email jobs with a bidi-override id and a 512-character id", async () => {
+    const response = await fetch(`${base}/mailroom/demo/send`, { method: "POST", body: JSON.stringify({ subject: "Hostile ids", to: [BIDI_ID, LONG_ID] }) })
+    assert.ok(response.ok, `/mailroom/demo/send: ${response.status} ${await response.text()}`)
+    const listed = await api(`objects/${encodeURIComponent(MAILROOM)}/queues/email/jobs?limit=100`)
+    const ids = listed.items.map((j) => j.id)
+    assert.ok(ids.includes(BIDI_ID) && ids.includes(LONG_ID), `the mailroom's email jobs: ${ids.join(", ")}`)
   })
 
   // A fresh profile directory (playwright passes it as --user-data-dir).
@@ -461,13 +571,54 @@ const main = async () => {
     return `${before.completed} completed and ${before.failed} failed operations purged`
   }).catch(onFailure)
 
+  await step("hostile ids: hidden characters shown as escapes in the list, heading and remove dialog; a 512-character id keeps the row on screen", async () => {
+    await page.goto(`${base}${PREFIX}/#/objects/${encodeURIComponent(MAILROOM)}/queues/email`)
+    await page.getByTestId("job-row").first().waitFor()
+    const seen = await until("both hostile rows", () => page.evaluate(([bidi, long]) => {
+      const rows = [...document.querySelectorAll("[data-testid=job-row]")]
+      const bidiRow = rows.find((row) => row.dataset.jobId === bidi)
+      const longRow = rows.find((row) => row.dataset.jobId === long)
+      if (!bidiRow || !longRow) return undefined
+      const wrap = longRow.closest(".table-wrap")
+      return {
+        bidiLink: bidiRow.querySelector("[data-testid=job-link]").textContent,
+        longTitle: longRow.querySelector("[data-testid=job-link]").getAttribute("title"),
+        rights: [...longRow.cells].map((cell) => Math.round(cell.getBoundingClientRect().right)),
+        state: Math.round(longRow.querySelector("[data-testid=job-state]").getBoundingClientRect().right),
+        wrap: { scroll: wrap.scrollWidth, client: wrap.clientWidth },
+        width: window.innerWidth
+      }
+    }, [BIDI_ID, LONG_ID]), 15_000)
+    assert.equal(seen.bidiLink, BIDI_SHOWN, "the bidi override is shown as an escape in the job list, not applied")
+    assert.equal(seen.longTitle, LONG_ID, "the whole long id is in the link's title")
+    assert.ok(seen.state <= seen.width && Math.max(...seen.rights) <= seen.width,
+      `the 512-character id's row leaves the screen: state badge at ${seen.state} px, cells end at ${seen.rights.join(", ")} px, screen ${seen.width} px`)
+    assert.ok(seen.wrap.scroll <= seen.wrap.client + 1, `the job table is ${seen.wrap.scroll} px wide in ${seen.wrap.client} px`)
+    await shot(page, "desktop-hostile-ids.png")
+
+    await page.goto(`${base}${PREFIX}/#/objects/${encodeURIComponent(MAILROOM)}/queues/email/jobs/${encodeURIComponent(BIDI_ID)}`)
+    await page.getByTestId("job-remove").waitFor()
+    assert.equal(await page.getByTestId("job-id").textContent(), `Job ${BIDI_SHOWN}`)
+    assert.ok((await page.getByTestId("breadcrumbs").textContent()).includes(BIDI_SHOWN), "the crumbs show the escape")
+    assert.ok(!(await page.title()).includes("\u202E"), `the title applies the override: ${await page.title()}`)
+    await page.getByTestId("job-remove").click()
+    await page.getByTestId("confirm-dialog").waitFor({ state: "visible" })
+    assert.equal(await page.getByTestId("confirm-message").textContent(), `Remove job \u201c${BIDI_SHOWN}\u201d and its logs? This cannot be undone.`)
+    const dialogText = await page.getByTestId("confirm-dialog").textContent()
+    assert.ok(!dialogText.includes("null"), `the dialog says "null": ${JSON.stringify(dialogText)}`)
+    assert.ok(!dialogText.includes("\u202E"), "the dialog holds the raw override")
+    await page.getByTestId("confirm-cancel").click()
+    await page.getByTestId("confirm-dialog").waitFor({ state: "hidden" })
+    assert.equal((await api(`objects/${encodeURIComponent(MAILROOM)}/queues/email/jobs/${encodeURIComponent(BIDI_ID)}`)).job.id, BIDI_ID, "canceled: the job is kept")
+  }).catch(onFailure)
+
   await step("nothing ran: no dialog, no page error, no CSP violation", async () => {
     assert.deepEqual(record.dialogs, [], "a dialog opened")
     assert.deepEqual(record.errors, [], "the browser reported errors")
     assert.equal(await page.evaluate(() => window.__xss), undefined)
   }).catch(onFailure)
 
-  await step("phone width (390 px): signed in, the object, a job list and a job fit the screen", async () => {
+  await step("phone width (390 px): signed in, the object, job lists (one with a 512-character id) and a job fit the screen", async () => {
     // A new tab: its own sessionStorage, so it signs in again.
     const small = await context.newPage()
     await small.setViewportSize({ width: 390, height: 844 })
@@ -485,12 +636,51 @@ const main = async () => {
     await small.locator("[data-testid=job-row]").first().waitFor()
     await fits("job list")
     await small.screenshot({ path: path.join(artifacts, "phone-jobs.png"), fullPage: true })
+    await small.goto(`${base}${PREFIX}/#/objects/${encodeURIComponent(MAILROOM)}/queues/email`)
+    await small.locator("[data-testid=job-row]").nth(1).waitFor()
+    await fits("job list with a 512-character id")
     await small.goto(`${base}${PREFIX}/#/objects/${OBJECT_PATH}/queues/email/jobs/spring-2`)
     await small.getByTestId("job-payload").waitFor()
     await fits("job")
     await assertInert(small, "phone job")
     await small.screenshot({ path: path.join(artifacts, "phone-job.png"), fullPage: true })
     await small.close()
+    assert.deepEqual(record.dialogs, [])
+    assert.deepEqual(record.errors, [])
+  }).catch(onFailure)
+
+  await step("Cloudflare Access alone, through the edge stand-in: the page sends the cookie, gets in, never asks for a token", async () => {
+    const anonymous = await fetch(`${edgeBase}${ACCESS_PREFIX}/api/objects`)
+    assert.equal(anonymous.status, 401)
+    assert.doesNotMatch(anonymous.headers.get("www-authenticate") ?? "", /^Bearer/i, "the Access-only inspector's challenge is not Bearer")
+    const vouched = await fetch(`${edgeBase}${ACCESS_PREFIX}/api/objects`, { headers: { cookie: "CF_Authorization=e2e-session" } })
+    assert.equal(vouched.status, 200, `the edge's JWT is accepted: ${await vouched.text()}`)
+    assert.ok(edgeSeen.certs >= 1, "the inspector fetched the team's keys from the stand-in")
+
+    const access = await context.newPage()
+    watch(access, record)
+    await context.addCookies([{ name: "CF_Authorization", value: "e2e-session", url: edgeBase }])
+    const before = edgeSeen.requests.length
+    await access.goto(`${edgeBase}${ACCESS_PREFIX}/`)
+    // Whichever comes first: the objects (let in) or a token form (the cookie was not sent, or not enough).
+    await access.locator("[data-testid=object-list], [data-testid=login-form]").first().waitFor()
+    assert.equal(await access.getByTestId("login-form").count(), 0,
+      `the page asks for a token behind Access; its API calls: ${JSON.stringify(edgeSeen.requests.slice(before))}`)
+    await access.getByTestId("object-link").filter({ hasText: OBJECT }).click()
+    await access.getByTestId("scheduler-summary").waitFor()
+    const calls = edgeSeen.requests.slice(before).filter((r) => r.path.startsWith(`${ACCESS_PREFIX}/api/`))
+    assert.ok(calls.length >= 2, `the page called the API through the edge: ${JSON.stringify(calls)}`)
+    assert.ok(calls.every((r) => r.cookie && r.status === 200), `every API call carried the cookie and was let in: ${JSON.stringify(calls)}`)
+    assert.equal(await access.getByTestId("token-input").count(), 0)
+    assert.equal(await access.getByTestId("logout").isVisible(), false, "no token, so no sign-out")
+
+    // The Access session is gone: the page says to sign in through Access, and asks for no token.
+    await context.clearCookies()
+    await access.reload()
+    await access.getByTestId("access-required").waitFor()
+    assert.equal(await access.getByTestId("token-input").count(), 0, "the page asks for a token the inspector does not take")
+    await access.screenshot({ path: path.join(artifacts, "desktop-access-signed-out.png") })
+    await access.close()
     assert.deepEqual(record.dialogs, [])
     assert.deepEqual(record.errors, [])
   }).catch(onFailure)
@@ -520,6 +710,7 @@ try {
 } finally {
   await browser?.close().catch(() => {})
   stopServer()
+  edge?.close()
   fs.rmSync(profile, { recursive: true, force: true })
   fs.rmSync(state, { recursive: true, force: true })
 }
