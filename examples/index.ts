@@ -81,7 +81,13 @@ const inspected = (env: Env): DurabilityInspectorOptions["objects"] => [
   { label: "images", namespace: env.IMAGE_JOBS, names: ["demo"] },
   { label: "images-effect", namespace: env.IMAGE_JOBS_EFFECT, names: ["demo"] },
   { label: "reminders", namespace: env.REMINDERS, names: ["demo"] },
-  { label: "subscriptions", namespace: env.SUBSCRIPTIONS, names: ["alice"] }
+  // One object per customer: any customer's subscription is found by its name (the page opens it by name);
+  // "alice", the walkthrough's, is listed.
+  {
+    label: "subscriptions",
+    resolve: (name) => /^[a-z0-9-]{1,64}$/.test(name) ? env.SUBSCRIPTIONS.get(env.SUBSCRIPTIONS.idFromName(name)) : undefined,
+    list: () => ["alice"]
+  }
 ]
 
 const REMINDERS_HELP = `  # reminders (Effect-native, its own table attached to the engine)

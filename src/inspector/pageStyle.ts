@@ -135,6 +135,8 @@ bdi, .u, code, pre, .err, .msg, .toast, dialog p, td, dd { unicode-bidi: isolate
   font-family: var(--mono); font-size: .85em; color: var(--danger); background: #fdeceb;
   border: 1px solid #efc4bf; border-radius: 3px; padding: 0 2px; margin: 0 1px; white-space: nowrap;
 }
+.open-object { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; margin: 8px 0 12px; }
+.open-object input { flex: 1 1 16em; min-width: 0; }
 .object-list { list-style: none; margin: 0; padding: 0; display: grid; grid-template-columns: repeat(auto-fill, minmax(220px, 1fr)); gap: 8px; }
 .object-list a { display: block; padding: 10px 12px; border: 1px solid var(--line); border-radius: var(--radius); overflow-wrap: anywhere; }
 .object-list a:hover { background: #f3f6fc; text-decoration: none; border-color: #c5d3f0; }

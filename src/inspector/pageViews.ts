@@ -16,13 +16,32 @@ function objectsView() {
       title: "Objects",
       crumbs: [["Objects"]],
       node: card(
-        h("div", { class: "head" }, h("h2", null, "Objects"), h("span", { class: "muted" }, objects.length + " configured")),
-        objects.length === 0 ? empty("No objects are configured for this inspector.") :
+        h("div", { class: "head" }, h("h2", null, "Objects"), h("span", { class: "muted" }, objects.length + " listed")),
+        openByName(),
+        objects.length === 0 ? empty("No objects are listed; open one by its name.") :
           h("ul", { class: "object-list", testid: "object-list" }, objects.map(function (o) {
             return h("li", null, h("a", { href: link("objects", o.name), testid: "object-link" }, u(o.name)));
           })))
     };
   });
+}
+
+/**
+ * Opens any object by its name: an inspector with a resolver reaches objects it does not list (one per
+ * user), and a long list is quicker to skip. The server decides whether the name is reachable (404 if not).
+ */
+function openByName() {
+  var input = h("input", { type: "text", id: "object-name", name: "object", autocomplete: "off", spellcheck: "false",
+    required: true, maxlength: "256", placeholder: "e.g. account:acct_123", testid: "open-object-input" });
+  var form = h("form", { class: "open-object", testid: "open-object-form" },
+    h("label", { for: "object-name" }, "Open an object by name"), input,
+    h("button", { type: "submit", testid: "open-object-submit" }, "Open"));
+  form.addEventListener("submit", function (event) {
+    event.preventDefault();
+    var name = input.value.trim();
+    if (name !== "") location.hash = link("objects", name);
+  });
+  return form;
 }
 
 function objectCrumbs(object) { return [["Objects", "#/"], [object, link("objects", object)]]; }

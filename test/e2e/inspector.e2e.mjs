@@ -612,6 +612,27 @@ const main = async () => {
     assert.equal((await api(`objects/${encodeURIComponent(MAILROOM)}/queues/email/jobs/${encodeURIComponent(BIDI_ID)}`)).job.id, BIDI_ID, "canceled: the job is kept")
   }).catch(onFailure)
 
+  await step("objects found by name: the page opens an unlisted object its resolver reaches, and says 404 for one it refuses", async () => {
+    await page.goto(`${base}${PREFIX}/#/`)
+    await page.getByTestId("open-object-form").waitFor()
+    assert.ok(!(await page.getByTestId("object-link").allTextContents()).includes("subscriptions:bob"), "bob is not listed")
+    await page.getByTestId("open-object-input").fill("subscriptions:bob")
+    await page.getByTestId("open-object-submit").click()
+    await page.getByTestId("scheduler-summary").waitFor()
+    assert.equal(await page.evaluate(() => decodeURIComponent(location.hash)), "#/objects/subscriptions:bob")
+    await page.goto(`${base}${PREFIX}/#/`)
+    const errorsBefore = record.errors.length
+    await page.getByTestId("open-object-input").fill("subscriptions:Not Allowed!")
+    await page.getByTestId("open-object-submit").click()
+    await until("the refusal", async () => ((await page.getByTestId("error").textContent().catch(() => "")) ?? "").includes("no object named"), 10_000)
+    // Away from the refused object before the page refreshes it again (every 5 s).
+    await page.goto(`${base}${PREFIX}/#/`)
+    await page.getByTestId("object-list").waitFor()
+    // The browser logs the refusal's 404 as a failed load: expected here, so not an error of the page.
+    const caused = record.errors.splice(errorsBefore)
+    assert.ok(caused.every((error) => error.includes("404")), `unexpected errors: ${JSON.stringify(caused)}`)
+  }).catch(onFailure)
+
   await step("nothing ran: no dialog, no page error, no CSP violation", async () => {
     assert.deepEqual(record.dialogs, [], "a dialog opened")
     assert.deepEqual(record.errors, [], "the browser reported errors")
