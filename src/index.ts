@@ -5,6 +5,8 @@
  */
 export { DurabilityScheduler } from "./facade/DurabilityScheduler.js"
 export { answerInspection } from "./facade/answerInspection.js"
+export type { AnswerInspectionOptions } from "./facade/answerInspection.js"
+export type { RedactionTarget as DurabilityRedactionTarget } from "./inspector/InspectorService.js"
 export type {
   Answer as DurabilityInspectAnswer,
   Failure as DurabilityInspectFailure,

@@ -102,8 +102,62 @@ export const decode = (encoded: unknown): Effect.Effect<Protocol.Request, BadReq
 /** A table's kind as the inspector names its capability (a helper table, e.g. the jobs' outbox, keeps its own). */
 const capabilityOf = (kind: string): string => kind === "namedAlarms" ? "alarms" : kind
 
+/**
+ * One piece of stored user data on its way out of the object, as the redaction hook sees it: which
+ * capability (and job queue) it belongs to, which field, and its text (JSON for a payload, result or
+ * progress; the message of a log line or an error), already cut to the answer's bound.
+ */
+export interface RedactionTarget {
+  /** The capability whose record it is. */
+  readonly capability: Protocol.Capability
+  /** The job queue, for the jobs' answers. */
+  readonly queue?: string | undefined
+  /** Which of the record's fields. */
+  readonly field: "payload" | "result" | "progress" | "log" | "error"
+  /** The text as the answer would show it. */
+  readonly text: string
+}
+
+/** `makeWith`'s options. */
+export interface InspectorOptions {
+  /**
+   * Rewrites stored user data before it leaves the object (secrets in payloads, personal data in logs):
+   * return the text to show, e.g. `"[redacted]"` or the JSON with some fields masked. Per queue or global:
+   * the target says where the text comes from. A hook that throws hides the text (`"[redaction failed]"`).
+   */
+  readonly redact?: ((target: RedactionTarget) => string) | undefined
+}
+
+const JSON_FIELDS = new Set(["payload", "result", "progress"])
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value)
+
+/** The encoded answer with every piece of user data passed through `redact` (a new value; the answer is plain JSON). */
+const redacted = (value: unknown, redact: (field: RedactionTarget["field"], text: string) => string): unknown => {
+  const walk = (node: unknown, key: string | undefined): unknown => {
+    if (Array.isArray(node)) return node.map((item) => walk(item, undefined))
+    if (!isRecord(node)) return node
+    if (key !== undefined && JSON_FIELDS.has(key) && typeof node["json"] === "string") {
+      return { ...node, json: redact(key as "payload" | "result" | "progress", node["json"]) }
+    }
+    if ((key === "error" || key === "lastError") && typeof node["message"] === "string" && typeof node["name"] === "string") {
+      return { ...node, message: redact("error", node["message"]) }
+    }
+    if (typeof node["seq"] === "number" && typeof node["at"] === "number" && typeof node["message"] === "string") {
+      return { ...node, message: redact("log", node["message"]) }
+    }
+    const copy: Record<string, unknown> = {}
+    for (const [field, child] of Object.entries(node)) copy[field] = walk(child, field)
+    return copy
+  }
+  return walk(value, undefined)
+}
+
 /** Builds the `Inspector` from the object's scheduler and the capabilities registered for inspection. */
-export const make: Effect.Effect<Inspector, never, Scheduler.Scheduler | InspectionRegistry> = Effect.gen(function*() {
+export const make: Effect.Effect<Inspector, never, Scheduler.Scheduler | InspectionRegistry> = Effect.suspend(() => makeWith({}))
+
+/** `make`, with a redaction hook over the user data that leaves the object. */
+export const makeWith = (options: InspectorOptions): Effect.Effect<Inspector, never, Scheduler.Scheduler | InspectionRegistry> => Effect.gen(function*() {
   const scheduler = yield* Scheduler.Scheduler
   const registry = yield* InspectionRegistry
 
@@ -152,7 +206,20 @@ export const make: Effect.Effect<Inspector, never, Scheduler.Scheduler | Inspect
       const request = yield* decode(encoded)
       const value = yield* inspect(request)
       const schema = Protocol.answers[request._tag] as Schema.Schema<unknown, unknown>
-      return yield* Effect.orDie(Schema.encode(schema)(value))
+      const plain = yield* Effect.orDie(Schema.encode(schema)(value))
+      const { redact } = options
+      if (redact === undefined) return plain
+      const capability = request._tag === "Overview" ? undefined : request._tag === "PurgeBefore" ? request.capability : owners[request._tag]
+      if (capability === undefined) return plain
+      const queue = "queue" in request ? request.queue : undefined
+      return redacted(plain, (field, text) => {
+        try {
+          const shown = redact({ capability, queue, field, text })
+          return typeof shown === "string" ? shown : "[redaction failed]"
+        } catch {
+          return "[redaction failed]"
+        }
+      })
     }).pipe(
       Effect.map((value): Protocol.Answer => ({ ok: true, value })),
       Effect.catchAll((error) => Effect.succeed<Protocol.Answer>({ ok: false, failure: { _tag: error._tag, message: error.message } })),
