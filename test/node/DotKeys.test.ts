@@ -25,7 +25,7 @@ describe("dot keys", () => {
           message: 'id cannot be "." or "..": a URL cannot address them (the inspector could not reach it)'
         })
         expect(yield* Effect.flip(object.run(jobs.work.add({ id: key, payload: null })))).toMatchObject({ _tag: "InvalidInputError", field: "id" })
-        expect(yield* Effect.flip(object.run(schedules.tick.upsert(key, { every: "1 hour" })))).toMatchObject({ _tag: "InvalidInputError", field: "key" })
+        expect(yield* Effect.flip(object.run(schedules.tick.upsert(key, { everyMs: 3_600_000 })))).toMatchObject({ _tag: "InvalidInputError", field: "key" })
       }
       expect(object.storage.statements.length).toBe(before)
       // Dots inside a key are not dot segments.
