@@ -185,6 +185,8 @@ export const makeAuthorize = (config: AuthConfig) => {
   const verifier = config.access === undefined ? undefined : new AccessVerifier(config.access)
   const missing = config.access === undefined
     ? "missing credentials: send Authorization: Bearer <token>"
+    : config.token === undefined
+    ? "missing credentials: sign in through Cloudflare Access (its JWT in Cf-Access-Jwt-Assertion)"
     : "missing credentials: send Authorization: Bearer <token> or a Cloudflare Access JWT in Cf-Access-Jwt-Assertion"
 
   const bearerProblem = async (header: string): Promise<string | undefined> => {
