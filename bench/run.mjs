@@ -7,7 +7,8 @@
  * object (J5–J7: the Cloudflare Queues path through a local Miniflare queue, the router's overhead
  * over 16 objects, the reclaim of expired leases; the library alone); then what the inspector costs
  * (I1: `DurabilityInspector.handler` over HTTP and the object's `inspect` RPC, objects of 1 000 to
- * 100 000 jobs).
+ * 100 000 settled jobs, then paused queues of 100 000 and 200 000 waiting ones with a detail read timed
+ * while clients poll the overview).
  * Prints a table and writes bench/results/latest.json (`--smoke`: tiny N, bench/results/smoke.json,
  * for CI: it checks that everything runs and asserts no timing; `--only` with J scenarios alone:
  * bench/results/jobs.json, or bench/results/jobs-external.json with J5–J7 alone, or
@@ -70,7 +71,7 @@ const settings = smoke
     j6: { n: 200, batch: 100, shards: 16 },
     // The probe gives up 2 s after the last lease end (a late reclaim shows as "not leasable again").
     j7: { groups: 2, perGroup: 5, everyMs: 37, timeoutMs: 2_000 },
-    i1: { sizes: [200], seedCall: 200, bulk: 100, requests: 5, warmup: 1, cold: 2, deepAt: 0.9 }
+    i1: { sizes: [200], sparse: [200], pollers: 4, seedCall: 200, bulk: 100, requests: 5, warmup: 1, cold: 2, deepAt: 0.9 }
   }
   : {
     reps: 3,
@@ -92,8 +93,20 @@ const settings = smoke
     j7: { groups: 20, perGroup: 10, everyMs: 37, timeoutMs: 20_000 },
     // I1: one object per size (one queue: 90 % completed, 10 % failed, half of those dead-lettered), seeded by
     // `addBulk`s of `bulk` per RPC of `seedCall` jobs; per request kind and path, `warmup` untimed then `requests`
-    // timed one after another; `cold` fresh handlers; the deep pages start at `deepAt` of the jobs.
-    i1: { sizes: [1_000, 10_000, 100_000], seedCall: 10_000, bulk: 1_000, requests: 100, warmup: 3, cold: 10, deepAt: 0.9 }
+    // timed one after another; `cold` fresh handlers; the deep pages start at `deepAt` of the jobs. Then the sparse
+    // shape (issue 26): one object per `sparse` size whose paused queue holds that many waiting jobs, its overview
+    // timed alone and a job detail timed alone and while `pollers` clients read the overview in a loop.
+    i1: {
+      sizes: [1_000, 10_000, 100_000],
+      sparse: [100_000, 200_000],
+      pollers: 4,
+      seedCall: 10_000,
+      bulk: 1_000,
+      requests: 100,
+      warmup: 3,
+      cold: 10,
+      deepAt: 0.9
+    }
   }
 if (option("--reps") !== undefined) settings.reps = Number(option("--reps"))
 // A run of job scenarios alone does not replace the B figures of latest.json.
@@ -1159,6 +1172,7 @@ try {
     const TOKEN = "i1-bench-token-0123456789abcdef" // as bench/workers/inspector.ts
     const auth = { headers: { Authorization: `Bearer ${TOKEN}` } }
     const names = i1.sizes.map((n) => `i1-${n}`)
+    const sparseNames = i1.sparse.map((n) => `i1-waiting-${n}`)
     const post = async (route, params) => {
       const response = await worker.fetch(`http://bench${route}`, { method: "POST", body: JSON.stringify(params) })
       const body = await response.json()
@@ -1206,20 +1220,21 @@ try {
       if (!condition) throw new Error(`I1 ${label}: ${what}`)
     }
 
-    await post("/reset", { names })
-    // Seeding: addBulk into the paused queue, settled by SQL (bench/workers/inspector.ts).
-    const objects = {}
-    for (const [index, n] of i1.sizes.entries()) {
-      const name = names[index]
+    const allNames = [...names, ...sparseNames]
+    await post("/reset", { names: allNames })
+    // Seeding: addBulk into the paused queue, settled by SQL (bench/workers/inspector.ts), or left waiting.
+    const seed = async (name, n, shape) => {
       const t0 = Date.now()
       for (let start = 0; start < n; start += i1.seedCall) {
-        await post("/seed", { name, start, count: Math.min(i1.seedCall, n - start), chunk: i1.bulk })
+        await post("/seed", { name, start, count: Math.min(i1.seedCall, n - start), chunk: i1.bulk, shape })
       }
-      objects[n] = { name, ...(await post("/finish", { name, deepAt: i1.deepAt })), seedMs: Date.now() - t0 }
-      const o = objects[n]
-      log(`I1 seeded ${name}: ${o.total} jobs (${o.failed} failed, ${o.deadLetters} dead letters) in ${o.seedMs} ms`)
+      const o = { name, ...(await post("/finish", { name, deepAt: i1.deepAt, shape })), seedMs: Date.now() - t0 }
+      log(`I1 seeded ${name}: ${o.total} jobs (${o.failed} failed, ${o.pending} waiting, ${o.deadLetters} dead letters) in ${o.seedMs} ms`)
       expect(name, o.total === n, `${o.total} jobs of ${n}`)
+      return o
     }
+    const objects = {}
+    for (const [index, n] of i1.sizes.entries()) objects[n] = await seed(names[index], n, "settled")
 
     // Cold vs warm: the first request through a fresh handler builds the HttpApi's runtime. The first cycle
     // apart from the rest (the first route's is this isolate's first HttpApi request: its code not yet compiled).
@@ -1236,7 +1251,7 @@ try {
       const cpu0 = workerdCpuMs()
       for (let r = 0; r < i1.cold; r++) {
         const t0 = performance.now()
-        await post("/reset", { names })
+        await post("/reset", { names: allNames })
         resets.push(performance.now() - t0)
         const first = await run()
         expect(`cold ${label}`, first.status === 200, `status ${first.status}: ${first.text.slice(0, 300)}`)
@@ -1297,6 +1312,75 @@ try {
         log(`I1 N=${n} ${label}: HTTP p50 ${f.http.p50Ms} / p99 ${f.http.p99Ms} ms (CPU ${f.http.cpuMsPerRequest} ms, ${f.http.bytes} B); RPC p50 ${f.rpc.p50Ms} / p99 ${f.rpc.p99Ms} ms (CPU ${f.rpc.cpuMsPerRequest} ms, ${f.rpc.bytes} B)`)
       }
     }
+
+    // The sparse shape (issue 26): N waiting jobs in a paused queue, where a count filtering on anything the
+    // index does not order (due or not, leased or not) reads all N. Seeded after the dense figures so that their
+    // objects' pages are measured as before; each sparse object is seeded just before it is measured.
+    const sparse = {}
+    for (const [index, n] of i1.sparse.entries()) {
+      const o = await seed(sparseNames[index], n, "waiting")
+      expect(o.name, o.pending === n, `${o.pending} waiting of ${n}`)
+      const overviewCheck = (v) => {
+        const [queue] = v.jobs.queues
+        expect(`sparse Overview N=${n}`, queue.paused === true && queue.counts.waiting === Math.min(n, 10_000) && queue.counts.active === 0, JSON.stringify(v.jobs))
+      }
+      const overview = http(o.name)
+      const detail = http(`${o.name}/queues/bench/jobs/${o.detailId}`)
+      const detailCheck = (v) =>
+        expect(`sparse Job N=${n}`, v.job.id === o.detailId && v.job.state === "waiting" && v.logs.total === 5, JSON.stringify(v).slice(0, 300))
+      const f = {}
+      f.overviewHttp = await batch(`sparse Overview http N=${n}`, overview, overviewCheck)
+      f.overviewRpc = await batch(`sparse Overview rpc N=${n}`, rpc(o.name, { _tag: "Overview" }), (answer) => {
+        expect(`sparse Overview (RPC) N=${n}`, answer.ok === true, JSON.stringify(answer).slice(0, 300))
+        overviewCheck(answer.value)
+      })
+      f.detailAlone = await batch(`sparse Job alone N=${n}`, detail, detailCheck)
+      // The page polls the overview (every 5 s per open tab); here `pollers` clients ask again as soon as
+      // answered, the worst case: a detail read waits behind whatever the object (and, locally, the one
+      // isolate that also runs the handler) is serving.
+      const underLoad = async (what, poll) => {
+        let polling = true
+        const polled = []
+        const poller = async () => {
+          while (polling) {
+            const one = await poll()
+            if (one.status !== 200) throw new Error(`I1 sparse ${what} poller N=${n}: status ${one.status}: ${one.text.slice(0, 300)}`)
+            polled.push(one.ms)
+          }
+        }
+        const pollers = Array.from({ length: i1.pollers }, poller)
+        try {
+          const timed = await batch(`sparse Job with ${i1.pollers} ${what} pollers N=${n}`, detail, detailCheck)
+          return { ...timed, pollers: i1.pollers, served: polled.length, polledP50Ms: round(median(polled), 2), polledP99Ms: round(percentile(polled, 99), 2) }
+        } finally {
+          polling = false
+          await Promise.all(pollers)
+        }
+      }
+      f.detailWithPollers = await underLoad("overview", overview)
+      f.ratio = round(f.detailWithPollers.p50Ms / f.detailAlone.p50Ms, 2)
+      // The control: the same pollers reading the detail itself, a read the issue does not call unbounded. What
+      // the overview's pollers cost a detail read beyond this is the overview's own share.
+      f.detailWithDetailPollers = await underLoad("detail", detail)
+      f.controlRatio = round(f.detailWithDetailPollers.p50Ms / f.detailAlone.p50Ms, 2)
+      // Not the overview, the same question: a page filtered on a state none of the N jobs is in.
+      f.failedPage = await batch(`sparse Jobs state=failed N=${n}`, http(`${o.name}/queues/bench/jobs?state=failed&limit=25`), (v) =>
+        expect(`sparse Jobs state=failed N=${n}`, v.items.length === 0, `${v.items.length} items`))
+      const { plans, ...object } = o
+      sparse[n] = { object, plans, ...f }
+      log(
+        `I1 sparse N=${n}: overview HTTP p50 ${f.overviewHttp.p50Ms} / p99 ${f.overviewHttp.p99Ms} ms (CPU ${f.overviewHttp.cpuMsPerRequest} ms), ` +
+          `RPC p50 ${f.overviewRpc.p50Ms} / p99 ${f.overviewRpc.p99Ms} ms; detail alone p50 ${f.detailAlone.p50Ms} ms, ` +
+          `with ${i1.pollers} overview pollers p50 ${f.detailWithPollers.p50Ms} ms (x${f.ratio}; ${f.detailWithPollers.served} overviews served, p50 ${f.detailWithPollers.polledP50Ms} ms), ` +
+          `with ${i1.pollers} detail pollers p50 ${f.detailWithDetailPollers.p50Ms} ms (x${f.controlRatio})`
+      )
+    }
+    // Each sparse object's overview again once all are seeded: the first timing follows its seeding's writes
+    // at once, so a difference between sizes there may be the storage settling, not the size.
+    for (const [index, n] of i1.sparse.entries()) {
+      sparse[n].overviewHttpAgain = await batch(`sparse Overview again N=${n}`, http(sparseNames[index]))
+      log(`I1 sparse N=${n}: overview HTTP again p50 ${sparse[n].overviewHttpAgain.p50Ms} / p99 ${sparse[n].overviewHttpAgain.p99Ms} ms; state=failed page p50 ${sparse[n].failedPage.p50Ms} ms`)
+    }
     results.scenarios.I1 = {
       library: {
         sizes: i1.sizes,
@@ -1304,7 +1388,8 @@ try {
         plans: objects[i1.sizes[i1.sizes.length - 1]].plans,
         noop,
         cold,
-        requests: figures
+        requests: figures,
+        sparse
       }
     }
   }
@@ -1593,6 +1678,37 @@ if (s.I1) {
   }
   inspectorRows.push({ scenario: "I1", metric: "loopback hop alone (GET /noop): wall p50 / p99 ms (workerd CPU ms)", ...columns, [`N=${lib.sizes[0]}`]: wall(lib.noop) })
 }
+// The sparse shape (issue 26): its own rows, one object per size, with the issue's goals.
+const sparseRows = []
+for (const [n, f] of Object.entries(s.I1?.library.sparse ?? {})) {
+  const wall = (b) => `${fmt(b.p50Ms, 1)} / ${fmt(b.p99Ms, 1)} (${fmt(b.cpuMsPerRequest, 1)})`
+  const overviewMet = f.overviewHttp.p50Ms <= 10
+  const ratioMet = f.ratio <= 2
+  const row = (metric, value, goal = "", met = undefined) =>
+    sparseRows.push({ scenario: "I1", metric: `sparse N=${n} ${metric}`, value, goal, met: met === undefined ? "" : met ? "yes" : "**no**" })
+  row("overview HTTP: wall p50 / p99 ms (workerd CPU ms)", wall(f.overviewHttp), "p50 <= 10 ms", overviewMet)
+  row("overview RPC alone: wall p50 / p99 ms (workerd CPU ms)", wall(f.overviewRpc))
+  if (f.overviewHttpAgain !== undefined) row("overview HTTP again, all sparse objects seeded: wall p50 / p99 ms (workerd CPU ms)", wall(f.overviewHttpAgain))
+  row(
+    `job detail alone p50 / with ${f.detailWithPollers.pollers} overview pollers p50 ms (ratio)`,
+    `${fmt(f.detailAlone.p50Ms, 1)} / ${fmt(f.detailWithPollers.p50Ms, 1)} (${fmt(f.ratio, 2)}x)`,
+    "<= 2x",
+    ratioMet
+  )
+  row(
+    `while polled: detail p99 ms; overviews served, their p50 / p99 ms`,
+    `${fmt(f.detailWithPollers.p99Ms, 1)}; ${f.detailWithPollers.served}, ${fmt(f.detailWithPollers.polledP50Ms, 1)} / ${fmt(f.detailWithPollers.polledP99Ms, 1)}`
+  )
+  row(
+    `control: job detail with ${f.detailWithDetailPollers.pollers} detail pollers p50 ms (ratio; detail p99)`,
+    `${fmt(f.detailWithDetailPollers.p50Ms, 1)} (${fmt(f.controlRatio, 2)}x; ${fmt(f.detailWithDetailPollers.p99Ms, 1)})`
+  )
+  row("jobs page state=failed (none of the N): wall p50 / p99 ms (workerd CPU ms)", wall(f.failedPage))
+  goals.push(
+    { goal: `I1 sparse N=${n} overview p50 <= 10 ms`, value: f.overviewHttp.p50Ms, met: overviewMet },
+    { goal: `I1 sparse N=${n} detail with ${f.detailWithPollers.pollers} pollers <= 2x alone`, value: f.ratio, met: ratioMet }
+  )
+}
 
 results.goals = goals
 results.failed = failed
@@ -1606,6 +1722,7 @@ if (rows.length > 0) results.table = render(["scenario", "metric", "library", "p
 if (jobRows.length > 0) results.jobsTable = render(["scenario", "metric", "library", "BullMQ", "pg-boss", "goal", "met"], jobRows)
 if (externalRows.length > 0) results.externalJobsTable = render(["scenario", "metric", "library", "goal", "met"], externalRows)
 if (inspectorRows.length > 0) results.inspectorTable = render(Object.keys(inspectorRows[0]), inspectorRows)
+if (sparseRows.length > 0) results.inspectorSparseTable = render(["scenario", "metric", "value", "goal", "met"], sparseRows)
 
 fs.mkdirSync(path.dirname(outFile), { recursive: true })
 fs.writeFileSync(outFile, `${JSON.stringify(results, null, 2)}\n`)
@@ -1630,6 +1747,7 @@ if (results.inspectorTable !== undefined) {
   if (results.table !== undefined || results.jobsTable !== undefined || results.externalJobsTable !== undefined) console.log("")
   console.log(results.inspectorTable)
 }
+if (results.inspectorSparseTable !== undefined) console.log(`\n${results.inspectorSparseTable}`)
 console.log(`\nwritten to ${path.relative(root, outFile)}`)
 if (failed) {
   const lines = fs.existsSync(path.join(buildDir, "workerd.log")) ? fs.readFileSync(path.join(buildDir, "workerd.log"), "utf8").split("\n") : []

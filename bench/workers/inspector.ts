@@ -10,8 +10,12 @@
  * half of those dead-lettered) instead of running N handlers: the inspector reads the rows, not how
  * they got there, and 100 000 real runs would take minutes.
  *
+ * The sparse shape (issue 26), `shape: "waiting"`: the same `addBulk`s and nothing after them, the queue left
+ * paused, so all N jobs stay waiting. Counts whose matches are rare among N are what an unindexed filter pays
+ * for in full, which the dense shape (every count reaches the cap in its first rows) never showed.
+ *
  * Routes (POST, JSON): `/reset { names }` builds a new handler (its first request builds the HttpApi's
- * runtime: the cold path), `/seed { name, start, count, chunk }`, `/finish { name, deepAt }`,
+ * runtime: the cold path), `/seed { name, start, count, chunk, shape }`, `/finish { name, deepAt, shape }`,
  * `/rpc { name, request }` (the answer's JSON, as the handler would get it); `GET /noop`;
  * `/_durability/**`: the handler.
  */
@@ -25,6 +29,10 @@ const QUEUE = "bench"
 const JOBS = "durability_jobs"
 const LOGS = "durability_job_logs"
 const DEAD_LETTERS = "durability_job_dead_letters"
+
+/** How a seeded queue ends: settled by SQL (dense: completed and failed) or left paused with every job waiting (sparse). */
+type Shape = "settled" | "waiting"
+const shapeOf = (value: unknown): Shape => value === "waiting" ? "waiting" : "settled"
 
 interface Env {
   readonly TARGET: DurableObjectNamespace<InspectorBench>
@@ -68,14 +76,15 @@ export class InspectorBench extends DurableObject<Env> {
     return answerInspection(this.scheduler, request)
   }
 
-  /** Jobs `start..start+count-1` by `addBulk`s of `chunk` into the paused queue, then settled by SQL. */
-  async seed(start: number, count: number, chunk: number): Promise<{ readonly added: number }> {
+  /** Jobs `start..start+count-1` by `addBulk`s of `chunk` into the paused queue, then settled by SQL unless `waiting`. */
+  async seed(start: number, count: number, chunk: number, shape: Shape): Promise<{ readonly added: number }> {
     const queue = this.jobs[QUEUE]
     if (start === 0) await queue.pause()
     for (let at = start; at < start + count; at += chunk) {
       const n = Math.min(chunk, start + count - at)
       await queue.addBulk(Array.from({ length: n }, (_, k) => ({ id: String(at + k), payload: payloadOf(at + k) })))
     }
+    if (shape === "waiting") return { added: count }
     const sql = this.ctx.storage.sql
     sql.exec(
       `UPDATE ${JOBS} SET
@@ -101,16 +110,25 @@ export class InspectorBench extends DurableObject<Env> {
   /**
    * Once seeded: the queue resumed (nothing is pending), a failed job with a few log lines for the
    * detail, and the cursors a reader following `cursor` would hold at `deepAt` (0..1) of all jobs
-   * and of the failed ones (cursors are the `seq` of the page's last job).
+   * and of the failed ones (cursors are the `seq` of the page's last job). A `waiting` queue stays
+   * paused (resuming it would start running the N jobs under the measurement), and its detail job is
+   * the middle waiting one.
    */
-  async finish(deepAt: number) {
-    await this.jobs[QUEUE].resume()
+  async finish(deepAt: number, shape: Shape) {
+    if (shape === "settled") await this.jobs[QUEUE].resume()
     const sql = this.ctx.storage.sql
     const one = (query: string, ...bindings: Array<SqlStorageValue>) => sql.exec(query, ...bindings).toArray()[0] ?? {}
     const total = Number(one(`SELECT COUNT(*) AS n FROM ${JOBS} WHERE queue = ?`, QUEUE).n)
     const failed = Number(one(`SELECT COUNT(*) AS n FROM ${JOBS} WHERE queue = ? AND status = 'failed'`, QUEUE).n)
+    const pending = Number(one(`SELECT COUNT(*) AS n FROM ${JOBS} WHERE queue = ? AND status = 'pending'`, QUEUE).n)
     const deadLetters = Number(one(`SELECT COUNT(*) AS n FROM ${DEAD_LETTERS} WHERE queue = ?`, QUEUE).n)
-    const detail = one(`SELECT key, id FROM ${JOBS} WHERE queue = ? AND status = 'failed' ORDER BY seq LIMIT 1 OFFSET ?`, QUEUE, Math.floor(failed / 2))
+    const detailStatus = shape === "waiting" ? "pending" : "failed"
+    const detail = one(
+      `SELECT key, id FROM ${JOBS} WHERE queue = ? AND status = ? ORDER BY seq LIMIT 1 OFFSET ?`,
+      QUEUE,
+      detailStatus,
+      Math.floor((shape === "waiting" ? pending : failed) / 2)
+    )
     const now = Date.now()
     for (let line = 0; line < 5; line++) {
       sql.exec(`INSERT OR REPLACE INTO ${LOGS} (key, seq, at, message) VALUES (?, ?, ?, ?)`, detail.key!, line + 1, now, `attempt 1: step ${line + 1} of 5`)
@@ -119,21 +137,27 @@ export class InspectorBench extends DurableObject<Env> {
     const deepFailedCursor = String(
       one(`SELECT seq FROM ${JOBS} WHERE queue = ? AND status = 'failed' ORDER BY seq LIMIT 1 OFFSET ?`, QUEUE, Math.floor(failed * deepAt)).seq
     )
-    return { total, failed, deadLetters, detailId: String(detail.id), deepCursor, deepFailedCursor, plans: this.plans() }
+    return { shape, total, failed, pending, deadLetters, detailId: String(detail.id), deepCursor, deepFailedCursor, plans: this.plans() }
   }
 
-  /** SQLite's plans for the statements the inspector's job reads run (their text as src/internal/inspect/jobs.ts and read.ts write them). */
+  /** SQLite's plans for the statements the inspector's job reads run (their text as src/jobs/jobsTable.ts and deadLettersTable.ts write them). */
   plans(): Record<string, ReadonlyArray<string>> {
     const plan = (query: string, ...bindings: Array<SqlStorageValue>) =>
       this.ctx.storage.sql.exec(`EXPLAIN QUERY PLAN ${query}`, ...bindings).toArray().map((row) => String(row.detail))
+    // The overview's counts as src/jobs/jobsTable.ts `cappedStateCounts` writes them (10 000: COUNT_CAP).
+    const capped = (where: string, ...bindings: Array<SqlStorageValue>) =>
+      plan(`SELECT COUNT(*) AS n FROM (SELECT 1 FROM ${JOBS} WHERE ${where} LIMIT 10000)`, ...bindings)
+    const now = Date.now()
     return {
-      "overview counts": plan(
-        `SELECT status, next_attempt_at > ? AS later, leased_until IS NOT NULL AS leased, COUNT(*) AS n FROM ${JOBS}
-         WHERE queue = ? GROUP BY status, later, leased`,
-        0,
+      "overview leased (active elsewhere)": plan(
+        `SELECT key, next_attempt_at > ? AS later FROM ${JOBS} WHERE queue = ? AND leased_until IS NOT NULL`,
+        now,
         QUEUE
       ),
-      "overview dead letters": plan(`SELECT COUNT(*) AS n FROM ${DEAD_LETTERS} WHERE queue = ?`, QUEUE),
+      "overview waiting (pending, due)": capped("queue = ? AND status = 'pending' AND next_attempt_at <= ?", QUEUE, now),
+      "overview delayed (pending, later)": capped("queue = ? AND status = 'pending' AND next_attempt_at > ?", QUEUE, now),
+      "overview by status (failed)": capped("queue = ? AND status = ?", QUEUE, "failed"),
+      "overview dead letters": plan(`SELECT COUNT(*) AS n FROM (SELECT 1 FROM ${DEAD_LETTERS} WHERE queue = ? LIMIT 10000)`, QUEUE),
       "jobs page": plan(`SELECT * FROM ${JOBS} WHERE queue = ? AND seq > ? ORDER BY seq LIMIT ?`, QUEUE, 0, 26),
       "jobs page, state=failed": plan(`SELECT * FROM ${JOBS} WHERE queue = ? AND seq > ? AND status = ? ORDER BY seq LIMIT ?`, QUEUE, 0, "failed", 26),
       "dead letters page": plan(`SELECT * FROM ${DEAD_LETTERS} WHERE queue = ? ORDER BY failed_at, id LIMIT ?`, QUEUE, 26)
@@ -166,9 +190,9 @@ export default {
           })
           return json({})
         case "/seed":
-          return json(await stub().seed(Number(params["start"]), Number(params["count"]), Number(params["chunk"])))
+          return json(await stub().seed(Number(params["start"]), Number(params["count"]), Number(params["chunk"]), shapeOf(params["shape"])))
         case "/finish":
-          return json(await stub().finish(Number(params["deepAt"])))
+          return json(await stub().finish(Number(params["deepAt"]), shapeOf(params["shape"])))
         case "/rpc":
           // The answer's JSON as the handler receives it over RPC (before the HttpApi re-encodes it).
           return new Response(JSON.stringify(await stub().inspect(params["request"])), { headers: { "Content-Type": "application/json" } })
