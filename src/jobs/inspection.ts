@@ -35,6 +35,12 @@ export interface QueueCalls {
   }
 }
 
+/**
+ * Rows a page of one state reads at most: a state rare among its status's jobs (delayed among 100 000
+ * waiting) answers a short page with a cursor instead of reading the whole queue for it.
+ */
+const EXAMINED_PER_PAGE = 1_000
+
 const columns = (bound: number) =>
   `key, queue, id, seq, status, attempt, priority, created_at, next_attempt_at, started_at, finished_at, leased_until, parent_key,
    ${Text.messageOf("last_error")}, last_error_name, ${Text.headOf("payload", bound)}, ${Text.headOf("result", bound)},
@@ -118,16 +124,35 @@ export const source = (core: Core, calls: ReadonlyMap<string, QueueCalls>, purge
       const after = yield* seqCursor(request.cursor)
       const limit = request.limit ?? P.DEFAULT_PAGE
       const now = yield* Clock.currentTimeMillis
-      const rows = yield* JobsTable.page(storage, {
+      const item = (row: Row) => itemOf(core, queue, row, now, P.LIST_JSON_CHARS)
+      if (request.state === undefined) {
+        const rows = yield* JobsTable.page(storage, {
+          columns: columns(P.LIST_JSON_CHARS),
+          queue: queue.name,
+          after,
+          states: [],
+          now,
+          active: executingIn(core, queue.name),
+          take: limit + 1
+        })
+        return ListQuery.page(rows, limit, item, seqAfter)
+      }
+      const examined = yield* JobsTable.examinedPage(storage, {
         columns: columns(P.LIST_JSON_CHARS),
         queue: queue.name,
         after,
-        states: request.state === undefined ? [] : [request.state],
+        state: request.state,
         now,
         active: executingIn(core, queue.name),
-        take: limit + 1
+        examine: EXAMINED_PER_PAGE
       })
-      return ListQuery.page(rows, limit, (row) => itemOf(core, queue, row, now, P.LIST_JSON_CHARS), seqAfter)
+      const matched = examined.filter((row) => Number(row.matched) === 1)
+      if (matched.length > limit) return ListQuery.page(matched, limit, item, seqAfter)
+      const last = examined[examined.length - 1]
+      // Every row it may read was read: a short page, and where to read on from (more may match there).
+      return examined.length === EXAMINED_PER_PAGE && last !== undefined
+        ? { items: matched.map(item), cursor: seqAfter(last) }
+        : { items: matched.map(item) }
     })
 
   const job = (request: P.JobQuery) =>

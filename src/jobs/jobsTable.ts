@@ -507,6 +507,43 @@ export const page = (
   )
 }
 
+/** The statuses a state's jobs are stored in: the index range a page of that state walks. */
+const STATUS_OF: Record<JobState, string> = {
+  waiting: "pending",
+  delayed: "pending",
+  active: "pending",
+  "waiting-children": "waiting_children",
+  completed: "completed",
+  failed: "failed",
+  canceled: "canceled"
+}
+
+/**
+ * At most `examine` of the queue's jobs after insertion order `after` in the status `state` is stored in,
+ * in the order they were added, each with `matched` (1 when it is in `state`: waiting, delayed and active
+ * share "pending"). Rows touched are bounded whatever the queue holds: a state that is rare among its
+ * status's jobs gives a short page and a cursor to read on from.
+ */
+export const examinedPage = (
+  storage: StorageService,
+  options: {
+    readonly columns: string
+    readonly queue: string
+    readonly after: number
+    readonly state: JobState
+    readonly now: number
+    readonly active: ReadonlyArray<string>
+    readonly examine: number
+  }
+): Rows => {
+  const condition = stateCondition(options.state, options.now, options.active)
+  return storage.exec(
+    `SELECT ${options.columns}, (${condition.sql}) AS matched FROM ${JOBS}
+     WHERE queue = ? AND status = ? AND seq > ? ORDER BY seq LIMIT ?`,
+    [...condition.bindings, options.queue, STATUS_OF[options.state], options.after, options.examine]
+  )
+}
+
 /** Keys bound per statement: workerd takes at most 100 parameters, `now` among them. */
 const CHUNK = 64
 

@@ -168,9 +168,13 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
     // The inspector's counts by state read index ranges only, whatever the data's shape: a queue's pending jobs
     // split at `now` (waiting from delayed), and its leased ones (active elsewhere) through a partial index as
     // small as the leases out. Without them one queue of 100 000 waiting jobs made every overview read them all.
+    // A queue's jobs of one status in the order they were added serve the inspector's page of a state: without it
+    // a page of failed jobs walked the whole queue (34 ms for 200 000 waiting ones in bench I1).
     up: `CREATE INDEX ${JOBS}_queue_due_idx ON ${JOBS} (queue, status, next_attempt_at);
-      CREATE INDEX ${JOBS}_queue_leased_idx ON ${JOBS} (queue, next_attempt_at) WHERE leased_until IS NOT NULL`,
-    down: `DROP INDEX IF EXISTS ${JOBS}_queue_leased_idx;
+      CREATE INDEX ${JOBS}_queue_leased_idx ON ${JOBS} (queue, next_attempt_at) WHERE leased_until IS NOT NULL;
+      CREATE INDEX ${JOBS}_queue_status_seq_idx ON ${JOBS} (queue, status, seq)`,
+    down: `DROP INDEX IF EXISTS ${JOBS}_queue_status_seq_idx;
+      DROP INDEX IF EXISTS ${JOBS}_queue_leased_idx;
       DROP INDEX IF EXISTS ${JOBS}_queue_due_idx;`,
     presentWhen: MigrationSql.indexExists(`${JOBS}_queue_due_idx`)
   }

@@ -56,6 +56,28 @@ describe("inspector: reading jobs", () => {
       expect((yield* object.run(jobs.email.counts)).waiting).toBe(COUNT_CAP + 5)
     }), 60_000)
 
+  it.scoped("a page of a state rare among its status's jobs reads at most 1 000 rows: a short page and a cursor to read on", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const { jobs } = yield* setup(object)
+      yield* object.run(jobs.email.pause)
+      const bulk = Array.from({ length: 600 }, (_, n) => ({ payload: { to: `r${n}` } }))
+      yield* object.run(jobs.email.addBulk(bulk))
+      yield* object.run(jobs.email.addBulk(bulk))
+      // The one delayed job comes after 1 200 waiting ones.
+      yield* object.run(jobs.email.add({ id: "later", payload: { to: "later" }, delayMs: 60_000 }))
+      const first = yield* valueOf(object, { _tag: "Jobs", queue: "email", state: "delayed" })
+      expect(first.items).toEqual([])
+      expect(first.cursor).toBeDefined()
+      const second = yield* valueOf(object, { _tag: "Jobs", queue: "email", state: "delayed", cursor: first.cursor })
+      expect(second.items.map((item: { id: string }) => item.id)).toEqual(["later"])
+      expect(second.cursor).toBeUndefined()
+      // A dense state fills its page at once; the cursor follows its last item.
+      const waiting = yield* valueOf(object, { _tag: "Jobs", queue: "email", state: "waiting", limit: 3 })
+      expect(waiting.items).toHaveLength(3)
+      expect(waiting.cursor).toBe(String(waiting.items.length === 3 ? (yield* jobRow(object, "email", waiting.items[2].id))!.seq : ""))
+    }))
+
   it.scoped("the overview summarises each queue; a job shows its payload, result, progress, logs, parent and children", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
