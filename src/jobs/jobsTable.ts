@@ -538,7 +538,7 @@ export const examinedPage = (
 ): Rows => {
   const condition = stateCondition(options.state, options.now, options.active)
   return storage.exec(
-    `SELECT ${options.columns}, (${condition.sql}) AS matched FROM ${JOBS}
+    `SELECT ${options.columns}, (${condition.sql}) AS matched FROM ${JOBS} INDEXED BY ${JOBS}_queue_status_seq_idx
      WHERE queue = ? AND status = ? AND seq > ? ORDER BY seq LIMIT ?`,
     [...condition.bindings, options.queue, STATUS_OF[options.state], options.after, options.examine]
   )
@@ -560,10 +560,14 @@ export const cappedStateCounts = (
   active: ReadonlyArray<string>
 ): Effect.Effect<Record<JobState, number>, StorageError> =>
   Effect.gen(function*() {
-    const capped = (where: string, bindings: ReadonlyArray<SqlValue>) => countOf(storage.exec(Text.cappedCount(JOBS, where), bindings))
+    // Each statement names its index: without statistics SQLite may take another index on `queue` and read the
+    // queue's rows one by one (a leased count through (queue, status, seq) read 100 000 rows).
+    const capped = (index: string, where: string, bindings: ReadonlyArray<SqlValue>) =>
+      countOf(storage.exec(Text.cappedCount(`${JOBS} INDEXED BY ${index}`, where), bindings))
     const running = new Map<string, boolean>()
     const leased = yield* storage.exec(
-      `SELECT key, next_attempt_at > ? AS later FROM ${JOBS} WHERE queue = ? AND leased_until IS NOT NULL`,
+      `SELECT key, next_attempt_at > ? AS later FROM ${JOBS} INDEXED BY ${JOBS}_queue_leased_idx
+       WHERE queue = ? AND leased_until IS NOT NULL`,
       [now, queue]
     )
     for (const row of leased) running.set(String(row.key), Number(row.later) === 1)
@@ -577,11 +581,11 @@ export const cappedStateCounts = (
     }
     let runningLater = 0
     for (const later of running.values()) if (later) runningLater++
-    const due = yield* capped("queue = ? AND status = 'pending' AND next_attempt_at <= ?", [queue, now])
-    const later = yield* capped("queue = ? AND status = 'pending' AND next_attempt_at > ?", [queue, now])
+    const due = yield* capped(`${JOBS}_queue_due_idx`, "queue = ? AND status = 'pending' AND next_attempt_at <= ?", [queue, now])
+    const later = yield* capped(`${JOBS}_queue_due_idx`, "queue = ? AND status = 'pending' AND next_attempt_at > ?", [queue, now])
     // At the cap a count means "at least": what runs among them cannot be told apart, so the cap stays.
     const less = (count: number, minus: number) => count >= COUNT_CAP ? COUNT_CAP : Math.max(0, count - minus)
-    const byStatus = (status: string) => capped("queue = ? AND status = ?", [queue, status])
+    const byStatus = (status: string) => capped(`${JOBS}_queue_due_idx`, "queue = ? AND status = ?", [queue, status])
     return {
       waiting: less(due, running.size - runningLater),
       delayed: less(later, runningLater),

