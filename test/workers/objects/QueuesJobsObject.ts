@@ -10,6 +10,7 @@
  * numbered `holdAttempt` waits until the test opens the gate `hold` (a durable flag; polled).
  */
 import { DurableObject } from "cloudflare:workers"
+import { Deliveries, type Idleness } from "./idle.js"
 import {
   type AlarmInvocationInfo,
   DurabilityJobs,
@@ -98,6 +99,7 @@ const CREATE = `
 `
 
 export class QueuesJobsObject extends DurableObject<QueuesEnv> {
+  private readonly deliveriesInFlight = new Deliveries()
   readonly records = this.ctx.storage.sql.exec(CREATE)
 
   readonly jobs = new DurabilityJobs({
@@ -158,8 +160,13 @@ export class QueuesJobsObject extends DurableObject<QueuesEnv> {
     return DurabilityJobs.serve(this.jobs, call)
   }
 
-  override async alarm(info?: AlarmInvocationInfo): Promise<void> {
-    await this.jobs.alarm(info)
+  override alarm(info?: AlarmInvocationInfo): Promise<void> {
+    return this.deliveriesInFlight.around(() => this.jobs.alarm(info))
+  }
+
+  /** The alarm and the `alarm()` deliveries running: a scenario ends when both are none (see idle.ts). */
+  idle(): Promise<Idleness> {
+    return this.deliveriesInFlight.idleness(this.ctx.storage)
   }
 
   add(id: string, work: QueuedWork, queue: QueueName = "email") {
