@@ -164,9 +164,18 @@ export class QueuesJobsObject extends DurableObject<QueuesEnv> {
     return this.deliveriesInFlight.around(() => this.jobs.alarm(info))
   }
 
-  /** The alarm and the `alarm()` deliveries running: a scenario ends when both are none (see idle.ts). */
-  idle(): Promise<Idleness> {
-    return this.deliveriesInFlight.idleness(this.ctx.storage)
+  /**
+   * The alarm, the `alarm()` deliveries running (see idle.ts), and the work still due some time: unfinished
+   * jobs and engine timers (a lease's end, the outbox). A scenario ends when all are none: the alarm alone can
+   * read null for a moment while the engine moves it.
+   */
+  async idle(): Promise<Idleness & { readonly due: number }> {
+    const idleness = await this.deliveriesInFlight.idleness(this.ctx.storage)
+    const count = (query: string) => Number(this.ctx.storage.sql.exec<{ n: number }>(query).one().n)
+    const timers = this.ctx.storage.sql.exec("SELECT name FROM sqlite_master WHERE name = 'durability_timers'").toArray().length > 0
+      ? count("SELECT COUNT(*) AS n FROM durability_timers")
+      : 0
+    return { ...idleness, due: timers + count("SELECT COUNT(*) AS n FROM durability_jobs WHERE status IN ('pending', 'waiting_children')") }
   }
 
   add(id: string, work: QueuedWork, queue: QueueName = "email") {
