@@ -13,6 +13,8 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Option from "effect/Option"
+import type * as Schema from "effect/Schema"
+import * as Codec from "../shared/codec.js"
 import {
   type InvalidInputError,
   InvalidOptionError,
@@ -54,12 +56,21 @@ export { CAPABILITY, IDEMPOTENCY_PREFIX, migrations, TABLE } from "./schema.js"
  * Defines one named alarm for `make`: its handler, retries and timeouts (typed, so the definitions map
  * infers).
  */
-export const alarm = <E = never, Req = never>(
+export const alarm = <E = never, Req = never, P = unknown, PI = P>(
   options: Policy.ExecutionOptions & {
-    readonly handler: (info: DurableAlarmInfo) => Effect.Effect<unknown, E, Req>
+    readonly handler: (info: DurableAlarmInfo<string, P>) => Effect.Effect<unknown, E, Req>
     readonly retryTimeouts?: boolean | undefined
+    /**
+     * The payload's schema: a payload given to `schedule` is checked and encoded by it (a bad one is an
+     * `InvalidInputError`, nothing written) and decoded for the handler's `info.payload`.
+     */
+    readonly payload?: Schema.Schema<P, PI> | undefined
   }
-): AlarmDefinition<E, Req> => options
+): AlarmDefinition<E, Req> => ({
+  ...options,
+  handler: options.handler as (info: DurableAlarmInfo) => Effect.Effect<unknown, E, Req>,
+  payload: options.payload === undefined ? undefined : Codec.fromSchema(options.payload)
+})
 
 /** One name's calls: `alarms.cleanup.schedule(time)` is `alarms.schedule("cleanup", time)`. */
 export interface AlarmHandle<Name extends string> {

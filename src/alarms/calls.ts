@@ -5,6 +5,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Codec from "../shared/codec.js"
 import * as Json from "../shared/json.js"
 import * as ListQuery from "../engine/listQuery.js"
 import { DurableCanceledError, InvalidInputError } from "../shared/Errors.js"
@@ -99,7 +100,12 @@ export const schedule = Effect.fnUntraced(function*(parts: Parts, name: string, 
   const { handle, storage } = parts
   yield* checkName(parts, name)
   const at = yield* Validate.timestamp("scheduledTime", scheduledTime)
-  const stored = payload === undefined ? null : yield* Validate.json("payload", payload)
+  const codec = parts.definitionOf(name)?.payload
+  const encoded = payload === undefined || codec === undefined ? payload : yield* Effect.mapError(
+    codec.encode(payload as never),
+    (error) => new InvalidInputError({ field: "payload", kind: "type", message: Codec.describeParseError("payload", error) })
+  )
+  const stored = encoded === undefined ? null : yield* Validate.json("payload", encoded)
   const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
   const generation = crypto.randomUUID()
   yield* handle.writePending(AlarmsTable.schedule(storage, name, generation, at, now, stored), () => ({ key: name, at }))

@@ -13,7 +13,7 @@ import * as Validate from "../shared/validate.js"
 import * as AlarmsTable from "./alarmsTable.js"
 import { payloadOf } from "./calls.js"
 import { CAPABILITY, IDEMPOTENCY_PREFIX, migrations, TABLE } from "./schema.js"
-import type { AnyAlarmDefinition, DurableAlarmInfo } from "./types.js"
+import type { AnyAlarmDefinition } from "./types.js"
 
 const isAlarmTimeout = (error: unknown) => error instanceof DurableAlarmTimeoutError
 
@@ -78,21 +78,28 @@ const run = <R>(definitionOf: (name: string) => AnyAlarmDefinition | undefined, 
     if (definition === undefined) {
       return Effect.fail(new NonRetryableError({ message: `No named alarm handler registered for "${name}"` }))
     }
-    const info: DurableAlarmInfo = {
-      name,
-      payload: payloadOf(execution.row),
-      scheduledTime: Number(execution.row.scheduled_at),
-      attempt: execution.attempt,
-      isRetry: execution.attempt > 1,
-      retryCount: execution.attempt - 1,
-      idempotencyKey: `${IDEMPOTENCY_PREFIX}${execution.generation}`,
-      signal: execution.signal,
-      platform: execution.platform
-    }
-    return Capability.provideCaptured(
-      definition.handler(info) as Effect.Effect<unknown, unknown, R>,
-      context
+    const stored = payloadOf(execution.row)
+    const codec = definition.payload
+    // Checked when it was scheduled; one that no longer decodes (the schema changed) cannot be retried into shape.
+    const decoded = stored === undefined || codec === undefined ? Effect.succeed(stored) : Effect.mapError(
+      codec.decode(stored),
+      (cause) => new NonRetryableError({ message: `The stored payload of named alarm "${name}" does not decode`, cause })
     )
+    return Effect.flatMap(decoded, (payload) =>
+      Capability.provideCaptured(
+        definition.handler({
+          name,
+          payload,
+          scheduledTime: Number(execution.row.scheduled_at),
+          attempt: execution.attempt,
+          isRetry: execution.attempt > 1,
+          retryCount: execution.attempt - 1,
+          idempotencyKey: `${IDEMPOTENCY_PREFIX}${execution.generation}`,
+          signal: execution.signal,
+          platform: execution.platform
+        }) as Effect.Effect<unknown, unknown, R>,
+        context
+      ))
   })
 
 // Success deletes only the occurrence that ran, never its replacement.

@@ -9,6 +9,7 @@ import type * as Lifecycle from "../engine/Lifecycle.js"
 import type { InvalidInputError, SerializedError, StorageError } from "../shared/Errors.js"
 import type { AlarmInvocationInfo } from "../shared/platform.js"
 import type * as Policy from "../engine/policy.js"
+import type * as Codec from "../shared/codec.js"
 
 /** What a named-alarm handler is called with. `P`: the payload's type, as the handler declares it. */
 export interface DurableAlarmInfo<Name extends string = string, P = unknown> {
@@ -38,6 +39,8 @@ export interface AlarmDefinition<E, Req> extends Policy.ExecutionOptions {
   readonly handler: (info: DurableAlarmInfo) => Effect.Effect<unknown, E, Req>
   /** Retry an attempt that timed out (default false: a timeout is terminal). */
   readonly retryTimeouts?: boolean | undefined
+  /** How a payload is checked and stored (`alarm({ payload: schema })`); JSON as it is without one. */
+  readonly payload?: Codec.AnyCodec | undefined
 }
 
 /** The shape every `AlarmDefinition` is assignable to. */
@@ -46,6 +49,8 @@ export interface AnyAlarmDefinition extends Policy.ExecutionOptions {
   readonly handler: (info: DurableAlarmInfo) => Effect.Effect<unknown, unknown, unknown>
   /** Retry an attempt that timed out. */
   readonly retryTimeouts?: boolean | undefined
+  /** How a payload is checked and stored. */
+  readonly payload?: Codec.AnyCodec | undefined
 }
 
 /** The services the handlers of a set of definitions need, which `make` takes from its context. */

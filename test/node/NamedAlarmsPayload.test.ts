@@ -3,7 +3,7 @@
  * faces, on TestClock: the handler's `info.payload`, the stored row and `get`/`list` are asserted.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { Effect, Schema, TestClock } from "effect"
 import { it as vit } from "vitest"
 import { DurabilityAlarms, type DurableAlarmInfo, DurabilityScheduler } from "durability"
 import { TestObjectState } from "durability/testing"
@@ -98,4 +98,29 @@ describe("DurabilityAlarms: payloads", () => {
     expect(seen).toEqual(["bob @60000"])
     expect(await alarms.list()).toEqual({ items: [] })
   })
+})
+
+describe("NamedAlarms: a payload schema", () => {
+  it.scoped("checks and encodes at schedule (a bad one writes nothing), decodes for the handler", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const seen: Array<unknown> = []
+      const alarms = yield* object.run(NamedAlarms.make({
+        remind: NamedAlarms.alarm({
+          payload: Schema.Struct({ to: Schema.NonEmptyString, at: Schema.DateFromNumber }),
+          handler: (info) => Effect.sync(() => seen.push(info.payload))
+        })
+      }))
+      yield* object.run(alarms.remind.schedule(1_000, { to: "ann", at: new Date(5_000) }))
+      const row = object.storage.sql.exec("SELECT payload FROM durability_alarms WHERE name = 'remind'").toArray()[0]
+      // Stored in its encoded form (the Date as a number).
+      expect(JSON.parse(String(row?.payload))).toEqual({ kind: "value", value: { to: "ann", at: 5_000 } })
+      const before = object.storage.statements.length
+      const error = yield* Effect.flip(object.run(alarms.schedule("remind", 2_000, { to: "", at: new Date(0) })))
+      expect(error).toMatchObject({ _tag: "InvalidInputError", field: "payload", kind: "type" })
+      expect(error.message).toMatch(/^payload\.to: /)
+      expect(object.storage.statements.length).toBe(before)
+      yield* TestClock.adjust(1_000)
+      expect(seen).toEqual([{ to: "ann", at: new Date(5_000) }])
+    }))
 })
