@@ -25,7 +25,7 @@ import * as Fork from "../shared/fork.js"
 import * as Handle from "./handle.js"
 import * as Participant from "./participant.js"
 import * as Pass from "./pass.js"
-import type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
+import { type AlarmInvocationInfo, type DurabilityContext, objectIdOf } from "../shared/platform.js"
 import * as TableSql from "./tableSql.js"
 import * as TimerSupportModule from "./timerSupport.js"
 import * as Upkeep from "./upkeep.js"
@@ -246,12 +246,7 @@ export const layerDurableObject = (
 /** The object's id (`ctx.id`) as the scheduler's `objectId` unless one is given: metrics and the inspector show it. */
 const withObjectId = (ctx: DurabilityContext, options: SchedulerConfig.SchedulerOptions): SchedulerConfig.SchedulerOptions => {
   if (typeof options !== "object" || options === null || options.objectId !== undefined) return options
-  let id: string | undefined
-  try {
-    id = ctx.id?.toString()
-  } catch {
-    // A context whose id cannot be read (a test double) has none.
-  }
+  const id = objectIdOf(ctx)
   return id === undefined ? options : { ...options, objectId: id }
 }
 

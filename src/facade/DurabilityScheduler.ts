@@ -6,7 +6,7 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
-import type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
+import { type AlarmInvocationInfo, type DurabilityContext, objectIdOf } from "../shared/platform.js"
 import * as Scheduler from "../engine/Scheduler.js"
 import * as SchedulerConfig from "../engine/SchedulerConfig.js"
 import * as DurabilityRuntime from "./DurabilityRuntime.js"
@@ -43,14 +43,6 @@ const byStorage = new WeakMap<object, DurabilityScheduler>()
 export const SCHEDULER_OPTIONS = ["alarmConcurrency", "alarmMinDelayMs", "alarmHandoffMs", "liveTimers", "onAlarmRetry", "log"] as const
 
 const describeOption = (value: unknown): string => typeof value === "function" ? "a different function" : String(value)
-
-const objectIdOf = (context: DurabilityContext): string | undefined => {
-  try {
-    return context.id?.toString()
-  } catch {
-    return undefined
-  }
-}
 
 export const checkContext = (context: unknown): DurabilityContext => {
   const storage = (context as { storage?: { sql?: unknown } } | null | undefined)?.storage

@@ -211,21 +211,26 @@ const readBody = async (request: Request): Promise<{ readonly text: string } | {
   return { text }
 }
 
-/**
- * The handler of an inspector whose options were refused: every URL under `prefix` answers 503 naming the
- * problem, and the Worker's own routes go on (`undefined`). A misconfigured inspector must never take the
- * Worker down, as a `TypeError` thrown from its `fetch` would.
- */
-export const misconfiguredHandler = (prefix: string, problem: string) => async (request: Request): Promise<Response | undefined> => {
+/** The request's URL when it is under `prefix` (the inspector's to answer), else undefined (the Worker's own). */
+const underPrefix = (request: Request, prefix: string): URL | undefined => {
   let url: URL
   try {
     url = new URL(request.url)
   } catch {
     return undefined
   }
-  if (url.pathname !== prefix && !url.pathname.startsWith(`${prefix}/`)) return undefined
-  return failure(503, "Misconfigured", `the inspector is off: its options were refused (${problem}); the Worker's log has the details`)
+  return url.pathname === prefix || url.pathname.startsWith(`${prefix}/`) ? url : undefined
 }
+
+/**
+ * The handler of an inspector whose options were refused: every URL under `prefix` answers 503 naming the
+ * problem, and the Worker's own routes go on (`undefined`). A misconfigured inspector must never take the
+ * Worker down, as a `TypeError` thrown from its `fetch` would.
+ */
+export const misconfiguredHandler = (prefix: string, problem: string) => async (request: Request): Promise<Response | undefined> =>
+  underPrefix(request, prefix) === undefined
+    ? undefined
+    : failure(503, "Misconfigured", `the inspector is off: its options were refused (${problem}); the Worker's log has the details`)
 
 /**
  * The handler for one configuration: `undefined` for a URL outside the prefix. The HttpApi's
@@ -282,14 +287,9 @@ export const makeHandler = (config: HttpConfig): (request: Request) => Promise<R
 
   const prefix = config.prefix
   return async (request: Request): Promise<Response | undefined> => {
-    let url: URL
-    try {
-      url = new URL(request.url)
-    } catch {
-      return undefined
-    }
+    const url = underPrefix(request, prefix)
+    if (url === undefined) return undefined
     const path = url.pathname
-    if (path !== prefix && !path.startsWith(`${prefix}/`)) return undefined
     try {
       const rest = path.slice(prefix.length)
       if (rest === "") {

@@ -30,12 +30,15 @@ export const invalidInput = (field: string, message: string) => new InvalidInput
 
 const rowKey = (name: string, key: string) => `${name}/${key}`
 
-/** The schedule `key` of handler `name`: its definition, its checked key and its row's key. */
-export const checked = (parts: Parts, name: string, key: unknown) =>
+/**
+ * The schedule `key` of handler `name`: its definition, its checked key and its row's key. `validate`:
+ * `Validate.newKey` where the schedule may be created (`upsert`), which also refuses "." and "..".
+ */
+export const checked = (parts: Parts, name: string, key: unknown, validate = Validate.key) =>
   Effect.gen(function*() {
     const definition = parts.definitionOf(name)
     if (definition === undefined) return yield* invalidInput("schedule", `Unknown schedule ${Validate.shown(name)}`)
-    const valid = yield* Validate.key("key", key)
+    const valid = yield* validate("key", key)
     return { definition, key: valid, id: rowKey(name, valid) }
   })
 

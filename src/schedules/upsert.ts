@@ -35,8 +35,7 @@ export const upsert = (
   given?: Options.UpsertOptions<unknown>
 ) =>
   Effect.gen(function*() {
-    yield* Validate.newKey("key", key)
-    const target = yield* checked(parts, name, key)
+    const target = yield* checked(parts, name, key, Validate.newKey)
     const spec = yield* Either.match(Timing.parse("timing", timingInput), { onLeft: Effect.fail, onRight: Effect.succeed })
     const resolved = yield* Options.resolve(given)
     const payload = yield* encodePayload(target.definition, given?.payload ?? null)

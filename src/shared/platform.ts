@@ -58,3 +58,12 @@ export interface AlarmInvocationInfo {
   /** The time the alarm was set for (epoch milliseconds), when the platform says. */
   readonly scheduledTime?: number | undefined
 }
+
+/** The object's id (`ctx.id`) as text, or undefined when the context has none it can read (a test double). */
+export const objectIdOf = (context: DurabilityContext): string | undefined => {
+  try {
+    return context.id?.toString()
+  } catch {
+    return undefined
+  }
+}

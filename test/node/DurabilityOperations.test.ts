@@ -14,7 +14,7 @@ import {
   DurableCanceledError,
   reviveError
 } from "durability"
-import { NamedAlarms, Operations } from "durability/effect"
+import { NamedAlarms, Operations, Scheduler } from "durability/effect"
 import { TestObjectState } from "durability/testing"
 
 describe("DurabilityOperations", () => {
@@ -99,8 +99,8 @@ describe("scheduler.runtime(layer): the Effect face on the promise face's schedu
     const state = await TestObjectState.make()
     const scheduler = new DurabilityScheduler({ context: state.context })
     const own = ManagedRuntime.make(scheduler.layer)
-    const fromLayer = await own.runPromise(Effect.context<never>())
-    expect(fromLayer).toBeDefined()
+    // The very engine of the object, not a second one: the same Scheduler service as the object's own runtime.
+    expect(await own.runPromise(Scheduler.Scheduler)).toBe(await scheduler.runtime().runPromise(Scheduler.Scheduler))
     const ops = await own.runPromise(Operations.make({ ping: Operations.operation({ handler: () => Effect.succeed("pong") }) }))
     // The promise face sees the same engine: its own operations helper now conflicts with the Effect one.
     expect(() => new Durability({ scheduler, handlers: { x: () => 1 } })).toThrow()
