@@ -132,6 +132,36 @@ export type {
   EnqueueTarget,
   ScheduleHandlerMap
 } from "./facade/DurabilitySchedules.js"
+export { DurabilityWorkflows } from "./facade/DurabilityWorkflows.js"
+export type {
+  DurabilityWorkflowOptions,
+  DurabilityWorkflowsBase,
+  DurabilityWorkflowsConfig,
+  DurabilityWorkflowsConstructor,
+  DurabilityWorkflowsInstance,
+  DurabilityWorkflowsOptions,
+  WorkflowClass,
+  WorkflowHandler,
+  WorkflowInstance,
+  WorkflowMap,
+  WorkflowOutputOf,
+  WorkflowParamsOf
+} from "./facade/DurabilityWorkflows.js"
+export type {
+  DurationUnit,
+  WorkflowChildOptions,
+  WorkflowDuration,
+  WorkflowEvent,
+  WorkflowInstanceInfo,
+  WorkflowInstanceStatus,
+  WorkflowListOptions,
+  WorkflowPage,
+  WorkflowReceivedEvent,
+  WorkflowStep,
+  WorkflowStepConfig,
+  WorkflowStepContext,
+  WorkflowStepInfo
+} from "./workflows/types.js"
 export type { MigrationResult as DurabilityMigrationResult, SchedulerAttachment } from "./facade/attachment.js"
 export {
   DuplicateDurableCallError,
@@ -147,12 +177,19 @@ export {
   JobStalledError,
   NonRetryableError,
   reviveError,
-  StaleLeaseError
+  StaleLeaseError,
+  WorkflowChildError,
+  WorkflowFinishedError,
+  WorkflowNotFoundError,
+  WorkflowReplayError,
+  WorkflowTerminatedError,
+  WorkflowTimeoutError
 } from "./facade/errors.js"
 export { migrations as durabilityOperationMigrations } from "./operations/Operations.js"
 export { migrations as durabilityNamedAlarmMigrations } from "./alarms/NamedAlarms.js"
 export { migrations as durabilityJobMigrations } from "./jobs/Jobs.js"
 export { migrations as durabilityScheduleMigrations } from "./schedules/Schedules.js"
+export { migrations as durabilityWorkflowMigrations } from "./workflows/schema.js"
 export type { LifecycleEvent as DurabilityLifecycleEvent, LifecycleHook } from "./engine/Lifecycle.js"
 export { logLifecycle } from "./engine/Logging.js"
 export type { SerializedError } from "./shared/Errors.js"

@@ -50,7 +50,8 @@ const RESERVED: Readonly<Record<string, ReadonlySet<string>>> = (() => {
     Durability: new Set(base),
     DurabilityAlarms: new Set([...base, "get", "cancel", "list"]),
     DurabilityJobs: new Set([...base, "flow", "queues"]),
-    DurabilitySchedules: new Set([...base, "enqueue"])
+    DurabilitySchedules: new Set([...base, "enqueue"]),
+    DurabilityWorkflows: new Set(base)
   }
 })()
 

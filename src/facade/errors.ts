@@ -58,6 +58,19 @@ export class JobStalledError extends named("JobStalledError") {}
 /** A durable step's name is invalid or repeated in one attempt, or its result cannot be stored; terminal. */
 export class DurableStepError extends named("DurableStepError") {}
 
+/** A workflow's handler asked, on replay, for another step than the one stored at the same position. */
+export class WorkflowReplayError extends named("WorkflowReplayError") {}
+/** A workflow's `waitForEvent` reached its timeout with no matching event (catchable in the handler). */
+export class WorkflowTimeoutError extends named("WorkflowTimeoutError") {}
+/** No workflow instance has this id. */
+export class WorkflowNotFoundError extends named("WorkflowNotFoundError") {}
+/** The call needs a live workflow instance, and this one has ended; nothing was written. */
+export class WorkflowFinishedError extends named("WorkflowFinishedError") {}
+/** A child workflow (`step.child`) errored or was terminated; thrown in its parent. */
+export class WorkflowChildError extends named("WorkflowChildError") {}
+/** The workflow instance was terminated: its running step's signal is aborted with this error. */
+export class WorkflowTerminatedError extends named("WorkflowTerminatedError") {}
+
 const byTag: Record<string, new(message: string, options?: { readonly cause?: unknown }) => Error> = {
   NonRetryableError,
   DurableRetryPolicyError,
@@ -73,7 +86,13 @@ const byTag: Record<string, new(message: string, options?: { readonly cause?: un
   ChildJobFailedError,
   DurableStepError,
   StaleLeaseError,
-  JobStalledError
+  JobStalledError,
+  WorkflowReplayError,
+  WorkflowTimeoutError,
+  WorkflowNotFoundError,
+  WorkflowFinishedError,
+  WorkflowChildError,
+  WorkflowTerminatedError
 }
 
 const classOf = (name: unknown) => typeof name === "string" && Object.hasOwn(byTag, name) ? byTag[name] : undefined

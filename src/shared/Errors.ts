@@ -145,3 +145,50 @@ export class DurableStepError extends /* @__PURE__ */ Schema.TaggedError<Durable
     cause: Schema.optional(Schema.Defect)
   }
 ) {}
+
+/**
+ * A workflow's handler, replayed, asked for a different step than the one stored at the same position
+ * (another name or kind): the code changed under a running instance. The instance fails with it.
+ */
+export class WorkflowReplayError extends /* @__PURE__ */ Schema.TaggedError<WorkflowReplayError>("durability/WorkflowReplayError")(
+  "WorkflowReplayError",
+  { message: Schema.String, position: Schema.Number, stored: Schema.String, asked: Schema.String }
+) {}
+
+/** A workflow's `waitForEvent` reached its timeout with no matching event; catchable in the handler. */
+export class WorkflowTimeoutError extends /* @__PURE__ */ Schema.TaggedError<WorkflowTimeoutError>("durability/WorkflowTimeoutError")(
+  "WorkflowTimeoutError",
+  { message: Schema.String, step: Schema.String, type: Schema.String }
+) {}
+
+/** No workflow instance has this id (under this workflow's name). */
+export class WorkflowNotFoundError extends /* @__PURE__ */ Schema.TaggedError<WorkflowNotFoundError>("durability/WorkflowNotFoundError")(
+  "WorkflowNotFoundError",
+  { message: Schema.String, workflow: Schema.String, id: Schema.String }
+) {}
+
+/**
+ * The call needs a live instance (an event, a pause, a terminate) but this one has ended: complete,
+ * errored or terminated. Nothing was written.
+ */
+export class WorkflowFinishedError extends /* @__PURE__ */ Schema.TaggedError<WorkflowFinishedError>("durability/WorkflowFinishedError")(
+  "WorkflowFinishedError",
+  { message: Schema.String, workflow: Schema.String, id: Schema.String, status: Schema.String }
+) {}
+
+/** A child workflow run by `step.child` ended without output (errored or terminated); thrown in its parent. */
+export class WorkflowChildError extends /* @__PURE__ */ Schema.TaggedError<WorkflowChildError>("durability/WorkflowChildError")(
+  "WorkflowChildError",
+  {
+    message: Schema.String,
+    workflow: Schema.String,
+    id: Schema.String,
+    status: Schema.String,
+    cause: Schema.optional(Schema.Struct({ name: Schema.String, message: Schema.String }))
+  }
+) {}
+
+/** The instance was terminated (`terminate()`): its running step's signal is aborted with this error. */
+export class WorkflowTerminatedError extends /* @__PURE__ */ Schema.TaggedError<WorkflowTerminatedError>(
+  "durability/WorkflowTerminatedError"
+)("WorkflowTerminatedError", { message: Schema.String }) {}
