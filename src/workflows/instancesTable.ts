@@ -14,7 +14,10 @@ type Rows = Effect.Effect<ReadonlyArray<Row>, StorageError>
 export const keyOf = (workflow: string, id: string): string => `${workflow}/${id}`
 
 /** The fence of a run's writes: this generation of the instance, still a record to run (bindings: key, generation). */
-export const CURRENT_RUN = `key = ? AND generation_id = ? AND status = 'pending'`
+const CURRENT_RUN = `key = ? AND generation_id = ? AND status = 'pending'`
+
+/** The same fence as a condition of another table's write (bindings: key, generation). */
+export const LIVE_RUN = `EXISTS (SELECT 1 FROM ${TABLE} WHERE ${CURRENT_RUN})`
 
 export const read = (storage: StorageService, key: string): Effect.Effect<Row | undefined, StorageError> =>
   Effect.map(storage.exec(`SELECT * FROM ${TABLE} WHERE key = ?`, [key]), ([row]) => row)
@@ -44,7 +47,7 @@ export const insert = (storage: StorageService, instance: NewInstance): Effect.E
 /** Marks the run started (the first time only: `started_at` tells queued from running). */
 export const markStarted = (storage: StorageService, execution: Execution, at: number): Effect.Effect<void, StorageError> =>
   Number(execution.row.started_at ?? 0) > 0 ? Effect.void : Effect.asVoid(storage.exec(
-    `UPDATE ${TABLE} SET started_at = ? WHERE ${CURRENT_RUN} AND started_at IS NULL`,
+    `UPDATE ${TABLE} SET started_at = ? WHERE key = ? AND generation_id = ? AND started_at IS NULL`,
     [at, execution.key, execution.generation]
   ))
 
