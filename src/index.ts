@@ -134,6 +134,7 @@ export type {
 } from "./facade/DurabilitySchedules.js"
 export { DurabilityWorkflows } from "./facade/DurabilityWorkflows.js"
 export type {
+  BivariantWorkflow,
   DurabilityWorkflowOptions,
   DurabilityWorkflowsBase,
   DurabilityWorkflowsConfig,

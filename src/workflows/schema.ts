@@ -71,6 +71,7 @@ const CREATE = `CREATE TABLE ${TABLE} (
     DELETE FROM ${EVENTS} WHERE instance = OLD.key;
   END`
 
+/** The workflows' migrations, in order (apply them with `DurabilityWorkflows.migrate`). */
 export const migrations: ReadonlyArray<Migrations.Migration> = [
   {
     name: "durability_0017_create_workflows",
