@@ -40,11 +40,13 @@ export type WorkflowOutputOf<H> = H extends (event: never, step: WorkflowStep) =
 
 /** One instance: its id, and what can be done with it. Every call reads or writes storage; the handle keeps nothing. */
 export interface WorkflowInstance<Output = unknown> {
+  /** The instance's id. */
   readonly id: string
   /** Its status, output or error, and its steps so far. */
   status(): Promise<WorkflowInstanceInfo<Output>>
   /** Lets the running step finish and starts nothing new until `resume`. */
   pause(): Promise<void>
+  /** Lets a paused instance go on from its first step not done (a sleep whose time came ends at once). */
   resume(): Promise<void>
   /** Ends it: its running step's signal is aborted with `WorkflowTerminatedError`. */
   terminate(): Promise<void>

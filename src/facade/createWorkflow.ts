@@ -22,6 +22,7 @@ const MAX_LIMIT = 10_000
 
 /** How a `step.do` is retried and timed out, as the reference takes it: every time in milliseconds. */
 export interface DurableWorkflowStepConfig {
+  /** How failed attempts are retried (default: 5 attempts, 10 000 ms, exponential). */
   readonly retries?: {
     /** Attempts in all, the first included: an integer from 1 to 10 000 (default 5). */
     readonly limit: number
@@ -39,6 +40,7 @@ export interface DurableWorkflowStepConfig {
 
 /** A step's config with every default filled in, as its callback is given it. */
 export interface DurableWorkflowResolvedStepConfig {
+  /** How failed attempts are retried. */
   readonly retries: {
     /** Attempts in all. */
     readonly limit: number
@@ -71,6 +73,7 @@ export interface DurableWorkflowStep {
    * or a `NonRetryableError`, the step rejects with its error. A bad config rejects with a `RangeError`.
    */
   do<T>(name: string, callback: (context: DurableWorkflowStepContext) => T | PromiseLike<T>): Promise<Awaited<T>>
+  /** `step.do` with a config: how its attempts are retried and timed out. */
   do<T>(
     name: string,
     config: DurableWorkflowStepConfig,

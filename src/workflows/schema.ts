@@ -71,6 +71,7 @@ const CREATE = `CREATE TABLE ${TABLE} (
     DELETE FROM ${EVENTS} WHERE instance = OLD.key;
   END`
 
+/** The workflows' tables' migrations (instances, steps, events), in order: what `migrate` applies. */
 export const migrations: ReadonlyArray<Migrations.Migration> = [
   {
     name: "durability_0017_create_workflows",

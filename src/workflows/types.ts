@@ -18,6 +18,7 @@ export interface WorkflowEvent<Params> {
 
 /** How a `step.do` is retried and timed out (Cloudflare Workflows' shape and defaults). */
 export interface WorkflowStepConfig {
+  /** How failed attempts are retried (default: 5 retries, "10 seconds", exponential). */
   readonly retries?: {
     /** Retries after the first attempt (default 5): `limit + 1` attempts in all. 0: no retry. */
     readonly limit: number
@@ -40,7 +41,9 @@ export interface WorkflowStepContext {
 
 /** An event a `waitForEvent` received. */
 export interface WorkflowReceivedEvent<Payload = unknown> {
+  /** Its type, as sent. */
   readonly type: string
+  /** Its payload, as sent (JSON). */
   readonly payload: Payload
   /** When it was sent. */
   readonly timestamp: Date
@@ -50,6 +53,7 @@ export interface WorkflowReceivedEvent<Payload = unknown> {
 export interface WorkflowChildOptions<Params = unknown> {
   /** The child's id (default: `<parent id>-<step name's position>`; the same on every replay). */
   readonly id?: string | undefined
+  /** What the child's handler reads as `event.payload` (JSON). */
   readonly params?: Params | undefined
 }
 
@@ -61,6 +65,7 @@ export interface WorkflowStep {
    * retries. After the last attempt the step rejects with its error.
    */
   do<T>(name: string, callback: (context: WorkflowStepContext) => T | PromiseLike<T>): Promise<Awaited<T>>
+  /** `step.do` with a config: how its attempts are retried and timed out. */
   do<T>(name: string, config: WorkflowStepConfig, callback: (context: WorkflowStepContext) => T | PromiseLike<T>): Promise<Awaited<T>>
   /** Sleeps for `duration` (milliseconds or "2 days"): the instance is suspended and woken by the object's alarm. */
   sleep(name: string, duration: WorkflowDuration): Promise<void>
@@ -92,24 +97,33 @@ export type WorkflowInstanceStatus = "queued" | "running" | "paused" | "waiting"
 export interface WorkflowStepInfo {
   /** Its position in call order, 1-based. */
   readonly position: number
+  /** Its name, as the handler gave it. */
   readonly name: string
+  /** Which step it is: `do`, `sleep` (or `sleepUntil`), `event` (`waitForEvent`) or `child`. */
   readonly kind: "do" | "sleep" | "event" | "child"
+  /** `running`, `retrying` (a `do` waiting for its next attempt), `waiting`, `completed` or `failed`. */
   readonly status: "running" | "retrying" | "waiting" | "completed" | "failed"
   /** Attempts taken (a `do` step). */
   readonly attempt: number
   /** Its stored result (a `do`'s value, an event received, a child's output). */
   readonly result?: unknown
+  /** Its last failure (a `do`'s attempt, a wait's timeout, a child's end), if any. */
   readonly error: { readonly name: string; readonly message: string } | null
   /** When a sleep ends, a retry is due or a wait times out. */
   readonly wakeAt: number | null
+  /** When it was first reached (epoch milliseconds). */
   readonly startedAt: number
+  /** When it completed or failed for good (epoch milliseconds). */
   readonly endedAt: number | null
 }
 
 /** What `status()` reads of an instance. */
 export interface WorkflowInstanceInfo<Output = unknown> {
+  /** Its workflow's name. */
   readonly workflow: string
+  /** Its id. */
   readonly id: string
+  /** Where it is: `queued`, `running`, `paused`, `waiting`, `complete`, `errored` or `terminated`. */
   readonly status: WorkflowInstanceStatus
   /** The handler's return value, once complete. */
   readonly output?: Output | undefined
@@ -119,11 +133,15 @@ export interface WorkflowInstanceInfo<Output = unknown> {
   readonly waitingFor: ReadonlyArray<string>
   /** When it wakes, while waiting with a time. */
   readonly wakeAt: number | null
+  /** Its params, as created. */
   readonly params: unknown
   /** The parent's `<workflow>/<id>`, for a child. */
   readonly parent: string | null
+  /** When it was created (epoch milliseconds). */
   readonly createdAt: number
+  /** When its row last changed (epoch milliseconds). */
   readonly updatedAt: number
+  /** When it completed, errored or was terminated (epoch milliseconds). */
   readonly endedAt: number | null
   /** Its steps in call order (the first 1 000; `steps` reads any page). */
   readonly steps: ReadonlyArray<WorkflowStepInfo>
@@ -131,14 +149,18 @@ export interface WorkflowInstanceInfo<Output = unknown> {
 
 /** Which instances `list` returns: by status, a page at a time. */
 export interface WorkflowListOptions {
+  /** Only instances in this status, or in one of these (default: all). */
   readonly status?: WorkflowInstanceStatus | ReadonlyArray<WorkflowInstanceStatus> | undefined
   /** At most 1 000; default 100. */
   readonly limit?: number | undefined
+  /** The previous page's `cursor`, for the next page. */
   readonly cursor?: string | undefined
 }
 
 /** A page of instances, newest first. */
 export interface WorkflowPage<Output = unknown> {
+  /** The page's instances, without their steps. */
   readonly items: ReadonlyArray<Omit<WorkflowInstanceInfo<Output>, "steps">>
+  /** Present when there is a next page: pass it as `cursor`. */
   readonly cursor?: string | undefined
 }
