@@ -7,6 +7,7 @@ import type { Execution } from "../engine/DurableTable.js"
 import type { StorageError } from "../shared/Errors.js"
 import type { Row, SqlValue, StorageService } from "../engine/StorageService.js"
 import { TABLE } from "./schema.js"
+import type { WorkflowInstanceStatus } from "./types.js"
 
 type Rows = Effect.Effect<ReadonlyArray<Row>, StorageError>
 
@@ -116,6 +117,22 @@ export const restart = (storage: StorageService, key: string, generation: string
     [generation, at, at, key]
   )
 
+/** An instance's public status from its row (the same split as `STATUS_WHERE`). */
+export const statusOf = (row: Row): WorkflowInstanceStatus => {
+  switch (row.status) {
+    case "complete":
+      return "complete"
+    case "failed":
+      return "errored"
+    case "terminated":
+      return "terminated"
+    case "suspended":
+      return Number(row.paused) === 1 ? "paused" : "waiting"
+    default:
+      return Number(row.paused) === 1 ? "paused" : row.started_at === null ? "queued" : "running"
+  }
+}
+
 /** Each public status as a condition on a row (constants, no bindings). */
 export const STATUS_WHERE: Readonly<Record<string, string>> = {
   queued: "(status = 'pending' AND paused = 0 AND started_at IS NULL)",
@@ -129,27 +146,41 @@ export const STATUS_WHERE: Readonly<Record<string, string>> = {
 
 /**
  * A page of a workflow's instances, newest first (keyset: `created_at`, then `key`, both descending),
- * in `statuses` (public names; all when undefined).
+ * in `statuses` (public names; all when undefined); `columns` as the caller reads them (default all).
  */
 export const page = (
   storage: StorageService,
   workflow: string,
   statuses: ReadonlyArray<string> | undefined,
   after: { readonly at: number; readonly key: string } | undefined,
-  take: number
+  take: number,
+  columns = "*"
 ): Rows =>
   storage.exec(
-    `SELECT * FROM ${TABLE} WHERE workflow = ?${
+    `SELECT ${columns} FROM ${TABLE} WHERE workflow = ?${
       statuses === undefined ? "" : ` AND (${statuses.map((status) => STATUS_WHERE[status] ?? "0").join(" OR ")})`
     }${after === undefined ? "" : " AND (created_at < ? OR (created_at = ? AND key < ?))"}
      ORDER BY created_at DESC, key DESC LIMIT ?`,
     [workflow, ...(after === undefined ? [] : [after.at, after.at, after.key]), take]
   )
 
-/** How many of a workflow's instances are in each stored state (status, paused, started). */
-export const counts = (storage: StorageService, workflow: string): Rows =>
-  storage.exec(
-    `SELECT status, paused, started_at IS NOT NULL AS started, COUNT(*) AS n FROM ${TABLE} WHERE workflow = ?
-     GROUP BY status, paused, started`,
-    [workflow]
-  )
+/** One instance's row with `columns` as the caller reads them (bounded heads of its JSON, for the inspector). */
+export const readColumns = (storage: StorageService, key: string, columns: string): Effect.Effect<Row | undefined, StorageError> =>
+  Effect.map(storage.exec(`SELECT ${columns} FROM ${TABLE} WHERE key = ?`, [key]), ([row]) => row)
+
+/**
+ * A workflow's instances in each public status, each count stopping at `cap`: every condition is a range
+ * of the state index (`workflow, status, paused, started_at`), so a count reads at most `cap` entries.
+ */
+export const cappedCounts = (storage: StorageService, workflow: string, cap: number): Effect.Effect<Record<string, number>, StorageError> =>
+  Effect.gen(function*() {
+    const counts: Record<string, number> = {}
+    for (const [status, where] of Object.entries(STATUS_WHERE)) {
+      const [row] = yield* storage.exec(
+        `SELECT COUNT(*) AS n FROM (SELECT 1 FROM ${TABLE} WHERE workflow = ? AND ${where} LIMIT ${cap})`,
+        [workflow]
+      )
+      counts[status] = Number(row?.n ?? 0)
+    }
+    return counts
+  })

@@ -98,3 +98,14 @@ export const put = (
 
 export const deleteAll = (storage: StorageService, key: string): Effect.Effect<void, StorageError> =>
   Effect.asVoid(storage.exec(`DELETE FROM ${STEPS} WHERE instance = ?`, [key]))
+
+/** A page of the instance's steps from `from`, with `columns` as the caller reads them (bounded heads, for the inspector). */
+export const pageColumns = (storage: StorageService, key: string, from: number, take: number, columns: string): Effect.Effect<ReadonlyArray<Row>, StorageError> =>
+  storage.exec(`SELECT ${columns} FROM ${STEPS} WHERE instance = ? AND seq >= ? ORDER BY seq LIMIT ?`, [key, from, take])
+
+/** How many steps the instance holds, stopping at `cap`. */
+export const cappedCount = (storage: StorageService, key: string, cap: number): Effect.Effect<number, StorageError> =>
+  Effect.map(
+    storage.exec(`SELECT COUNT(*) AS n FROM (SELECT 1 FROM ${STEPS} WHERE instance = ? LIMIT ${cap})`, [key]),
+    ([row]) => Number(row?.n ?? 0)
+  )
