@@ -104,6 +104,23 @@ describe("inspector: workflows", () => {
       const plan = ctx.rows(`EXPLAIN QUERY PLAN SELECT 1 FROM durability_workflows WHERE workflow = 'orders' AND ${where} LIMIT 10000`)
       expect(plan.map((row) => String(row.detail)).join(" ")).toMatch(/COVERING INDEX durability_workflows_state_idx/)
     }
+    // Capped: past COUNT_CAP a count says "at least" (the page shows 10 000+), whatever the table holds.
+    ctx.rows(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10005)
+      INSERT INTO durability_workflows (key, workflow, instance_id, generation_id, status, next_attempt_at, params, created_at, updated_at)
+      SELECT 'refunds/r' || i, 'refunds', 'r' || i, 'g', 'complete', 0, '{"kind":"undefined"}', 0, 0 FROM n`)
+    const capped = valueOf(await ctx.ask({ _tag: "Overview" }))
+    expect(capped.workflows.definitions[1].counts).toMatchObject({ complete: 10_000, errored: 0 })
+  })
+
+  it("adds the state index by its own migration, and takes it away on the way down", async () => {
+    const state = await TestObjectState.make()
+    const indexes = () => state.storage.sql.exec("SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'durability_workflows_state_idx'").toArray()
+    DurabilityWorkflows.migrate(state.context)
+    expect(indexes()).toHaveLength(1)
+    DurabilityWorkflows.migrate(state.context, "durability_0017_create_workflows")
+    expect(indexes()).toHaveLength(0)
+    DurabilityWorkflows.migrate(state.context)
+    expect(indexes()).toHaveLength(1)
   })
 
   it("pages a workflow's instances newest first by cursor, filtered by status", async () => {
