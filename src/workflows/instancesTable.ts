@@ -157,7 +157,11 @@ export const page = (
   columns = "*"
 ): Rows =>
   storage.exec(
-    `SELECT ${columns} FROM ${TABLE} WHERE workflow = ?${
+    // Paused instances are few among the live ones: read them from the state index's exact ranges and sort
+    // them, not by walking every live instance in `list_idx` order to find them.
+    `SELECT ${columns} FROM ${TABLE}${
+      statuses?.length === 1 && statuses[0] === "paused" ? ` INDEXED BY ${TABLE}_state_idx` : ""
+    } WHERE workflow = ?${
       statuses === undefined ? "" : ` AND (${statuses.map((status) => STATUS_WHERE[status] ?? "0").join(" OR ")})`
     }${after === undefined ? "" : " AND (created_at < ? OR (created_at = ? AND key < ?))"}
      ORDER BY created_at DESC, key DESC LIMIT ?`,

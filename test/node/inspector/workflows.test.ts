@@ -150,6 +150,10 @@ describe("inspector: workflows", () => {
       startedAt: 1_002,
       endedAt: null
     })
+    // Paused ones are read from the state index (few among the live ones), then sorted.
+    expect(valueOf(await ctx.ask({ _tag: "Workflows", workflow: "orders", status: "paused" })).items.map((item: { id: string }) => item.id)).toEqual([
+      "paused"
+    ])
     const done = valueOf(await ctx.ask({ _tag: "Workflows", workflow: "orders", status: "complete" })).items[0]
     expect(done.output).toEqual({ json: `{"receipt":"r-${SECRET}"}`, truncated: false })
     const broken = valueOf(await ctx.ask({ _tag: "Workflows", workflow: "orders", status: "errored" })).items[0]
