@@ -75,7 +75,11 @@ export const start = async (options: { readonly token: string; readonly prefix: 
     const body = chunks.length === 0 || incoming.method === "GET" || incoming.method === "HEAD" ? null : Buffer.concat(chunks)
     const response = (await handler(new Request(`http://${incoming.headers.host}${incoming.url}`, { method: incoming.method!, headers, body }))) ??
       new Response("not the inspector's", { status: 404 })
-    outgoing.writeHead(response.status, Object.fromEntries(response.headers))
+    const sent: Record<string, string> = {}
+    response.headers.forEach((value, name) => {
+      sent[name] = value
+    })
+    outgoing.writeHead(response.status, sent)
     outgoing.end(Buffer.from(await response.arrayBuffer()))
   })
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
