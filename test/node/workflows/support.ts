@@ -1,20 +1,20 @@
 /**
- * The workflow engine's tests build it on the in-memory engine, in a scope each "instance" owns: closing
- * it is an eviction (fibers and timers gone), and a new instance over the same storage is the object
- * woken again.
+ * The workflow engine's tests build it on a `TestDurability` object (in-memory storage, the whole engine,
+ * the platform's alarm delivered as the test clock reaches it). An instance's `evict` ends its fibers and
+ * timers; a new instance over the same storage is the object woken again.
  */
-import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
-import { Context, Effect, Exit, Layer, Scope } from "effect"
-import * as MemoryStorage from "../../../src/testing/MemoryStorage.js"
-import * as TestBackground from "../../../src/testing/TestBackground.js"
-import * as TestScheduler from "../../../src/testing/TestScheduler.js"
+import type * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import { Effect, Exit, Layer, Scope } from "effect"
 import type { SqlValue } from "../../../src/engine/StorageService.js"
+import * as MemoryStorage from "../../../src/testing/MemoryStorage.js"
+import * as TestDurability from "../../../src/testing/TestDurability.js"
 import * as DurableWorkflowEngine from "../../../src/workflows/WorkflowEngine.js"
 
 export type Row = Record<string, SqlValue>
 
 export interface Instance {
-  readonly run: <A, E>(effect: Effect.Effect<A, E, WorkflowEngine.WorkflowEngine | TestScheduler.Services>) => Effect.Effect<A, E>
+  readonly object: TestDurability.TestObject
+  readonly run: <A, E>(effect: Effect.Effect<A, E, WorkflowEngine.WorkflowEngine>) => Effect.Effect<A, E>
   readonly evict: Effect.Effect<void>
 }
 
@@ -22,21 +22,18 @@ export interface Instance {
 export const instance = (
   storage: MemoryStorage.MemoryStorage,
   workflows: Layer.Layer<never, never, WorkflowEngine.WorkflowEngine>
-) =>
+): Effect.Effect<Instance, never, Scope.Scope> =>
   Effect.gen(function*() {
-    const background = yield* TestBackground.make
+    const object = yield* Effect.orDie(TestDurability.make({ storage }))
     const scope = yield* Scope.make()
-    const engine = TestScheduler.layer(storage, background.layer)
-    const layer = Layer.provideMerge(
-      workflows,
-      Layer.provideMerge(DurableWorkflowEngine.layerEngine(), engine)
-    )
-    const context: Context.Context<WorkflowEngine.WorkflowEngine | TestScheduler.Services> = yield* Layer.buildWithScope(layer, scope)
-      .pipe(Effect.orDie)
+    const context = yield* object.run(
+      Layer.buildWithScope(Layer.provideMerge(workflows, DurableWorkflowEngine.layerEngine()), scope)
+    ).pipe(Effect.orDie)
     return {
-      run: (effect) => Effect.provide(effect, context),
-      evict: Scope.close(scope, Exit.void)
-    } satisfies Instance
+      object,
+      run: (effect) => object.run(Effect.provide(effect, context)),
+      evict: Effect.zipRight(Scope.close(scope, Exit.void), object.evict)
+    }
   })
 
 /** A fresh object (new storage) and its first instance. */
@@ -46,12 +43,16 @@ export const fresh = (workflows: Layer.Layer<never, never, WorkflowEngine.Workfl
     return { storage, ...(yield* instance(storage, workflows)) }
   })
 
-/** Lets forked runs go on until `done` holds (no time passes). */
+// Execution ids are hashed with WebCrypto: a real promise, which only a real macrotask lets settle.
+const macrotask = Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, 0)))
+
+/** Lets forked runs go on until `done` holds (no test-clock time passes). */
 export const until = <E, R>(done: Effect.Effect<boolean, E, R>, turns = 500) =>
   Effect.gen(function*() {
     for (let i = 0; i < turns; i++) {
       if (yield* done) return
       yield* Effect.yieldNow()
+      if (i % 10 === 9) yield* macrotask
     }
     return yield* Effect.dieMessage("condition not reached")
   })
