@@ -11,8 +11,10 @@
  *
  * Import it from `durability/workflow-engine`, the only entry that needs `@effect/workflow`.
  */
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
 import * as WorkflowEngineService from "@effect/workflow/WorkflowEngine"
 import type * as Lifecycle from "../engine/Lifecycle.js"
 import * as Migrations from "../engine/Migrations.js"
@@ -52,10 +54,15 @@ export type MakeError = InvalidOptionError | ParticipantConflictError | Migratio
 /**
  * Makes the `WorkflowEngine` service over this object's engine and storage: applies the tables'
  * migration when it is not current, attaches the executions to the scheduler (one engine per object).
+ * Callers awaiting a run are interrupted when the scope closes (the object's runtime ends).
  */
 export const make: (
   options?: WorkflowEngineOptions
-) => Effect.Effect<WorkflowEngineService.WorkflowEngine["Type"], MakeError, Scheduler.Scheduler | StorageService> = Effect
+) => Effect.Effect<
+  WorkflowEngineService.WorkflowEngine["Type"],
+  MakeError,
+  Scheduler.Scheduler | StorageService | Scope.Scope
+> = Effect
   .fn("WorkflowEngine.make")(function*(options: WorkflowEngineOptions = {}) {
     if (typeof options !== "object" || options === null) {
       return yield* new InvalidOptionError({ field: "options", kind: "type", message: "options must be an object" })
@@ -69,8 +76,11 @@ export const make: (
     if (!(yield* Migrations.isCurrent(Schema.CAPABILITY, Schema.migrations))) {
       yield* Migrations.migrate(Schema.CAPABILITY, Schema.migrations)
     }
+    const closed = yield* Deferred.make<void>()
+    yield* Effect.addFinalizer(() => Deferred.succeed(closed, undefined))
     const state = {
       storage,
+      closed,
       watchers: Watchers.make(),
       registered: new Map(),
       live: new Map()
@@ -94,4 +104,4 @@ export const make: (
 export const layerEngine = (
   options?: WorkflowEngineOptions
 ): Layer.Layer<WorkflowEngineService.WorkflowEngine, MakeError, Scheduler.Scheduler | StorageService> =>
-  Layer.effect(WorkflowEngineService.WorkflowEngine, make(options))
+  Layer.scoped(WorkflowEngineService.WorkflowEngine, make(options))

@@ -9,6 +9,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
 import type * as Activity from "@effect/workflow/Activity"
 import * as Workflow from "@effect/workflow/Workflow"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
@@ -18,7 +19,7 @@ import * as Validate from "../shared/validate.js"
 import * as Codec from "./codec.js"
 import * as Executions from "./executionsTable.js"
 import * as Journal from "./journalTable.js"
-import { wake } from "./participant.js"
+import { preempt, wake } from "./participant.js"
 import { clockKey, type State } from "./state.js"
 import { WorkflowNotRegisteredError } from "./errors.js"
 
@@ -65,7 +66,7 @@ const awaitResult = (state: State, workflow: Workflow.Any, id: string, parent: b
       if (result !== undefined) return result
       if (row === undefined) return yield* Effect.die(new Error(`Workflow execution "${id}" is gone`))
       if (parent && !state.handle.executing(id)) return new Workflow.Suspended({})
-      yield* Deferred.await(signal)
+      yield* Effect.raceFirst(Deferred.await(signal), Effect.zipRight(Deferred.await(state.closed), Effect.interrupt))
     }
   })
 
@@ -160,13 +161,14 @@ export const make = (state: State): WorkflowEngine.Encoded => {
       yield* checkedId(options.executionId)
       const exit = yield* Codec.exitText(options.exit)
       const now = yield* Clock.currentTimeMillis
-      yield* orDie(state.handle.writePending(
+      const woken = yield* orDie(state.handle.writePending(
         Effect.flatMap(
           Journal.recordDeferred(storage, options.executionId, options.deferredName, exit, now),
           (stored) => stored ? wake(state, options.executionId, now) : Effect.succeed([])
         ),
         (pending) => pending
       ))
+      if (woken.length > 0) yield* preempt(state, options.executionId)
     })
 
   const scheduleClock: WorkflowEngine.Encoded["scheduleClock"] = (_workflow, options) =>
@@ -191,11 +193,21 @@ export const make = (state: State): WorkflowEngine.Encoded => {
  * interruption in place, keeping the run (and its permit) alive instead of suspending the execution.
  */
 const runActivity = (activity: Activity.Any, parent: WorkflowEngine.WorkflowInstance["Type"]) =>
-  Effect.gen(function*() {
+  Effect.suspend(() => {
     const instance = WorkflowEngine.WorkflowInstance.initial(parent.workflow, parent.executionId)
     instance.interrupted = parent.interrupted
-    return yield* (activity.executeEncoded as Effect.Effect<unknown, unknown, WorkflowEngine.WorkflowInstance>).pipe(
-      Workflow.intoResult,
-      Effect.provideService(WorkflowEngine.WorkflowInstance, instance)
-    )
+    let fiber: Fiber.RuntimeFiber<unknown, unknown> | undefined
+    let suspended = false
+    Object.defineProperty(instance, "suspended", {
+      get: () => suspended,
+      set: (value: boolean) => {
+        suspended = value
+        if (value) fiber?.unsafeInterruptAsFork(FiberId.none)
+      }
+    })
+    const body = Effect.withFiberRuntime<unknown, unknown, WorkflowEngine.WorkflowInstance>((current) => {
+      fiber = current
+      return activity.executeEncoded as Effect.Effect<unknown, unknown, WorkflowEngine.WorkflowInstance>
+    })
+    return body.pipe(Workflow.intoResult, Effect.provideService(WorkflowEngine.WorkflowInstance, instance))
   })

@@ -8,6 +8,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Workflow from "@effect/workflow/Workflow"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
 import type { DurableTable, Execution, PendingRecord } from "../engine/DurableTable.js"
@@ -106,12 +107,26 @@ const settled = (state: State) => (claimed: { readonly execution_id?: unknown },
     return { pending: row.parent === null ? [] : yield* wake(state, String(row.parent), at) }
   })
 
+/**
+ * A run of `id` executing here is stopped as a suspension (its in-flight work is abandoned, as an
+ * eviction would): it ends suspended, and the wake-up that asked for this makes it run again at once,
+ * reading what woke it. A workflow racing a deferred against other work sees the deferred now, not when
+ * the other work ends.
+ */
+export const preempt = (state: State, id: string): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const live = state.live.get(id)
+    if (live === undefined) return Effect.void
+    live.instance.suspended = true
+    return Fiber.interruptFork(live.fiber)
+  })
+
 /** A clock's timer came due: its deferred is done (unless it was already) and its execution woken. */
 const fireClock = (state: State, key: string, now: number) =>
   Effect.gen(function*() {
     const { deferredName, executionId } = clockOf(key)
     const stored = yield* Journal.recordDeferred(state.storage, executionId, deferredName, yield* Codec.exitText(Exit.void), now)
-    return { pending: stored ? yield* wake(state, executionId, now) : [] }
+    return stored ? { pending: yield* wake(state, executionId, now), after: preempt(state, executionId) } : { pending: [] }
   })
 
 /** The executions' table as the engine runs it. */

@@ -4,6 +4,7 @@
  * `interrupt` can reach them) and the waiters of executions' settles.
  * @internal
  */
+import type * as Deferred from "effect/Deferred"
 import type * as Effect from "effect/Effect"
 import type * as Fiber from "effect/Fiber"
 import type * as Workflow from "@effect/workflow/Workflow"
@@ -33,6 +34,8 @@ export interface State {
   readonly watchers: Watchers.Watchers
   readonly registered: Map<string, Registered>
   readonly live: Map<string, Live>
+  /** Done when the engine's scope closes (an eviction): callers waiting for a run are interrupted, as the run is. */
+  readonly closed: Deferred.Deferred<void>
   /** Set once the table is attached. */
   handle: TableHandle
   /** Set once the service is made: what runs are given as `WorkflowEngine`. */
