@@ -194,6 +194,9 @@ export const make = (state: State): WorkflowEngine.Encoded => {
  */
 const nextTurn = Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, 0)))
 
+/** The turns in a row with nothing begun that end a suspended activity. */
+const QUIET_TURNS = 3
+
 /** A running activity attempt, as its suspension is decided. */
 interface ActivityRun {
   readonly fiber: Fiber.RuntimeFiber<unknown, unknown>
@@ -215,10 +218,12 @@ const stopSoon = (run: ActivityRun) => {
   if (run.stopping) return
   run.stopping = true
   Effect.runFork(Effect.gen(function*() {
-    while (true) {
+    // Quiet for a few turns in a row: nothing begun, nothing undecided (one turn is not always enough for
+    // WebCrypto under load).
+    for (let quiet = 0; quiet < QUIET_TURNS;) {
       run.began = 0
       yield* nextTurn
-      if (run.deciding === 0 && run.began === 0) break
+      quiet = run.deciding === 0 && run.began === 0 ? quiet + 1 : 0
     }
     run.fiber.unsafeInterruptAsFork(FiberId.none)
   }))
