@@ -3,6 +3,7 @@
  * transaction) on this object's storage, and what it makes runnable is started by the engine.
  * @internal
  */
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -10,6 +11,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
+import * as Option from "effect/Option"
 import type * as Activity from "@effect/workflow/Activity"
 import * as Workflow from "@effect/workflow/Workflow"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
@@ -160,6 +162,13 @@ export const make = (state: State): WorkflowEngine.Encoded => {
   const deferredDone: WorkflowEngine.Encoded["deferredDone"] = (options) =>
     Effect.gen(function*() {
       yield* checkedId(options.executionId)
+      // `DurableDeferred.into` (0.19.1) reports the interruption of its effect as the deferred's exit when a
+      // run of the same execution is stopped (preempted, evicted): that is no result, the next run decides it.
+      const from = yield* Effect.serviceOption(WorkflowEngine.WorkflowInstance)
+      if (
+        Option.isSome(from) && from.value.executionId === options.executionId &&
+        Exit.isFailure(options.exit) && Cause.isInterruptedOnly(options.exit.cause)
+      ) return
       const exit = yield* Codec.exitText(options.exit)
       const now = yield* Clock.currentTimeMillis
       const woken = yield* orDie(state.handle.writePending(
