@@ -19,17 +19,18 @@ export const Nap = Workflow.make({
   idempotencyKey: ({ id }) => id
 })
 
-/** One activity run: which step, in which instance, and whether an `alarm()` delivery was running it. */
+/** One activity run: which step, in which instance, and what first woke that instance (`alarm` or `call`). */
 export interface NapRun {
   readonly step: string
   readonly instance: string
-  readonly duringAlarm: boolean
+  readonly wokenBy: string
 }
 
 export class WorkflowEngineObject extends DurableObject {
   private readonly instance = crypto.randomUUID()
   private readonly deliveries = new Deliveries()
-  private delivering = 0
+  /** What first entered this instance: the platform's `alarm()` or a call. */
+  private wokenBy: "alarm" | "call" | undefined
 
   private readonly workflows = Nap.toLayer(({ id, seconds }) =>
     Effect.gen(function*(this: WorkflowEngineObject) {
@@ -49,7 +50,7 @@ export class WorkflowEngineObject extends DurableObject {
 
   constructor(ctx: DurableObjectState, env: Cloudflare.Env) {
     super(ctx, env)
-    ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS nap_runs (seq INTEGER PRIMARY KEY, step TEXT NOT NULL, instance TEXT NOT NULL, during_alarm INTEGER NOT NULL)")
+    ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS nap_runs (seq INTEGER PRIMARY KEY, step TEXT NOT NULL, instance TEXT NOT NULL, woken_by TEXT NOT NULL)")
     void ctx.blockConcurrencyWhile(() => this.runtime.runPromise(Effect.flatMap(Scheduler.Scheduler, (scheduler) => scheduler.warm)))
   }
 
@@ -60,10 +61,10 @@ export class WorkflowEngineObject extends DurableObject {
       success: Schema.String,
       execute: Effect.sync(() => {
         this.ctx.storage.sql.exec(
-          "INSERT INTO nap_runs (step, instance, during_alarm) VALUES (?, ?, ?)",
+          "INSERT INTO nap_runs (step, instance, woken_by) VALUES (?, ?, ?)",
           name,
           this.instance,
-          this.delivering > 0 ? 1 : 0
+          this.wokenBy ?? "call"
         )
         return name
       })
@@ -71,16 +72,19 @@ export class WorkflowEngineObject extends DurableObject {
   }
 
   whoami(): string {
+    this.wokenBy ??= "call"
     return this.instance
   }
 
   /** Starts `Nap` (discarded: the caller polls); returns its execution id. */
   start(id: string, seconds: number): Promise<string> {
+    this.wokenBy ??= "call"
     return this.runtime.runPromise(Nap.execute({ id, seconds }, { discard: true }))
   }
 
   /** The execution's result as `poll` reads it: its tag and, when complete, its value. */
   poll(executionId: string): Promise<{ readonly tag: string; readonly value?: string }> {
+    this.wokenBy ??= "call"
     return this.runtime.runPromise(Effect.map(Nap.poll(executionId), (result) =>
       result === undefined
         ? { tag: "Running" }
@@ -90,25 +94,28 @@ export class WorkflowEngineObject extends DurableObject {
   }
 
   runs(): Array<NapRun> {
-    return this.ctx.storage.sql.exec<{ step: string; instance: string; during_alarm: number }>(
-      "SELECT step, instance, during_alarm FROM nap_runs ORDER BY seq"
-    ).toArray().map(({ during_alarm, instance, step }) => ({ step, instance, duringAlarm: during_alarm === 1 }))
+    this.wokenBy ??= "call"
+    return this.ctx.storage.sql.exec<{ step: string; instance: string; woken_by: string }>(
+      "SELECT step, instance, woken_by FROM nap_runs ORDER BY seq"
+    ).toArray().map(({ instance, step, woken_by }) => ({ step, instance, wokenBy: woken_by }))
   }
 
   /** The durable timers the workflow engine has set. */
   timers(): Array<{ readonly owner: string; readonly at: number }> {
+    this.wokenBy ??= "call"
     return this.ctx.storage.sql.exec<{ owner: string; at: number }>("SELECT owner, at FROM durability_timers").toArray()
       .map(({ at, owner }) => ({ owner, at }))
   }
 
   idle(): Promise<Idleness> {
+    this.wokenBy ??= "call"
     return this.deliveries.idleness(this.ctx.storage)
   }
 
   override alarm(info?: AlarmInvocationInfo): Promise<void> {
-    this.delivering++
+    this.wokenBy ??= "alarm"
     return this.deliveries.around(() =>
       this.runtime.runPromise(Effect.flatMap(Scheduler.Scheduler, (scheduler) => scheduler.alarm(info)))
-    ).finally(() => this.delivering--)
+    )
   }
 }
