@@ -5,7 +5,11 @@
  * needs `@effect/workflow` (an optional peer dependency): a worker that never imports it never needs it.
  * @module durability/workflow-engine
  */
-export * as WorkflowEngine from "./workflows/WorkflowEngine.js"
+/**
+ * The module itself (`layerEngine`, `make`, options and errors), named apart from `@effect/workflow`'s own
+ * `WorkflowEngine` so both can be imported side by side.
+ */
+export * as DurableWorkflowEngine from "./workflows/WorkflowEngine.js"
 export { layerEngine, make } from "./workflows/WorkflowEngine.js"
 export type { MakeError, WorkflowEngineOptions } from "./workflows/WorkflowEngine.js"
 export { WorkflowNotRegisteredError } from "./workflows/errors.js"

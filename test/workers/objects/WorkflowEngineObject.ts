@@ -9,7 +9,7 @@ import { DurableObject } from "cloudflare:workers"
 import { Duration, Effect, Layer, ManagedRuntime, Schema } from "effect"
 import { Scheduler } from "../../../src/effect.js"
 import type { AlarmInvocationInfo } from "../../../src/index.js"
-import { WorkflowEngine } from "../../../src/workflowEngine.js"
+import { DurableWorkflowEngine } from "../../../src/workflowEngine.js"
 import { Deliveries, type Idleness } from "./idle.js"
 
 export const Nap = Workflow.make({
@@ -44,7 +44,7 @@ export class WorkflowEngineObject extends DurableObject {
   private readonly runtime = ManagedRuntime.make(
     Layer.provideMerge(
       this.workflows,
-      Layer.provideMerge(WorkflowEngine.layerEngine(), Scheduler.layerDurableObject(this.ctx, { alarmMinDelayMs: 1_000 }))
+      Layer.provideMerge(DurableWorkflowEngine.layerEngine(), Scheduler.layerDurableObject(this.ctx, { alarmMinDelayMs: 1_000 }))
     )
   )
 
