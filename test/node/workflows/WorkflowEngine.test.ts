@@ -1,7 +1,11 @@
 import { Activity, DurableClock, DurableDeferred, Workflow, WorkflowEngine } from "@effect/workflow"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Layer, Schema, TestClock } from "effect"
+import { Cause, Effect, Exit, Layer, Schema, TestClock } from "effect"
+import { InvalidInputError, InvalidOptionError } from "../../../src/shared/Errors.js"
 import * as MemoryStorage from "../../../src/testing/MemoryStorage.js"
+import * as TestDurability from "../../../src/testing/TestDurability.js"
+import * as DurableWorkflowEngine from "../../../src/workflows/WorkflowEngine.js"
+import { WorkflowNotRegisteredError } from "../../../src/workflows/errors.js"
 import { fresh, instance, rows, until } from "./support.js"
 
 const Greet = Workflow.make({
@@ -191,6 +195,75 @@ describe("WorkflowEngine (durable): suspension", () => {
       assert.deepStrictEqual(yield* object.run(Parent.poll(id)), new Workflow.Complete({ exit: Exit.succeed(42) }))
       const parents = yield* rows(object.storage, "SELECT parent FROM durability_effect_workflow_executions WHERE execution_id = ?", childId)
       assert.deepStrictEqual(parents, [{ parent: id }])
+      yield* object.evict
+    }))
+})
+
+describe("WorkflowEngine (durable): bad input", () => {
+  it.scoped("bad options fail make with a typed error, before any write", () =>
+    Effect.gen(function*() {
+      const storage = yield* MemoryStorage.make
+      const object = yield* Effect.orDie(TestDurability.make({ storage }))
+      const error = yield* object.run(
+        Effect.flip(DurableWorkflowEngine.make({ retries: { maxAttempts: 0 } }) as Effect.Effect<unknown, unknown, never>)
+      )
+      assert.instanceOf(error, InvalidOptionError)
+      assert.deepStrictEqual(
+        yield* rows(storage, "SELECT name FROM sqlite_master WHERE name LIKE 'durability_effect_workflow%'"),
+        []
+      )
+    }))
+
+  it.scoped("executing an unregistered workflow, or under a bad id, is refused and writes nothing", () =>
+    Effect.gen(function*() {
+      const object = yield* fresh(Layer.empty)
+      const unregistered = yield* object.run(Effect.exit(Greet.execute({ name: "x" }, { discard: true })))
+      assert(Exit.isFailure(unregistered))
+      assert.instanceOf(Cause.squash(unregistered.cause), WorkflowNotRegisteredError)
+      const registered = yield* fresh(Greet.toLayer(({ name }) => Effect.succeed(name)))
+      const badId = yield* registered.run(
+        Effect.exit(Effect.flatMap(WorkflowEngine.WorkflowEngine, (engine) =>
+          engine.execute(Greet, { executionId: "", payload: { name: "x" }, discard: true })))
+      )
+      assert(Exit.isFailure(badId))
+      assert.instanceOf(Cause.squash(badId.cause), InvalidInputError)
+      assert.deepStrictEqual(yield* rows(object.storage, "SELECT * FROM durability_effect_workflow_executions"), [])
+      assert.deepStrictEqual(yield* rows(registered.storage, "SELECT * FROM durability_effect_workflow_executions"), [])
+    }))
+})
+
+describe("WorkflowEngine (durable): a wake-up during a run", () => {
+  it.scoped("a deferred done while the workflow runs other work preempts the run, which replays and sees it", () =>
+    Effect.gen(function*() {
+      let runs = 0
+      let slowDone = false
+      const Race = Workflow.make({ name: "Race", payload: {}, success: Schema.String, idempotencyKey: () => "one" })
+      const object = yield* fresh(Race.toLayer(() =>
+        Effect.suspend(() => {
+          runs++
+          return DurableDeferred.raceAll({
+            name: "race",
+            success: Schema.String,
+            error: Schema.Never,
+            effects: [
+              DurableDeferred.await(Gate),
+              Activity.make({
+                name: "slow",
+                success: Schema.String,
+                execute: Effect.as(Effect.sleep("1 hour"), "slow").pipe(Effect.tap(() => Effect.sync(() => slowDone = true)))
+              })
+            ]
+          })
+        })
+      ))
+      const id = yield* object.run(Race.execute(undefined, { discard: true }))
+      yield* until(Effect.sync(() => runs === 1))
+      const token = DurableDeferred.tokenFromExecutionId(Gate, { workflow: Race, executionId: id })
+      yield* object.run(DurableDeferred.succeed(Gate, { token, value: "signal" }))
+      yield* until(Effect.map(object.run(Race.poll(id)), (result) => result?._tag === "Complete"))
+      assert.deepStrictEqual(yield* object.run(Race.poll(id)), new Workflow.Complete({ exit: Exit.succeed("signal") }))
+      assert.isFalse(slowDone)
+      assert.isAtLeast(runs, 2)
       yield* object.evict
     }))
 })
