@@ -2,6 +2,7 @@ import { Activity, DurableClock, DurableDeferred, Workflow, WorkflowEngine } fro
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Layer, Schema, TestClock } from "effect"
 import { InvalidInputError, InvalidOptionError } from "../../../src/shared/Errors.js"
+import * as Scheduler from "../../../src/engine/Scheduler.js"
 import * as MemoryStorage from "../../../src/testing/MemoryStorage.js"
 import * as TestDurability from "../../../src/testing/TestDurability.js"
 import * as DurableWorkflowEngine from "../../../src/workflows/WorkflowEngine.js"
@@ -99,6 +100,10 @@ describe("WorkflowEngine (durable): suspension", () => {
       assert.strictEqual(timer?.owner, "effectWorkflows")
       assert.strictEqual(timer?.at, 3 * 24 * 60 * 60 * 1000)
       assert.isNotNull(object.storage.alarmAt)
+      // Suspended: no execution running here, every permit free.
+      const summary = yield* object.object.run(Effect.flatMap(Scheduler.Scheduler, (scheduler) => scheduler.summary(10)))
+      assert.strictEqual(summary.runningCount, 0)
+      assert.strictEqual(summary.permits.available, summary.permits.capacity)
       yield* TestClock.adjust("3 days")
       yield* until(Effect.map(object.run(Nap.poll(id)), (result) => result?._tag === "Complete"))
       assert.deepStrictEqual(yield* object.run(Nap.poll(id)), new Workflow.Complete({ exit: Exit.void }))
