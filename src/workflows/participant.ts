@@ -35,7 +35,7 @@ const observe = (state: State, hook: Lifecycle.LifecycleHook | undefined): Lifec
   return hook?.(event)
 }
 
-/** The body of one run, under a fresh `WorkflowInstance` (interrupted when the execution was asked to stop). */
+/** The body of one run, under a fresh `WorkflowInstance`. */
 const run = (state: State) => (execution: Execution): Effect.Effect<Outcome, unknown> =>
   Effect.suspend(() => {
     const { row } = execution
@@ -46,7 +46,9 @@ const run = (state: State) => (execution: Execution): Effect.Effect<Outcome, unk
     const { workflow } = registered
     const id = execution.key
     const instance = WorkflowEngine.WorkflowInstance.initial(workflow, id)
-    instance.interrupted = Number(row.interrupted) === 1
+    // An interruption asked for before this run is deposited: the body replays as it did (to where it
+    // suspended), then its end becomes the interruption, so its finalizers see it and its body does not.
+    const stopAsked = Number(row.interrupted) === 1
     const body = Effect.flatMap(
       Effect.mapError(
         Codec.payloadOf(workflow, String(row.payload)),
@@ -60,7 +62,9 @@ const run = (state: State) => (execution: Execution): Effect.Effect<Outcome, unk
             // execution as interrupted (`intoResult` completes an interrupted, unsuspended instance).
             Effect.onExit((exit) =>
               Effect.sync(() => {
-                if (instance.interrupted && Exit.isFailure(exit)) instance.suspended = false
+                if (!(stopAsked || instance.interrupted) || Exit.isSuccess(exit)) return
+                instance.interrupted = true
+                instance.suspended = false
               })
             )
           )
