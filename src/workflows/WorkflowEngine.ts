@@ -10,6 +10,15 @@
  * makes it runnable again, in this isolate or after an eviction, through the engine.
  *
  * Import it from `durability/workflow-engine`, the only entry that needs `@effect/workflow`.
+ *
+ * ```ts
+ * const Greet = Workflow.make({ name: "Greet", payload: { name: Schema.String }, success: Schema.String, idempotencyKey: ({ name }) => name })
+ * const runtime = ManagedRuntime.make(Greet.toLayer(({ name }) =>
+ *   Effect.zipRight(DurableClock.sleep({ name: "wait", duration: "1 day" }), Effect.succeed(`hello ${name}`))
+ * ).pipe(Layer.provideMerge(DurableWorkflowEngine.layerEngine()), Layer.provideMerge(Scheduler.layerDurableObject(ctx))))
+ * // in the object: constructor warms the scheduler; alarm() runs `Scheduler.alarm`; a method starts it:
+ * await runtime.runPromise(Greet.execute({ name: "ada" }, { discard: true }))
+ * ```
  */
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"

@@ -111,6 +111,28 @@ describe("WorkflowEngine (durable): suspension", () => {
       yield* object.evict
     }))
 
+  it.scoped("a sleeping execution is woken by the alarm of a fresh instance after an eviction", () =>
+    Effect.gen(function*() {
+      let runs = 0
+      const Nap = Workflow.make({ name: "Nap", payload: {}, success: Schema.Number, idempotencyKey: () => "one" })
+      const layer = Nap.toLayer(() =>
+        Effect.suspend(() => {
+          runs++
+          return Effect.as(DurableClock.sleep({ name: "nap", duration: "2 days" }), runs)
+        })
+      )
+      const storage = yield* MemoryStorage.make
+      const first = yield* instance(storage, layer)
+      const id = yield* first.run(Nap.execute(undefined, { discard: true }))
+      yield* until(Effect.map(first.run(Nap.poll(id)), (result) => result?._tag === "Suspended"))
+      yield* first.evict
+      const second = yield* instance(storage, layer)
+      yield* TestClock.adjust("2 days")
+      yield* until(Effect.map(second.run(Nap.poll(id)), (result) => result?._tag === "Complete"))
+      assert.deepStrictEqual(yield* second.run(Nap.poll(id)), new Workflow.Complete({ exit: Exit.succeed(2) }))
+      yield* second.evict
+    }))
+
   it.scoped("a DurableDeferred is completed by token from outside the workflow", () =>
     Effect.gen(function*() {
       const Wait = Workflow.make({ name: "Wait", payload: {}, success: Schema.String, idempotencyKey: () => "one" })
