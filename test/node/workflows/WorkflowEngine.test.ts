@@ -294,3 +294,42 @@ describe("WorkflowEngine (durable): a wake-up during a run", () => {
       yield* object.evict
     }))
 })
+
+describe("WorkflowEngine (durable): a child inside an activity", () => {
+  it.scoped("a child's end during the parent's run (its activity still cleaning up) is not slept through", () =>
+    Effect.gen(function*() {
+      const release = yield* Effect.makeLatch()
+      let cleaning = false
+      let parentRuns = 0
+      const Child = Workflow.make({ name: "Kid", payload: {}, success: Schema.String, idempotencyKey: () => "kid" })
+      const Parent = Workflow.make({ name: "Mom", payload: {}, success: Schema.String, idempotencyKey: () => "mom" })
+      const object = yield* fresh(Layer.mergeAll(
+        Child.toLayer(() => DurableDeferred.await(Gate)),
+        Parent.toLayer(() =>
+          Effect.suspend(() => {
+            parentRuns++
+            return Activity.make({
+              name: "child",
+              success: Schema.String,
+              execute: Child.execute(undefined).pipe(
+                Effect.ensuring(Effect.zipRight(Effect.sync(() => cleaning = true), release.await))
+              )
+            })
+          })
+        )
+      ))
+      const id = yield* object.run(Parent.execute(undefined, { discard: true }))
+      // The child suspends; the activity is stopped and holds in its cleanup: the parent's run is not over.
+      yield* until(Effect.sync(() => cleaning))
+      const childId = yield* Child.executionId({})
+      const token = DurableDeferred.tokenFromExecutionId(Gate, { workflow: Child, executionId: childId })
+      yield* object.run(DurableDeferred.succeed(Gate, { token, value: "done" }))
+      yield* until(Effect.map(object.run(Child.poll(childId)), (result) => result?._tag === "Complete"))
+      // The child's end woke the parent while its run was still going: that run's suspension runs it again.
+      yield* release.open
+      yield* until(Effect.map(object.run(Parent.poll(id)), (result) => result?._tag === "Complete"))
+      assert.deepStrictEqual(yield* object.run(Parent.poll(id)), new Workflow.Complete({ exit: Exit.succeed("done") }))
+      assert.strictEqual(parentRuns, 2)
+      yield* object.evict
+    }))
+})
