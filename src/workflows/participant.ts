@@ -49,28 +49,27 @@ const run = (state: State) => (execution: Execution): Effect.Effect<Outcome, unk
     // An interruption asked for before this run is deposited: the body replays as it did (to where it
     // suspended), then its end becomes the interruption, so its finalizers see it and its body does not.
     const stopAsked = Number(row.interrupted) === 1
-    const body = Effect.flatMap(
-      Effect.mapError(
-        Codec.payloadOf(workflow, String(row.payload)),
-        (cause) => new NonRetryableError({ message: `The stored payload of workflow "${name}" does not decode`, cause })
-      ),
-      (payload) =>
-        Effect.withFiberRuntime<unknown, unknown, WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine>((fiber) => {
-          state.live.set(id, { instance, fiber })
-          return registered.execute(payload, id).pipe(
-            // Asked to stop: a body that ended otherwise than by success (its suspension included) ends the
-            // execution as interrupted (`intoResult` completes an interrupted, unsuspended instance).
-            Effect.onExit((exit) =>
-              Effect.sync(() => {
-                if (!(stopAsked || instance.interrupted) || Exit.isSuccess(exit)) return
-                instance.interrupted = true
-                instance.suspended = false
-              })
-            )
-          )
-        })
+    // Decoded outside the workflow: a payload that no longer decodes is no result of the workflow's own.
+    const payload = Effect.mapError(
+      Codec.payloadOf(workflow, String(row.payload)),
+      (cause) => new NonRetryableError({ message: `The stored payload of workflow "${name}" does not decode`, cause })
     )
-    return body.pipe(
+    const body = (decoded: object) =>
+      Effect.withFiberRuntime<unknown, unknown, WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine>((fiber) => {
+        state.live.set(id, { instance, fiber })
+        return registered.execute(decoded, id).pipe(
+          // Asked to stop: a body that ended otherwise than by success (its suspension included) ends the
+          // execution as interrupted (`intoResult` completes an interrupted, unsuspended instance).
+          Effect.onExit((exit) =>
+            Effect.sync(() => {
+              if (!(stopAsked || instance.interrupted) || Exit.isSuccess(exit)) return
+              instance.interrupted = true
+              instance.suspended = false
+            })
+          )
+        )
+      })
+    return Effect.flatMap(payload, (decoded) => body(decoded).pipe(
       Workflow.intoResult,
       Effect.provideService(WorkflowEngine.WorkflowInstance, instance),
       Effect.provideService(WorkflowEngine.WorkflowEngine, state.engine),
@@ -80,7 +79,7 @@ const run = (state: State) => (execution: Execution): Effect.Effect<Outcome, unk
       Effect.ensuring(Effect.sync(() => {
         if (state.live.get(id)?.instance === instance) state.live.delete(id)
       }))
-    )
+    ))
   })
 
 /** A run's end: the result stored; a suspension holds the execution under a new generation. */

@@ -333,3 +333,26 @@ describe("WorkflowEngine (durable): a child inside an activity", () => {
       yield* object.evict
     }))
 })
+
+describe("WorkflowEngine (durable): a stored payload that no longer decodes", () => {
+  it.scoped("fails the execution for good (no retries): poll reads it as a defect", () =>
+    Effect.gen(function*() {
+      const Before = Workflow.make({ name: "Shape", payload: { name: Schema.String }, idempotencyKey: ({ name }) => name })
+      const After = Workflow.make({ name: "Shape", payload: { count: Schema.Number }, idempotencyKey: () => "x" })
+      const storage = yield* MemoryStorage.make
+      const first = yield* instance(storage, Before.toLayer(() => DurableDeferred.await(Gate)))
+      const id = yield* first.run(Before.execute({ name: "x" }, { discard: true }))
+      yield* until(Effect.map(first.run(Before.poll(id)), (result) => result?._tag === "Suspended"))
+      yield* first.evict
+      // Deployed again with another payload schema under the same name.
+      const second = yield* instance(storage, After.toLayer(() => Effect.void))
+      const token = DurableDeferred.tokenFromExecutionId(Gate, { workflow: After, executionId: id })
+      yield* second.run(DurableDeferred.succeed(Gate, { token, value: "go" }))
+      yield* until(Effect.map(second.run(After.poll(id)), (result) => result?._tag === "Complete"))
+      const result = yield* second.run(After.poll(id))
+      assert(result?._tag === "Complete" && Exit.isFailure(result.exit) && Cause.isDie(result.exit.cause))
+      const [row] = yield* rows(storage, "SELECT status, attempt FROM durability_effect_workflow_executions")
+      assert.deepStrictEqual(row, { status: "failed", attempt: 1 })
+      yield* second.evict
+    }))
+})
