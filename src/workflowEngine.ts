@@ -12,4 +12,4 @@
 export * as DurableWorkflowEngine from "./workflows/WorkflowEngine.js"
 export { layerEngine, make } from "./workflows/WorkflowEngine.js"
 export type { MakeError, WorkflowEngineOptions } from "./workflows/WorkflowEngine.js"
-export { WorkflowNotRegisteredError } from "./workflows/errors.js"
+export { WorkflowNotRegisteredError } from "./workflows/engine/errors.js"

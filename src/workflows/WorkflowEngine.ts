@@ -38,12 +38,12 @@ import {
   type StorageError,
   DurableAttemptTimeoutError
 } from "../shared/Errors.js"
-import * as Encoded from "./encoded.js"
-import * as Participant from "./participant.js"
-import * as Schema from "./schema.js"
-import type { State } from "./state.js"
+import * as Encoded from "./engine/encoded.js"
+import * as Participant from "./engine/participant.js"
+import * as Schema from "./engine/schema.js"
+import type { State } from "./engine/state.js"
 
-export { WorkflowNotRegisteredError } from "./errors.js"
+export { WorkflowNotRegisteredError } from "./engine/errors.js"
 
 /** The entity kind of the lifecycle events about executions: `"effect_workflow"`. */
 export const ENTITY_KIND = Participant.ENTITY_KIND

@@ -36,9 +36,9 @@ const OWNED: ReadonlyArray<Owned> = [
   { table: "durability_alarms", constant: "TABLE", owner: "alarms/alarmsTable.ts", schema: "alarms/schema.ts" },
   { table: "durability_schedules", constant: "TABLE", owner: "schedules/schedulesTable.ts", schema: "schedules/schema.ts" },
   { table: "durability_steps", constant: "MEMO_TABLE", owner: "steps/memoTable.ts" },
-  { table: "durability_effect_workflow_executions", constant: "EXECUTIONS", owner: "workflows/executionsTable.ts", schema: "workflows/schema.ts" },
-  { table: "durability_effect_workflow_activities", constant: "ACTIVITIES", owner: "workflows/journalTable.ts", schema: "workflows/schema.ts" },
-  { table: "durability_effect_workflow_deferreds", constant: "DEFERREDS", owner: "workflows/journalTable.ts", schema: "workflows/schema.ts" }
+  { table: "durability_effect_workflow_executions", constant: "EXECUTIONS", owner: "workflows/engine/executionsTable.ts", schema: "workflows/engine/schema.ts" },
+  { table: "durability_effect_workflow_activities", constant: "ACTIVITIES", owner: "workflows/engine/journalTable.ts", schema: "workflows/engine/schema.ts" },
+  { table: "durability_effect_workflow_deferreds", constant: "DEFERREDS", owner: "workflows/engine/journalTable.ts", schema: "workflows/engine/schema.ts" }
 ]
 
 /** The owners of the engine's records: each writes its fence once. */
@@ -47,7 +47,7 @@ const FENCED = [
   "operations/callsTable.ts",
   "alarms/alarmsTable.ts",
   "schedules/schedulesTable.ts",
-  "workflows/executionsTable.ts"
+  "workflows/engine/executionsTable.ts"
 ]
 
 const modules = (dir: string): Array<string> =>

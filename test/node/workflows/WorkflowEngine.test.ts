@@ -6,7 +6,7 @@ import * as Scheduler from "../../../src/engine/Scheduler.js"
 import * as MemoryStorage from "../../../src/testing/MemoryStorage.js"
 import * as TestDurability from "../../../src/testing/TestDurability.js"
 import * as DurableWorkflowEngine from "../../../src/workflows/WorkflowEngine.js"
-import { WorkflowNotRegisteredError } from "../../../src/workflows/errors.js"
+import { WorkflowNotRegisteredError } from "../../../src/workflows/engine/errors.js"
 import { fresh, instance, rows, until } from "./support.js"
 
 const Greet = Workflow.make({

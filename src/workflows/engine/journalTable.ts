@@ -5,8 +5,8 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import type { StorageService } from "../engine/StorageService.js"
-import type { StorageError } from "../shared/Errors.js"
+import type { StorageService } from "../../engine/StorageService.js"
+import type { StorageError } from "../../shared/Errors.js"
 import { ACTIVITIES, DEFERREDS } from "./schema.js"
 
 type Text = Effect.Effect<string | undefined, StorageError>

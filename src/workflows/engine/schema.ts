@@ -3,8 +3,8 @@
  * the activity journal and the durable deferreds' results.
  * @internal
  */
-import * as MigrationSql from "../engine/migrationSql.js"
-import type * as Migrations from "../engine/Migrations.js"
+import * as MigrationSql from "../../engine/migrationSql.js"
+import type * as Migrations from "../../engine/Migrations.js"
 
 /** The capability's name on the scheduler (and in its migrations' history). */
 export const CAPABILITY = "effectWorkflows"

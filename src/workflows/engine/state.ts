@@ -9,9 +9,9 @@ import type * as Effect from "effect/Effect"
 import type * as Fiber from "effect/Fiber"
 import type * as Workflow from "@effect/workflow/Workflow"
 import type * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
-import type { TableHandle } from "../engine/DurableTable.js"
-import type { StorageService } from "../engine/StorageService.js"
-import type * as Watchers from "../engine/watchers.js"
+import type { TableHandle } from "../../engine/DurableTable.js"
+import type { StorageService } from "../../engine/StorageService.js"
+import type * as Watchers from "../../engine/watchers.js"
 
 /** A registered workflow: its definition and its body (services already provided). */
 export interface Registered {

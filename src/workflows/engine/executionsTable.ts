@@ -9,9 +9,9 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import type { Execution } from "../engine/DurableTable.js"
-import type { Row, StorageService } from "../engine/StorageService.js"
-import type { StorageError } from "../shared/Errors.js"
+import type { Execution } from "../../engine/DurableTable.js"
+import type { Row, StorageService } from "../../engine/StorageService.js"
+import type { StorageError } from "../../shared/Errors.js"
 import { EXECUTIONS } from "./schema.js"
 
 type Rows = Effect.Effect<ReadonlyArray<Row>, StorageError>
