@@ -10,7 +10,7 @@ import type { WorkflowEvent, WorkflowStep } from "../workflows/types.js"
 import { DurabilityWorkflows } from "./DurabilityWorkflows.js"
 import { WorkflowNotFoundError } from "./errors.js"
 
-/** The reserved workflow name the object's one instance runs under (in the `durability_workflows` table). */
+/** The reserved workflow name the object's one instance runs under (in the workflows' instances table). */
 const WORKFLOW = "createWorkflow"
 /** The object's one instance. */
 const INSTANCE = "instance"

@@ -38,7 +38,10 @@ const OWNED: ReadonlyArray<Owned> = [
   { table: "durability_steps", constant: "MEMO_TABLE", owner: "steps/memoTable.ts" },
   { table: "durability_workflows", constant: "TABLE", owner: "workflows/instancesTable.ts", schema: "workflows/schema.ts" },
   { table: "durability_workflow_steps", constant: "STEPS", owner: "workflows/stepsTable.ts", schema: "workflows/schema.ts" },
-  { table: "durability_workflow_events", constant: "EVENTS", owner: "workflows/eventsTable.ts", schema: "workflows/schema.ts" }
+  { table: "durability_workflow_events", constant: "EVENTS", owner: "workflows/eventsTable.ts", schema: "workflows/schema.ts" },
+  { table: "durability_effect_workflow_executions", constant: "EXECUTIONS", owner: "workflows/engine/executionsTable.ts", schema: "workflows/engine/schema.ts" },
+  { table: "durability_effect_workflow_activities", constant: "ACTIVITIES", owner: "workflows/engine/journalTable.ts", schema: "workflows/engine/schema.ts" },
+  { table: "durability_effect_workflow_deferreds", constant: "DEFERREDS", owner: "workflows/engine/journalTable.ts", schema: "workflows/engine/schema.ts" }
 ]
 
 /** The owners of the engine's records: each writes its fence once. */
@@ -47,7 +50,8 @@ const FENCED = [
   "operations/callsTable.ts",
   "alarms/alarmsTable.ts",
   "schedules/schedulesTable.ts",
-  "workflows/instancesTable.ts"
+  "workflows/instancesTable.ts",
+  "workflows/engine/executionsTable.ts"
 ]
 
 const modules = (dir: string): Array<string> =>
