@@ -446,6 +446,45 @@ const peerStorage = (workflowName, stepsPerInstance, sample = 20) => {
   }
 }
 
+/**
+ * W2, the peer: when each local engine actually started its sleep's timer. The engine records a sleep as a
+ * `priority_queue` row (action 1, type 1) whose target is its `Date.now()` + the duration when it starts waiting,
+ * and logs the duration (`states`, event 8: SLEEP_START). Read from the instances' files (sqlite3 CLI) and matched to
+ * the samples by duration and time, this splits a sample's lateness from the sleep call into the engine's delay before
+ * its timer starts (target − duration − sleepAt) and its wake-up after the target (wokeAt − target).
+ */
+const peerSleepTimers = (workflowName, samples) => {
+  const dir = path.join(persist, "workflows", `miniflare-workflows-${workflowName}`)
+  try {
+    const timers = fs.readdirSync(dir).filter((file) => file.endsWith(".sqlite")).flatMap((file) => {
+      const out = execFileSync("sqlite3", ["-readonly", path.join(dir, file),
+        "SELECT target_timestamp FROM priority_queue WHERE action = 1 AND entryType = 1; SELECT metadata FROM states WHERE event = 8;"], {
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "pipe"]
+      }).trim().split("\n")
+      if (out.length < 2) return []
+      return [{ target: Number(out[0]), durationMs: JSON.parse(out[1]).durationMs }]
+    })
+    const before = []
+    const after = []
+    for (const x of samples) {
+      // The same duration recurs in every run (a few seconds apart): the closest timer start to this sleep call.
+      let match
+      for (const t of timers) {
+        if (t.durationMs !== x.ms) continue
+        if (match === undefined || Math.abs(t.target - x.ms - x.sleepAt) < Math.abs(match.target - x.ms - x.sleepAt)) match = t
+      }
+      if (match === undefined || Math.abs(match.target - x.ms - x.sleepAt) > 2_000) continue
+      before.push(match.target - x.ms - x.sleepAt)
+      after.push(x.wokeAt - match.target)
+    }
+    const figures = (values) => ({ p50: percentile(values, 50), p99: percentile(values, 99), max: Math.max(...values), min: Math.min(...values) })
+    return { matched: before.length, of: samples.length, timerStartAfterCall: figures(before), wokeAfterTarget: figures(after) }
+  } catch (error) {
+    return { observable: false, reason: String(error.message ?? error).split("\n")[0] }
+  }
+}
+
 /** J5's Cloudflare Queue, local: the consumer is the same worker; one batch in flight at a time (Miniflare's broker). */
 const J5_QUEUE = "durability-bench-j5"
 const J5_CONSUMER = { maxBatchSize: 100, maxBatchTimeout: 0, maxRetries: 2 }
@@ -1604,7 +1643,8 @@ try {
         fromStep,
         fromCall,
         stepToCallP50: percentile(all.map((x) => x.sleepAt - x.startedAt), 50),
-        samples: all.map((x) => [x.ms, x.wokeAt - (x.startedAt + x.ms), x.wokeAt - (x.sleepAt + x.ms)])
+        samples: all.map((x) => [x.ms, x.wokeAt - (x.startedAt + x.ms), x.wokeAt - (x.sleepAt + x.ms)]),
+        ...(impl.workflows === undefined ? {} : { engineTimers: peerSleepTimers(impl.workflows.WF_SLEEPER.name, all) })
       }
     }
 
@@ -2077,6 +2117,10 @@ if (s.W2) {
   const met = wMet("W2", (f) => f.fromStep.early === 0)
   workflowRow("W2", `wake-up lateness p50 / p99 / max ms, sleeps ${minMs}-${maxMs} ms (from the step before the sleep)`, wCell("W2", (f) => lateness(f.fromStep)))
   workflowRow("W2", "the same from the body's sleep call (Date.now() before step.sleep)", wCell("W2", (f) => lateness(f.fromCall)))
+  workflowRow("W2", "of which: sleep call -> engine's timer started p50 / p99 ms (peer: engine's own record)", wCell("W2", (f) =>
+    f.engineTimers === undefined ? "-" : f.engineTimers.matched === undefined ? "not observable" : `${fmt(f.engineTimers.timerStartAfterCall.p50, 0)} / ${fmt(f.engineTimers.timerStartAfterCall.p99, 0)}`))
+  workflowRow("W2", "of which: timer's target -> workflow resumed p50 / p99 ms", wCell("W2", (f) =>
+    f.engineTimers === undefined ? "-" : f.engineTimers.matched === undefined ? "not observable" : `${fmt(f.engineTimers.wokeAfterTarget.p50, 0)} / ${fmt(f.engineTimers.wokeAfterTarget.p99, 0)}`))
   workflowRow("W2", "woke early (of samples)", wCell("W2", (f) => `${f.fromStep.early}/${f.fromStep.jobs}`), "0", met)
   if (met !== undefined) goals.push({ goal: "W2 no early wake-up", value: Object.fromEntries(Object.entries(s.W2).map(([k, f]) => [k, f.fromStep?.early ?? null])), met })
 }
