@@ -8,13 +8,15 @@
  * over 16 objects, the reclaim of expired leases; the library alone); then what the inspector costs
  * (I1: `DurabilityInspector.handler` over HTTP and the object's `inspect` RPC, objects of 1 000 to
  * 100 000 settled jobs, then paused queues of 100 000 and 200 000 waiting ones with a detail read timed
- * while clients poll the overview).
+ * while clients poll the overview); then workflows (W1–W3: Cloudflare Workflows run locally by Miniflare
+ * in the same workerd, the peer, beside this library's `DurabilityWorkflows` in one object; W4: the
+ * library alone, 100 000 sleeping instances in one object).
  * Prints a table and writes bench/results/latest.json (`--smoke`: tiny N, bench/results/smoke.json,
  * for CI: it checks that everything runs and asserts no timing; `--only` with J scenarios alone:
  * bench/results/jobs.json, or bench/results/jobs-external.json with J5–J7 alone, or
- * bench/results/inspector.json with I1 alone).
+ * bench/results/inspector.json with I1 alone, or bench/results/workflows.json with W scenarios alone).
  *
- *   node bench/run.mjs [--smoke] [--reps N] [--only B1,B3,J1,J5,I1] [--out FILE] [--profile] [--no-jobs-peer]
+ *   node bench/run.mjs [--smoke] [--reps N] [--only B1,B3,J1,J5,I1,W1] [--out FILE] [--profile] [--no-jobs-peer]
  *
  * Every implementation is bundled by `wrangler deploy --dry-run` (the peer from its own package in
  * bench/peer, installed here with `npm ci` when missing) and runs in its own worker, so each has its
@@ -54,6 +56,8 @@ const wantJ = ["J1", "J2", "J3", "J4"].some(wanted)
 const wantX = ["J5", "J6", "J7"].some(wanted)
 // The inspector's cost (issue 16): its own worker.
 const wantI = wanted("I1")
+// Workflows (W1–W4): the peer (Cloudflare Workflows, local) and the library, each its own worker.
+const wantW = ["W1", "W2", "W3", "W4"].some(wanted)
 
 const settings = smoke
   ? {
@@ -71,7 +75,11 @@ const settings = smoke
     j6: { n: 200, batch: 100, shards: 16 },
     // The probe gives up 2 s after the last lease end (a late reclaim shows as "not leasable again").
     j7: { groups: 2, perGroup: 5, everyMs: 37, timeoutMs: 2_000 },
-    i1: { sizes: [200], sparse: [200], pollers: 4, seedCall: 200, bulk: 100, requests: 5, warmup: 1, cold: 2, deepAt: 0.9 }
+    i1: { sizes: [200], sparse: [200], pollers: 4, seedCall: 200, bulk: 100, requests: 5, warmup: 1, cold: 2, deepAt: 0.9 },
+    w1: { n: 20, batch: 10 },
+    w2: { n: 10, minMs: 200, maxMs: 400, batch: 10 },
+    w3: { n: 5, batch: 5, settleMs: 100, spacingMs: 20 },
+    w4: { small: 20, large: 200, seedCall: 100, batch: 50, probes: 2, probeMs: 200 }
   }
   : {
     reps: 3,
@@ -106,12 +114,21 @@ const settings = smoke
       warmup: 3,
       cold: 10,
       deepAt: 0.9
-    }
+    },
+    // W1: n instances of 10 trivial steps, created in batches of 100 (createBatch's limit on Cloudflare), `reps` runs.
+    w1: { n: 1_000, batch: 100 },
+    // W2: per rep, n sleepers whose sleeps spread evenly over [minMs, maxMs] (local sleeps are real time), pooled.
+    w2: { n: 100, minMs: 200, maxMs: 1_000, batch: 100 },
+    // W3: per rep, n waiters parked; once all are (and settleMs more), one event each, spacingMs apart, pooled.
+    w3: { n: 100, batch: 100, settleMs: 200, spacingMs: 20 },
+    // W4 (library): one object with `small`, one with `large` sleepers of an hour (seeded `seedCall` per request,
+    // `batch` per RPC); then, in each, `probes` sleepers of probeMs one after another.
+    w4: { small: 1_000, large: 100_000, seedCall: 10_000, batch: 1_000, probes: 20, probeMs: 200 }
   }
 if (option("--reps") !== undefined) settings.reps = Number(option("--reps"))
 // A run of job scenarios alone does not replace the B figures of latest.json.
 const outFile = option("--out") ??
-  path.join(bench, "results", smoke ? "smoke.json" : wantB ? "latest.json" : wantJ ? "jobs.json" : wantX ? "jobs-external.json" : "inspector.json")
+  path.join(bench, "results", smoke ? "smoke.json" : wantB ? "latest.json" : wantJ ? "jobs.json" : wantX ? "jobs-external.json" : wantI ? "inspector.json" : "workflows.json")
 
 const log = (...parts) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}]`, ...parts)
 
@@ -364,6 +381,110 @@ const freePort = () =>
 
 const IMPLEMENTATIONS = ["library", "peer", "floor"]
 
+/**
+ * The workflow scenarios' implementations (W1–W4). Each is one worker answering the same scenario routes
+ * (bench/workers/workflowsDriver.ts), so the same loop runs both through a driver: `driver(scenario, params)`.
+ * `perRun`: whether each run gets its own object (`params.name`), the library's way; the peer's instances
+ * are their own objects whatever the run.
+ */
+const WORKFLOW_IMPLEMENTATIONS = [
+  {
+    key: "peer",
+    label: "Cloudflare Workflows (local)",
+    worker: "workflowsPeer",
+    scenarios: ["W1", "W2", "W3"],
+    durableObjects: [],
+    // As bench/workers/workflowsPeer.wrangler.toml: one workflow per binding, each its own engine service.
+    workflows: {
+      WF_TEN: { name: "bench-ten", className: "TenWorkflow" },
+      WF_SLEEPER: { name: "bench-sleeper", className: "SleeperWorkflow" },
+      WF_WAITER: { name: "bench-waiter", className: "WaiterWorkflow" }
+    },
+    perRun: false
+  },
+  // TODO(lead): library side. bench/workers/workflows.ts (`DurabilityWorkflows` in one object) runs here as soon as
+  // it bundles; until then its rows read "not built". W4 is the library's alone.
+  {
+    key: "library",
+    label: "library",
+    worker: "workflows",
+    scenarios: ["W1", "W2", "W3", "W4"],
+    durableObjects: [["TARGET", "WorkflowsBench"]],
+    perRun: true
+  }
+]
+
+/**
+ * W1, the peer: what local Workflows persisted, read from its files after the runs (workerd's SQL statements in
+ * Miniflare's engine objects cannot be counted from here: the engine is Miniflare's own worker). One SQLite file
+ * per instance (its engine Durable Object) under workflowsPersist; rows per table in a sample of them, with the
+ * sqlite3 CLI (read-only; the WAL is read along). Null figures, with the reason, when that cannot be read.
+ */
+const peerStorage = (workflowName, stepsPerInstance, sample = 20) => {
+  const dir = path.join(persist, "workflows", `miniflare-workflows-${workflowName}`)
+  try {
+    const files = fs.readdirSync(dir).filter((file) => file.endsWith(".sqlite"))
+    const tables = ["_cf_KV", "states", "priority_queue"]
+    const rows = files.slice(0, sample).map((file) => {
+      const out = execFileSync("sqlite3", ["-readonly", path.join(dir, file), tables.map((t) => `SELECT COUNT(*) FROM ${t};`).join(" ")], {
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+      return Object.fromEntries(out.trim().split("\n").map((n, i) => [tables[i], Number(n)]))
+    })
+    const perInstance = Object.fromEntries(tables.map((t) => [t, median(rows.map((r) => r[t]))]))
+    const total = tables.reduce((sum, t) => sum + perInstance[t], 0)
+    return {
+      observable: "rows persisted (on disk), not statements",
+      instanceFiles: files.length,
+      sampled: rows.length,
+      rowsPerInstance: perInstance,
+      rowsPerStep: round(total / stepsPerInstance, 2)
+    }
+  } catch (error) {
+    return { observable: false, reason: String(error.message ?? error).split("\n")[0] }
+  }
+}
+
+/**
+ * W2, the peer: when each local engine actually started its sleep's timer. The engine records a sleep as a
+ * `priority_queue` row (action 1, type 1) whose target is its `Date.now()` + the duration when it starts waiting,
+ * and logs the duration (`states`, event 8: SLEEP_START). Read from the instances' files (sqlite3 CLI) and matched to
+ * the samples by duration and time, this splits a sample's lateness from the sleep call into the engine's delay before
+ * its timer starts (target − duration − sleepAt) and its wake-up after the target (wokeAt − target).
+ */
+const peerSleepTimers = (workflowName, samples) => {
+  const dir = path.join(persist, "workflows", `miniflare-workflows-${workflowName}`)
+  try {
+    const timers = fs.readdirSync(dir).filter((file) => file.endsWith(".sqlite")).flatMap((file) => {
+      const out = execFileSync("sqlite3", ["-readonly", path.join(dir, file),
+        "SELECT target_timestamp FROM priority_queue WHERE action = 1 AND entryType = 1; SELECT metadata FROM states WHERE event = 8;"], {
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "pipe"]
+      }).trim().split("\n")
+      if (out.length < 2) return []
+      return [{ target: Number(out[0]), durationMs: JSON.parse(out[1]).durationMs }]
+    })
+    const before = []
+    const after = []
+    for (const x of samples) {
+      // The same duration recurs in every run (a few seconds apart): the closest timer start to this sleep call.
+      let match
+      for (const t of timers) {
+        if (t.durationMs !== x.ms) continue
+        if (match === undefined || Math.abs(t.target - x.ms - x.sleepAt) < Math.abs(match.target - x.ms - x.sleepAt)) match = t
+      }
+      if (match === undefined || Math.abs(match.target - x.ms - x.sleepAt) > 2_000) continue
+      before.push(match.target - x.ms - x.sleepAt)
+      after.push(x.wokeAt - match.target)
+    }
+    const figures = (values) => ({ p50: percentile(values, 50), p99: percentile(values, 99), max: Math.max(...values), min: Math.min(...values) })
+    return { matched: before.length, of: samples.length, timerStartAfterCall: figures(before), wokeAfterTarget: figures(after) }
+  } catch (error) {
+    return { observable: false, reason: String(error.message ?? error).split("\n")[0] }
+  }
+}
+
 /** J5's Cloudflare Queue, local: the consumer is the same worker; one batch in flight at a time (Miniflare's broker). */
 const J5_QUEUE = "durability-bench-j5"
 const J5_CONSUMER = { maxBatchSize: 100, maxBatchTimeout: 0, maxRetries: 2 }
@@ -577,6 +698,21 @@ const built = wantB
 if (wantJ) built.jobs = bundle(path.join(bench, "workers/jobs.wrangler.toml"), "jobs")
 if (wantX) built.jobsExternal = bundle(path.join(bench, "workers/jobsExternal.wrangler.toml"), "jobsExternal")
 if (wantI) built.inspector = bundle(path.join(bench, "workers/inspector.wrangler.toml"), "inspector")
+/** Workers of the workflow scenarios that did not bundle: worker -> why (their rows print "not built"). */
+const notBuilt = {}
+if (wantW) {
+  for (const impl of WORKFLOW_IMPLEMENTATIONS) {
+    try {
+      built[impl.worker] = bundle(path.join(bench, `workers/${impl.worker}.wrangler.toml`), impl.worker)
+    } catch (error) {
+      // wrangler's first real error line (esbuild's "No matching export ...", say), not its whole log.
+      const output = `${error.stderr ?? ""}\n${error.stdout ?? ""}`.replace(/\x1b\[[0-9;]*m/g, "")
+      const errors = output.split("\n").filter((line) => line.includes("[ERROR]")).map((line) => line.replace(/^.*\[ERROR\]\s*/, "").trim())
+      notBuilt[impl.worker] = (errors.find((line) => !line.startsWith("Build failed")) ?? errors[0] ?? String(error.message ?? error)).slice(0, 300)
+      log(`workflows: ${impl.label} not built (bench/workers/${impl.worker}.wrangler.toml): ${notBuilt[impl.worker]}`)
+    }
+  }
+}
 
 if (wanted("B6")) {
   const baseline = bundle(path.join(bench, "bundle/baseline.wrangler.toml"), "b6-baseline")
@@ -594,9 +730,11 @@ if (wanted("B6")) {
 const inspectorPort = await freePort()
 const persist = fs.mkdtempSync(path.join(os.tmpdir(), "durability-bench-state-"))
 const workerdLog = fs.createWriteStream(path.join(buildDir, "workerd.log"))
-const mf = new Miniflare({
+const mfOptions = {
   inspectorPort,
   durableObjectsPersist: persist,
+  // Local Workflows: one SQLite file per instance (its engine object) under here, read by W1 after its runs.
+  workflowsPersist: path.join(persist, "workflows"),
   handleRuntimeStdio(stdout, stderr) {
     stdout.pipe(workerdLog)
     stderr.pipe(workerdLog)
@@ -618,9 +756,17 @@ const mf = new Miniflare({
         queueConsumers: { [J5_QUEUE]: J5_CONSUMER }
       }]
       : []),
-    ...(wantI ? [workerOptions("inspector", built.inspector, [["TARGET", "InspectorBench"]])] : [])
+    ...(wantI ? [workerOptions("inspector", built.inspector, [["TARGET", "InspectorBench"]])] : []),
+    ...(wantW
+      ? WORKFLOW_IMPLEMENTATIONS.filter((impl) => built[impl.worker] !== undefined).map((impl) => ({
+        ...workerOptions(impl.worker, built[impl.worker], impl.durableObjects),
+        // As the worker's wrangler.toml (Miniflare takes the workflows from options, not the toml).
+        ...(impl.workflows === undefined ? {} : { workflows: impl.workflows })
+      }))
+      : [])
   ]
-})
+}
+const mf = new Miniflare(mfOptions)
 
 let failed = false
 try {
@@ -630,6 +776,9 @@ try {
   if (wantJ) fetchers.jobs = await mf.getWorker("jobs")
   if (wantX) fetchers.jobsExternal = await mf.getWorker("jobsExternal")
   if (wantI) fetchers.inspector = await mf.getWorker("inspector")
+  for (const impl of wantW ? WORKFLOW_IMPLEMENTATIONS : []) {
+    if (built[impl.worker] !== undefined) fetchers[impl.worker] = await mf.getWorker(impl.worker)
+  }
   let runs = 0
   const call = async (impl, scenario, params) => {
     const response = await fetchers[impl].fetch(`http://bench/${scenario}`, {
@@ -1393,6 +1542,223 @@ try {
       }
     }
   }
+  if (wantW) {
+    // Workflows, W1–W4: each implementation through its driver, by the same functions (bench/workers/workflowsDriver.ts
+    // runs each scenario inside workerd and answers its samples; the figures are made here, the same for both).
+    const w = {}
+    const wFigure = (scenario, key, figures) => {
+      w[scenario] ??= {}
+      w[scenario][key] = figures
+    }
+    const available = (impl, scenario) => {
+      if (!impl.scenarios.includes(scenario) || !wanted(scenario)) return false
+      if (built[impl.worker] !== undefined) return true
+      wFigure(scenario, impl.key, { notBuilt: notBuilt[impl.worker] ?? "not bundled" })
+      return false
+    }
+    const driverOf = (impl) => (scenario, params) =>
+      call(impl.worker, scenario, impl.perRun ? { name: fresh(impl.worker, `${scenario}-obj`), ...params } : params)
+    const reps = settings.reps
+    /**
+     * Every W run starts on a fresh workerd (Miniflare's setOptions restarts it; storage stays on disk), warmed by
+     * a run of 10 instances. Local Workflows never evicts an instance's engine object (`preventEviction`), each
+     * holding its SQLite file open (3 descriptors, ~0.4 MB): near 2 700 live instances workerd's SQLite fails
+     * (SQLITE_NOMEM in the engine's constructor) and the instance is "not found". One workerd for all the runs
+     * (3 x 1 000 in W1 alone) would hit that, and each run would carry the earlier runs' objects.
+     */
+    const freshWorkerd = async (impl) => {
+      await mf.setOptions(mfOptions)
+      for (const other of WORKFLOW_IMPLEMENTATIONS) {
+        if (built[other.worker] !== undefined) fetchers[other.worker] = await mf.getWorker(other.worker)
+      }
+      await driverOf(impl)("w1", { prefix: fresh(impl.key, "warm"), n: 10, batch: 10 })
+    }
+
+    /** W1: n instances of ten trivial steps; the last one's own return from the first create, median of `reps` runs. */
+    const runW1 = async (impl, driver) => {
+      const runs = []
+      for (let rep = 0; rep < reps; rep++) {
+        await freshWorkerd(impl)
+        const cpu0 = workerdCpuMs()
+        const run = await driver("w1", { prefix: fresh(impl.key, "w1"), ...settings.w1 })
+        const cpu1 = workerdCpuMs()
+        if (run.missing > 0 || run.completed < run.n) {
+          throw new Error(`W1 ${impl.label}: ${run.completed} of ${run.n} complete, ${run.missing} not final; failed ${JSON.stringify(run.failed)}; stuck ${JSON.stringify(run.stuck)}`)
+        }
+        runs.push({ ...run, cpuMs: cpu0 === null || cpu1 === null ? null : cpu1 - cpu0 })
+        log(`W1 ${impl.label} rep ${rep + 1}: ${run.n} x 10 steps, last done ${run.lastDoneMs} ms (${round(run.n * 10 / (run.lastDoneMs / 1000), 0)} steps/s), created in ${run.createMs} ms, last seen ${run.lastSeenMs} ms`)
+      }
+      const steps = settings.w1.n * 10
+      const ms = median(runs.map((run) => run.lastDoneMs))
+      const cpu = runs.every((run) => run.cpuMs !== null) ? median(runs.map((run) => run.cpuMs)) : null
+      const figures = {
+        n: settings.w1.n,
+        batch: settings.w1.batch,
+        steps,
+        ms,
+        stepsPerSec: ms > 0 ? round(steps / (ms / 1000), 0) : null,
+        createMs: median(runs.map((run) => run.createMs)),
+        firstDoneMs: median(runs.map((run) => run.firstDoneMs)),
+        lastSeenMs: median(runs.map((run) => run.lastSeenMs)),
+        cpuUsPerStep: cpu === null ? null : round(cpu * 1000 / steps, 1),
+        runsMs: runs.map((run) => run.lastDoneMs),
+        polls: runs.map((run) => run.polls)
+      }
+      // Statements per step where the implementation counts them (the library's object; the driver's status polls in).
+      // TODO(lead): split the status polls' statements out by their text, as J4 does with counts()'s.
+      const counts = runs[0].counts
+      if (counts !== null && counts !== undefined) {
+        const statements = Object.values(counts.statements).reduce((sum, c) => sum + c.n, 0)
+        const rowsWritten = Object.values(counts.statements).reduce((sum, c) => sum + c.rowsWritten, 0)
+        figures.storage = {
+          statementsPerStep: round(statements / steps, 3),
+          rowsWrittenPerStep: round(rowsWritten / steps, 3),
+          transactionsPerStep: round(counts.transactions / steps, 3),
+          alarmWritesPerStep: round((counts.setAlarm + counts.deleteAlarm) / steps, 3),
+          polls: runs[0].polls,
+          top: Object.entries(counts.statements).map(([sql, c]) => ({ perStep: round(c.n / steps, 3), sql })).sort((a, b) => b.perStep - a.perStep).slice(0, 20)
+        }
+      }
+      return figures
+    }
+
+    /** W2: sleeps of minMs..maxMs; lateness of the wake-up from the step before the sleep (and from the sleep call). */
+    const runW2 = async (impl, driver) => {
+      const all = []
+      for (let rep = 0; rep < reps; rep++) {
+        await freshWorkerd(impl)
+        const run = await driver("w2", { prefix: fresh(impl.key, "w2"), ...settings.w2 })
+        if (run.missing > 0 || run.samples.length < run.n) {
+          throw new Error(`W2 ${impl.label}: ${run.samples.length} of ${run.n} complete; failed ${JSON.stringify(run.failed)}; stuck ${JSON.stringify(run.stuck)}`)
+        }
+        all.push(...run.samples)
+        const f = latenessFigures(run.samples.map((x) => ({ due: x.startedAt + x.ms, started: x.wokeAt })))
+        log(`W2 ${impl.label} rep ${rep + 1}: lateness p50 ${f.p50} ms, max ${f.max} ms, ${f.early} early of ${f.jobs}`)
+      }
+      const fromStep = latenessFigures(all.map((x) => ({ due: x.startedAt + x.ms, started: x.wokeAt })))
+      const fromCall = latenessFigures(all.map((x) => ({ due: x.sleepAt + x.ms, started: x.wokeAt })))
+      return {
+        ...settings.w2,
+        rounds: reps,
+        fromStep,
+        fromCall,
+        stepToCallP50: percentile(all.map((x) => x.sleepAt - x.startedAt), 50),
+        samples: all.map((x) => [x.ms, x.wokeAt - (x.startedAt + x.ms), x.wokeAt - (x.sleepAt + x.ms)]),
+        ...(impl.workflows === undefined ? {} : { engineTimers: peerSleepTimers(impl.workflows.WF_SLEEPER.name, all) })
+      }
+    }
+
+    /** W3: sendEvent (the driver's call) -> the waiting workflow's own resume. */
+    const runW3 = async (impl, driver) => {
+      const all = []
+      let notParked = 0
+      for (let rep = 0; rep < reps; rep++) {
+        await freshWorkerd(impl)
+        const run = await driver("w3", { prefix: fresh(impl.key, "w3"), ...settings.w3 })
+        if (run.missing > 0 || run.samples.length < run.n) {
+          throw new Error(`W3 ${impl.label}: ${run.samples.length} of ${run.n} resumed; ${run.notParked} never parked; failed ${JSON.stringify(run.failed)}; stuck ${JSON.stringify(run.stuck)}`)
+        }
+        notParked += run.notParked
+        all.push(...run.samples)
+        const latency = run.samples.map((x) => x.resumedAt - x.sentAt)
+        log(`W3 ${impl.label} rep ${rep + 1}: sendEvent -> resumed p50 ${percentile(latency, 50)} ms, max ${Math.max(...latency)} ms (all parked after ${run.armedMs} ms)`)
+      }
+      const latency = all.map((x) => x.resumedAt - x.sentAt)
+      const ack = all.map((x) => x.ackAt - x.sentAt)
+      return {
+        ...settings.w3,
+        rounds: reps,
+        samples: all.length,
+        notParked,
+        p50: percentile(latency, 50),
+        p99: percentile(latency, 99),
+        max: Math.max(...latency),
+        min: Math.min(...latency),
+        // Before the send: resumed before the driver's call (an event taken early); must be 0.
+        beforeSend: latency.filter((ms) => ms < 0).length,
+        ackP50: percentile(ack, 50),
+        ackP99: percentile(ack, 99),
+        latencies: latency
+      }
+    }
+
+    /**
+     * W4 (library): `small` then `large` sleepers of an hour, each size in its own object; the isolate's heap
+     * (as B4: after a full collection, through workerd's inspector) before and after each seeding; then one wake-up
+     * at a time among them (`probes` sleepers of probeMs, one after another) and workerd's CPU while they run.
+     */
+    const runW4 = async (impl, driver) => {
+      const w4 = settings.w4
+      await freshWorkerd(impl)
+      const inspector = await Inspector.connect(inspectorPort, impl.worker)
+      try {
+        const sizes = {}
+        let heap = await inspector.heapUsed()
+        const heapAtStartMB = round(heap / 2 ** 20)
+        for (const n of [w4.small, w4.large]) {
+          const name = fresh(impl.worker, `W4-${n}`)
+          const prefix = fresh(impl.key, `w4-${n}`)
+          const t0 = Date.now()
+          for (let start = 0; start < n; start += w4.seedCall) {
+            await driver("w4seed", { name, prefix, start, count: Math.min(w4.seedCall, n - start), batch: w4.batch })
+          }
+          const seedMs = Date.now() - t0
+          const after = await inspector.heapUsed()
+          const cpu0 = workerdCpuMs()
+          const probe = await driver("w4probe", { name, prefix: `${prefix}-probe`, probes: w4.probes, probeMs: w4.probeMs })
+          const cpu1 = workerdCpuMs()
+          const lateness = latenessFigures(probe.samples.map((x) => ({ due: x.startedAt + x.ms, started: x.wokeAt })))
+          sizes[n] = {
+            sleeping: n,
+            seedMs,
+            heapBeforeMB: round(heap / 2 ** 20),
+            heapAfterMB: round(after / 2 ** 20),
+            growthMB: round((after - heap) / 2 ** 20),
+            bytesPerInstance: round((after - heap) / n, 0),
+            probes: probe.samples.length,
+            lateness,
+            createP50Ms: percentile(probe.samples.map((x) => x.createMs), 50),
+            statementsPerProbe: probe.statementsPerProbe === null ? null : round(probe.statementsPerProbe, 1),
+            cpuMsPerProbe: cpu0 === null || cpu1 === null ? null : round((cpu1 - cpu0) / probe.samples.length, 2)
+          }
+          heap = after
+          log(`W4 ${impl.label} ${n} sleeping: seeded in ${seedMs} ms, heap +${sizes[n].growthMB} MB; one wake-up: lateness p50 ${lateness.p50} ms, create p50 ${sizes[n].createP50Ms} ms, ${sizes[n].statementsPerProbe} statements and workerd CPU ${sizes[n].cpuMsPerProbe} ms per probe`)
+        }
+        const small = sizes[w4.small]
+        const large = sizes[w4.large]
+        return {
+          ...w4,
+          heapAtStartMB,
+          sizes,
+          ratios: {
+            wakeLatenessP50: small.lateness.p50 > 0 ? round(large.lateness.p50 / small.lateness.p50, 2) : null,
+            createP50: small.createP50Ms > 0 ? round(large.createP50Ms / small.createP50Ms, 2) : null,
+            statementsPerProbe: small.statementsPerProbe > 0 && large.statementsPerProbe !== null ? round(large.statementsPerProbe / small.statementsPerProbe, 2) : null,
+            cpuPerProbe: small.cpuMsPerProbe > 0 && large.cpuMsPerProbe !== null ? round(large.cpuMsPerProbe / small.cpuMsPerProbe, 2) : null
+          }
+        }
+      } finally {
+        inspector.close()
+      }
+    }
+
+    const runners = { W1: runW1, W2: runW2, W3: runW3, W4: runW4 }
+    for (const scenario of ["W1", "W2", "W3", "W4"]) {
+      for (const impl of WORKFLOW_IMPLEMENTATIONS) {
+        if (!available(impl, scenario)) continue
+        try {
+          wFigure(scenario, impl.key, await runners[scenario](impl, driverOf(impl)))
+        } catch (error) {
+          // One implementation failing its scenario leaves the other's rows: the error is reported in its cell.
+          log(`${scenario} ${impl.label} failed: ${error.message ?? error}`)
+          wFigure(scenario, impl.key, { error: String(error.message ?? error).slice(0, 2_000) })
+          failed = true
+        }
+      }
+      if (scenario === "W1" && w.W1?.peer?.ms !== undefined) w.W1.peer.storage = peerStorage("bench-ten", 10)
+    }
+    Object.assign(results.scenarios, w)
+  }
 } catch (error) {
   failed = true
   console.error(error)
@@ -1710,6 +2076,73 @@ for (const [n, f] of Object.entries(s.I1?.library.sparse ?? {})) {
   )
 }
 
+// Workflows (W1–W4): the library beside Cloudflare Workflows run locally (the peer); "not built" while the
+// library's worker does not bundle, "error" when a run failed (its message in the JSON).
+const workflowRows = []
+const workflowRow = (scenario, metric, cell, goal = "", met = undefined) =>
+  workflowRows.push({
+    scenario,
+    metric,
+    library: cell("library"),
+    "CF Workflows (local)": cell("peer"),
+    goal,
+    met: met === undefined ? "" : met ? "yes" : "NO"
+  })
+/** A W cell: `pick(figures)`, or why there is none. */
+const wCell = (scenario, pick) => (key) => {
+  const f = s[scenario]?.[key]
+  if (f === undefined) return "-"
+  if (f.notBuilt !== undefined) return "not built"
+  if (f.error !== undefined) return "error"
+  return pick(f)
+}
+/** Whether every implementation that ran `scenario` meets `test` (undefined when none ran). */
+const wMet = (scenario, test) => {
+  const ran = ["library", "peer"].map((key) => s[scenario]?.[key]).filter((f) => f !== undefined && f.notBuilt === undefined && f.error === undefined)
+  return ran.length === 0 ? undefined : ran.every(test)
+}
+if (s.W1) {
+  const n = settings.w1.n
+  workflowRow("W1", `steps/s, ${n} instances x 10 trivial steps, created in batches of ${settings.w1.batch} (median of ${settings.reps})`, wCell("W1", (f) => fmt(f.stepsPerSec, 0)))
+  workflowRow("W1", "first create -> last instance's own return, ms (runs)", wCell("W1", (f) => `${fmt(f.ms, 0)} (${f.runsMs.join(" / ")})`))
+  workflowRow("W1", "of which creating, ms; first instance done, ms", wCell("W1", (f) => `${fmt(f.createMs, 0)}; ${fmt(f.firstDoneMs, 0)}`))
+  workflowRow("W1", "driver saw the last complete, ms (status polling)", wCell("W1", (f) => fmt(f.lastSeenMs, 0)))
+  workflowRow("W1", "workerd CPU per step, µs (every isolate, SQLite)", wCell("W1", (f) => fmt(f.cpuUsPerStep, 0)))
+  workflowRow("W1", "SQL statements per step (library: counted, status polls in)", wCell("W1", (f) => f.storage?.statementsPerStep === undefined ? "not observable" : fmt(f.storage.statementsPerStep, 2)))
+  workflowRow("W1", "rows written per step (library: workerd count; peer: rows on disk)", wCell("W1", (f) =>
+    f.storage === undefined ? "-" : f.storage.rowsWrittenPerStep !== undefined ? fmt(f.storage.rowsWrittenPerStep, 2) : f.storage.rowsPerStep !== undefined ? fmt(f.storage.rowsPerStep, 2) : "not observable"))
+}
+if (s.W2) {
+  const { minMs, maxMs } = settings.w2
+  const met = wMet("W2", (f) => f.fromStep.early === 0)
+  workflowRow("W2", `wake-up lateness p50 / p99 / max ms, sleeps ${minMs}-${maxMs} ms (from the step before the sleep)`, wCell("W2", (f) => lateness(f.fromStep)))
+  workflowRow("W2", "the same from the body's sleep call (Date.now() before step.sleep)", wCell("W2", (f) => lateness(f.fromCall)))
+  workflowRow("W2", "of which: sleep call -> engine's timer started p50 / p99 ms (peer: engine's own record)", wCell("W2", (f) =>
+    f.engineTimers === undefined ? "-" : f.engineTimers.matched === undefined ? "not observable" : `${fmt(f.engineTimers.timerStartAfterCall.p50, 0)} / ${fmt(f.engineTimers.timerStartAfterCall.p99, 0)}`))
+  workflowRow("W2", "of which: timer's target -> workflow resumed p50 / p99 ms", wCell("W2", (f) =>
+    f.engineTimers === undefined ? "-" : f.engineTimers.matched === undefined ? "not observable" : `${fmt(f.engineTimers.wokeAfterTarget.p50, 0)} / ${fmt(f.engineTimers.wokeAfterTarget.p99, 0)}`))
+  workflowRow("W2", "woke early (of samples)", wCell("W2", (f) => `${f.fromStep.early}/${f.fromStep.jobs}`), "0", met)
+  if (met !== undefined) goals.push({ goal: "W2 no early wake-up", value: Object.fromEntries(Object.entries(s.W2).map(([k, f]) => [k, f.fromStep?.early ?? null])), met })
+}
+if (s.W3) {
+  workflowRow("W3", `sendEvent -> waiting step resumed p50 / p99 / max ms (${settings.w3.n} parked x ${settings.reps}, sends ${settings.w3.spacingMs} ms apart)`, wCell("W3", (f) => `${fmt(f.p50, 0)} / ${fmt(f.p99, 0)} / ${fmt(f.max, 0)}`))
+  workflowRow("W3", "sendEvent call returned p50 / p99 ms", wCell("W3", (f) => `${fmt(f.ackP50, 0)} / ${fmt(f.ackP99, 0)}`))
+  workflowRow("W3", "resumed before the send (of samples)", wCell("W3", (f) => `${f.beforeSend}/${f.samples}`), "0", wMet("W3", (f) => f.beforeSend === 0))
+}
+if (s.W4) {
+  const { small, large } = settings.w4
+  const at = (n, pick) => wCell("W4", (f) => pick(f.sizes[n]))
+  workflowRow("W4", `heap growth MB with ${large} sleeping in one object (bytes per instance)`, at(large, (x) => `${fmt(x.growthMB, 1)} (${fmt(x.bytesPerInstance, 0)})`))
+  workflowRow("W4", `heap growth MB with ${small} sleeping (bytes per instance)`, at(small, (x) => `${fmt(x.growthMB, 2)} (${fmt(x.bytesPerInstance, 0)})`))
+  for (const n of [small, large]) {
+    workflowRow("W4", `one sleeper of ${settings.w4.probeMs} ms among ${n}: lateness p50 / p99 ms; create p50 ms; statements; workerd CPU ms`, at(n, (x) =>
+      `${fmt(x.lateness.p50, 0)} / ${fmt(x.lateness.p99, 0)}; ${fmt(x.createP50Ms, 0)}; ${fmt(x.statementsPerProbe, 1)}; ${fmt(x.cpuMsPerProbe, 1)}`))
+  }
+  workflowRow("W4", `one sleeper, ${large} / ${small}: workerd CPU (statements; create)`, wCell("W4", (f) =>
+    `${fmt(f.ratios.cpuPerProbe, 2)} (${fmt(f.ratios.statementsPerProbe, 2)}; ${fmt(f.ratios.createP50, 2)})`), "", undefined)
+  workflowRow("W4", `seeding ${large} sleepers, ms`, at(large, (x) => fmt(x.seedMs, 0)))
+}
+
 results.goals = goals
 results.failed = failed
 
@@ -1723,6 +2156,7 @@ if (jobRows.length > 0) results.jobsTable = render(["scenario", "metric", "libra
 if (externalRows.length > 0) results.externalJobsTable = render(["scenario", "metric", "library", "goal", "met"], externalRows)
 if (inspectorRows.length > 0) results.inspectorTable = render(Object.keys(inspectorRows[0]), inspectorRows)
 if (sparseRows.length > 0) results.inspectorSparseTable = render(["scenario", "metric", "value", "goal", "met"], sparseRows)
+if (workflowRows.length > 0) results.workflowsTable = render(["scenario", "metric", "library", "CF Workflows (local)", "goal", "met"], workflowRows)
 
 fs.mkdirSync(path.dirname(outFile), { recursive: true })
 fs.writeFileSync(outFile, `${JSON.stringify(results, null, 2)}\n`)
@@ -1748,6 +2182,12 @@ if (results.inspectorTable !== undefined) {
   console.log(results.inspectorTable)
 }
 if (results.inspectorSparseTable !== undefined) console.log(`\n${results.inspectorSparseTable}`)
+if (results.workflowsTable !== undefined) {
+  if (results.table !== undefined || results.jobsTable !== undefined || results.externalJobsTable !== undefined || results.inspectorTable !== undefined) console.log("")
+  console.log(results.workflowsTable)
+  const missing = Object.entries(notBuilt)
+  for (const [worker, reason] of missing) console.log(`not built: bench/workers/${worker}.ts (${reason})`)
+}
 console.log(`\nwritten to ${path.relative(root, outFile)}`)
 if (failed) {
   const lines = fs.existsSync(path.join(buildDir, "workerd.log")) ? fs.readFileSync(path.join(buildDir, "workerd.log"), "utf8").split("\n") : []
@@ -1755,4 +2195,4 @@ if (failed) {
 } else {
   fs.rmSync(buildDir, { recursive: true, force: true })
 }
-if (failed || rows.length + jobRows.length + externalRows.length + inspectorRows.length === 0) process.exit(1)
+if (failed || rows.length + jobRows.length + externalRows.length + inspectorRows.length + workflowRows.length === 0) process.exit(1)
