@@ -402,17 +402,30 @@ const WORKFLOW_IMPLEMENTATIONS = [
     },
     perRun: false
   },
-  // TODO(lead): library side. bench/workers/workflows.ts (`DurabilityWorkflows` in one object) runs here as soon as
-  // it bundles; until then its rows read "not built". W4 is the library's alone.
+  // bench/workers/workflows.ts: `DurabilityWorkflows` in one object; its rows read "not built" when it does not bundle.
+  // W4 is the library's alone.
   {
     key: "library",
     label: "library",
     worker: "workflows",
     scenarios: ["W1", "W2", "W3", "W4"],
-    durableObjects: [["TARGET", "WorkflowsBench"]],
+    durableObjects: [["TARGET", "WorkflowsBench"], ["TARGET_LIVE", "WorkflowsBenchLive"]],
+    perRun: true
+  },
+  // The same worker's object built with `liveTimers: true` (the issue's W2 goal is stated for it).
+  {
+    key: "libraryLive",
+    label: "library, liveTimers",
+    worker: "workflows",
+    live: true,
+    scenarios: ["W2", "W3"],
+    durableObjects: [["TARGET", "WorkflowsBench"], ["TARGET_LIVE", "WorkflowsBenchLive"]],
     perRun: true
   }
 ]
+
+/** One worker per workflow implementation's worker (two implementations may share one). */
+const workflowWorkers = () => WORKFLOW_IMPLEMENTATIONS.filter((impl, i, all) => all.findIndex((other) => other.worker === impl.worker) === i)
 
 /**
  * W1, the peer: what local Workflows persisted, read from its files after the runs (workerd's SQL statements in
@@ -701,7 +714,7 @@ if (wantI) built.inspector = bundle(path.join(bench, "workers/inspector.wrangler
 /** Workers of the workflow scenarios that did not bundle: worker -> why (their rows print "not built"). */
 const notBuilt = {}
 if (wantW) {
-  for (const impl of WORKFLOW_IMPLEMENTATIONS) {
+  for (const impl of workflowWorkers()) {
     try {
       built[impl.worker] = bundle(path.join(bench, `workers/${impl.worker}.wrangler.toml`), impl.worker)
     } catch (error) {
@@ -758,7 +771,7 @@ const mfOptions = {
       : []),
     ...(wantI ? [workerOptions("inspector", built.inspector, [["TARGET", "InspectorBench"]])] : []),
     ...(wantW
-      ? WORKFLOW_IMPLEMENTATIONS.filter((impl) => built[impl.worker] !== undefined).map((impl) => ({
+      ? workflowWorkers().filter((impl) => built[impl.worker] !== undefined).map((impl) => ({
         ...workerOptions(impl.worker, built[impl.worker], impl.durableObjects),
         // As the worker's wrangler.toml (Miniflare takes the workflows from options, not the toml).
         ...(impl.workflows === undefined ? {} : { workflows: impl.workflows })
@@ -1557,7 +1570,11 @@ try {
       return false
     }
     const driverOf = (impl) => (scenario, params) =>
-      call(impl.worker, scenario, impl.perRun ? { name: fresh(impl.worker, `${scenario}-obj`), ...params } : params)
+      call(impl.worker, scenario, {
+        ...(impl.perRun ? { name: fresh(impl.worker, `${scenario}-obj`) } : {}),
+        ...(impl.live === true ? { live: true } : {}),
+        ...params
+      })
     const reps = settings.reps
     /**
      * Every W run starts on a fresh workerd (Miniflare's setOptions restarts it; storage stays on disk), warmed by
@@ -1604,14 +1621,15 @@ try {
         runsMs: runs.map((run) => run.lastDoneMs),
         polls: runs.map((run) => run.polls)
       }
-      // Statements per step where the implementation counts them (the library's object; the driver's status polls in).
-      // TODO(lead): split the status polls' statements out by their text, as J4 does with counts()'s.
+      // Statements per step where the implementation counts them (the library's object). The driver's status polls are
+      // counted apart: one `status()` is two reads (the instance's row, a page of its steps), `polls` of them per run.
       const counts = runs[0].counts
       if (counts !== null && counts !== undefined) {
         const statements = Object.values(counts.statements).reduce((sum, c) => sum + c.n, 0)
         const rowsWritten = Object.values(counts.statements).reduce((sum, c) => sum + c.rowsWritten, 0)
         figures.storage = {
           statementsPerStep: round(statements / steps, 3),
+          statementsPerStepWithoutPolls: round((statements - 2 * runs[0].polls) / steps, 3),
           rowsWrittenPerStep: round(rowsWritten / steps, 3),
           transactionsPerStep: round(counts.transactions / steps, 3),
           alarmWritesPerStep: round((counts.setAlarm + counts.deleteAlarm) / steps, 3),
@@ -2084,6 +2102,7 @@ const workflowRow = (scenario, metric, cell, goal = "", met = undefined) =>
     scenario,
     metric,
     library: cell("library"),
+    "library, liveTimers": cell("libraryLive"),
     "CF Workflows (local)": cell("peer"),
     goal,
     met: met === undefined ? "" : met ? "yes" : "NO"
@@ -2098,7 +2117,7 @@ const wCell = (scenario, pick) => (key) => {
 }
 /** Whether every implementation that ran `scenario` meets `test` (undefined when none ran). */
 const wMet = (scenario, test) => {
-  const ran = ["library", "peer"].map((key) => s[scenario]?.[key]).filter((f) => f !== undefined && f.notBuilt === undefined && f.error === undefined)
+  const ran = ["library", "libraryLive", "peer"].map((key) => s[scenario]?.[key]).filter((f) => f !== undefined && f.notBuilt === undefined && f.error === undefined)
   return ran.length === 0 ? undefined : ran.every(test)
 }
 if (s.W1) {
@@ -2109,6 +2128,7 @@ if (s.W1) {
   workflowRow("W1", "driver saw the last complete, ms (status polling)", wCell("W1", (f) => fmt(f.lastSeenMs, 0)))
   workflowRow("W1", "workerd CPU per step, µs (every isolate, SQLite)", wCell("W1", (f) => fmt(f.cpuUsPerStep, 0)))
   workflowRow("W1", "SQL statements per step (library: counted, status polls in)", wCell("W1", (f) => f.storage?.statementsPerStep === undefined ? "not observable" : fmt(f.storage.statementsPerStep, 2)))
+  workflowRow("W1", "SQL statements per step, the driver's status polls out", wCell("W1", (f) => f.storage?.statementsPerStepWithoutPolls === undefined ? "not observable" : fmt(f.storage.statementsPerStepWithoutPolls, 2)))
   workflowRow("W1", "rows written per step (library: workerd count; peer: rows on disk)", wCell("W1", (f) =>
     f.storage === undefined ? "-" : f.storage.rowsWrittenPerStep !== undefined ? fmt(f.storage.rowsWrittenPerStep, 2) : f.storage.rowsPerStep !== undefined ? fmt(f.storage.rowsPerStep, 2) : "not observable"))
 }
@@ -2122,12 +2142,24 @@ if (s.W2) {
   workflowRow("W2", "of which: timer's target -> workflow resumed p50 / p99 ms", wCell("W2", (f) =>
     f.engineTimers === undefined ? "-" : f.engineTimers.matched === undefined ? "not observable" : `${fmt(f.engineTimers.wokeAfterTarget.p50, 0)} / ${fmt(f.engineTimers.wokeAfterTarget.p99, 0)}`))
   workflowRow("W2", "woke early (of samples)", wCell("W2", (f) => `${f.fromStep.early}/${f.fromStep.jobs}`), "0", met)
+  const live = s.W2.libraryLive
+  if (live?.fromStep?.p99 !== undefined) {
+    const liveMet = live.fromStep.p99 <= 10
+    workflowRow("W2", "the library with liveTimers: lateness p99 ms", (key) => key === "libraryLive" ? fmt(live.fromStep.p99, 0) : "-", "<= 10", liveMet)
+    goals.push({ goal: "W2 wake-up lateness p99 <= 10 ms with liveTimers", value: live.fromStep.p99, met: liveMet })
+  }
   if (met !== undefined) goals.push({ goal: "W2 no early wake-up", value: Object.fromEntries(Object.entries(s.W2).map(([k, f]) => [k, f.fromStep?.early ?? null])), met })
 }
 if (s.W3) {
   workflowRow("W3", `sendEvent -> waiting step resumed p50 / p99 / max ms (${settings.w3.n} parked x ${settings.reps}, sends ${settings.w3.spacingMs} ms apart)`, wCell("W3", (f) => `${fmt(f.p50, 0)} / ${fmt(f.p99, 0)} / ${fmt(f.max, 0)}`))
   workflowRow("W3", "sendEvent call returned p50 / p99 ms", wCell("W3", (f) => `${fmt(f.ackP50, 0)} / ${fmt(f.ackP99, 0)}`))
   workflowRow("W3", "resumed before the send (of samples)", wCell("W3", (f) => `${f.beforeSend}/${f.samples}`), "0", wMet("W3", (f) => f.beforeSend === 0))
+  for (const key of ["library", "libraryLive"]) {
+    const f = s.W3[key]
+    if (f?.p99 === undefined) continue
+    workflowRow("W3", `the library${key === "libraryLive" ? " with liveTimers" : ""}: sendEvent -> resumed p99 ms`, (cell) => cell === key ? fmt(f.p99, 0) : "-", "<= 10", f.p99 <= 10)
+    goals.push({ goal: `W3 sendEvent -> resumed p99 <= 10 ms (${key})`, value: f.p99, met: f.p99 <= 10 })
+  }
 }
 if (s.W4) {
   const { small, large } = settings.w4
@@ -2138,8 +2170,16 @@ if (s.W4) {
     workflowRow("W4", `one sleeper of ${settings.w4.probeMs} ms among ${n}: lateness p50 / p99 ms; create p50 ms; statements; workerd CPU ms`, at(n, (x) =>
       `${fmt(x.lateness.p50, 0)} / ${fmt(x.lateness.p99, 0)}; ${fmt(x.createP50Ms, 0)}; ${fmt(x.statementsPerProbe, 1)}; ${fmt(x.cpuMsPerProbe, 1)}`))
   }
+  const w4 = s.W4.library
+  const ratioMet = w4?.ratios === undefined ? undefined : w4.ratios.cpuPerProbe <= 1.2
   workflowRow("W4", `one sleeper, ${large} / ${small}: workerd CPU (statements; create)`, wCell("W4", (f) =>
-    `${fmt(f.ratios.cpuPerProbe, 2)} (${fmt(f.ratios.statementsPerProbe, 2)}; ${fmt(f.ratios.createP50, 2)})`), "", undefined)
+    `${fmt(f.ratios.cpuPerProbe, 2)} (${fmt(f.ratios.statementsPerProbe, 2)}; ${fmt(f.ratios.createP50, 2)})`), "<= 1.2", ratioMet)
+  const heapMet = w4?.sizes?.[large] === undefined ? undefined : w4.sizes[large].growthMB <= 5
+  if (heapMet !== undefined) {
+    workflowRow("W4", `heap growth with ${large} sleeping, MB`, (key) => key === "library" ? fmt(w4.sizes[large].growthMB, 2) : "-", "<= 5", heapMet)
+    goals.push({ goal: `W4 heap growth <= 5 MB with ${large} sleeping`, value: w4.sizes[large].growthMB, met: heapMet })
+    goals.push({ goal: "W4 one wake-up at 100 000 / at 1 000 <= 1.2x (workerd CPU)", value: w4.ratios.cpuPerProbe, met: ratioMet })
+  }
   workflowRow("W4", `seeding ${large} sleepers, ms`, at(large, (x) => fmt(x.seedMs, 0)))
 }
 
@@ -2156,7 +2196,7 @@ if (jobRows.length > 0) results.jobsTable = render(["scenario", "metric", "libra
 if (externalRows.length > 0) results.externalJobsTable = render(["scenario", "metric", "library", "goal", "met"], externalRows)
 if (inspectorRows.length > 0) results.inspectorTable = render(Object.keys(inspectorRows[0]), inspectorRows)
 if (sparseRows.length > 0) results.inspectorSparseTable = render(["scenario", "metric", "value", "goal", "met"], sparseRows)
-if (workflowRows.length > 0) results.workflowsTable = render(["scenario", "metric", "library", "CF Workflows (local)", "goal", "met"], workflowRows)
+if (workflowRows.length > 0) results.workflowsTable = render(["scenario", "metric", "library", "library, liveTimers", "CF Workflows (local)", "goal", "met"], workflowRows)
 
 fs.mkdirSync(path.dirname(outFile), { recursive: true })
 fs.writeFileSync(outFile, `${JSON.stringify(results, null, 2)}\n`)

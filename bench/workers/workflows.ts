@@ -4,9 +4,7 @@
  * default options), over a counted `ctx.storage`, with the same three workflow bodies as the peer
  * (bench/workers/workflowsPeer.ts) and the shared driver (bench/workers/workflowsDriver.ts).
  *
- * TODO(lead): library side. Written against the API announced for `DurabilityWorkflows` (create →
- * handle { id, status(), sendEvent() }); it does not bundle until that lands, and bench/run.mjs then
- * prints the library's W rows as "not built". Adjust the marked lines to the API as it lands.
+ * The handles `create` answered are kept (the driver reads them); `get(id)` reads any other.
  */
 import { DurableObject } from "cloudflare:workers"
 import { type AlarmInvocationInfo, DurabilityScheduler, DurabilityWorkflows } from "../../src/index.js"
@@ -38,7 +36,7 @@ export class WorkflowsBench extends DurableObject<Record<string, unknown>> {
 
   constructor(ctx: DurableObjectState, env: Record<string, unknown>) {
     super(ctx, env)
-    this.scheduler = new DurabilityScheduler({ context: countingContext(ctx, this.counter) })
+    this.scheduler = new DurabilityScheduler({ context: countingContext(ctx, this.counter), liveTimers: this.liveTimers })
     this.workflows = new DurabilityWorkflows({
       scheduler: this.scheduler,
       workflows: {
@@ -61,6 +59,11 @@ export class WorkflowsBench extends DurableObject<Record<string, unknown>> {
     })
   }
 
+  /** Read by the constructor (a getter, so a subclass's answer is there before its fields are). */
+  protected get liveTimers(): boolean {
+    return false
+  }
+
   override async alarm(info?: AlarmInvocationInfo): Promise<void> {
     await this.scheduler.alarm(info)
   }
@@ -72,7 +75,7 @@ export class WorkflowsBench extends DurableObject<Record<string, unknown>> {
     }
   }
 
-  /** TODO(lead): if the API has `get(id)`, the map above can go (and `status` read through it). */
+  /** A handle the driver created, else the instance read by id. */
   private handle(kind: Kind, id: string): Promise<Handle> | Handle {
     return this.handles.get(id) ?? this.workflows[kind].get(id)
   }
@@ -99,8 +102,16 @@ export class WorkflowsBench extends DurableObject<Record<string, unknown>> {
   }
 }
 
-const target = (env: any, name: string): WorkflowsTarget => {
-  const stub = env.TARGET.get(env.TARGET.idFromName(name))
+/** The same object with `liveTimers: true`: work runs at its exact due time on an in-memory timer. */
+export class WorkflowsBenchLive extends WorkflowsBench {
+  protected override get liveTimers(): boolean {
+    return true
+  }
+}
+
+const target = (env: any, name: string, live: boolean): WorkflowsTarget => {
+  const namespace = live ? env.TARGET_LIVE : env.TARGET
+  const stub = namespace.get(namespace.idFromName(name))
   return {
     create: (kind, items, options) => stub.create(kind, items, options?.background === true),
     statuses: (kind, ids) => stub.statuses(kind, ids),
@@ -110,4 +121,4 @@ const target = (env: any, name: string): WorkflowsTarget => {
   }
 }
 
-export default makeWorkflowsDriver((env, params) => target(env, params.name ?? "workflows"))
+export default makeWorkflowsDriver((env, params) => target(env, params.name ?? "workflows", (params as { live?: boolean }).live === true))

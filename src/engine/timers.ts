@@ -53,9 +53,15 @@ export interface Stored {
 
 const ownersIn = (owners: ReadonlyArray<string>): string => `owner IN (${owners.map(() => "?").join(", ")})`
 
+/**
+ * Time order first: left to itself, SQLite reads `owner IN (…)` through the primary key and visits every
+ * timer of those owners (100 000 sleeping workflows: milliseconds per pass); the time index stops at the first.
+ */
+const BY_TIME = `${TABLE} INDEXED BY ${TABLE}_at_idx`
+
 /** The earliest timer of the attached owners, as a select list item of the earliest-pending statement. */
 export const earliestOf = (owners: ReadonlyArray<string>): string =>
-  `SELECT MIN(at) AS at FROM ${TABLE} WHERE ${ownersIn(owners)}`
+  `SELECT MIN(at) AS at FROM ${BY_TIME} WHERE ${ownersIn(owners)}`
 
 export const set = (storage: StorageService, owner: string, key: string, at: number, data: string | null) =>
   storage.exec(
@@ -107,7 +113,7 @@ export const due = (
   limit: number
 ): Effect.Effect<ReadonlyArray<Stored>, StorageError> =>
   Effect.map(
-    storage.exec(`SELECT owner, key, at, data FROM ${TABLE} WHERE at <= ? AND ${ownersIn(owners)} ORDER BY at LIMIT ?`, [
+    storage.exec(`SELECT owner, key, at, data FROM ${BY_TIME} WHERE at <= ? AND ${ownersIn(owners)} ORDER BY at LIMIT ?`, [
       now,
       ...owners,
       limit
