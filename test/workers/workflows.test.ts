@@ -50,7 +50,7 @@ const expectIdle = async (wf: Wf): Promise<void> => {
 }
 
 describe("workflows in workerd", () => {
-  it("a sleeping instance is woken by the real alarm, not before its wake time, and holds only its timer meanwhile", async () => {
+  it("a sleeping instance wakes at its time, never before it by the object's clock, each step run once", async () => {
     const wf = fresh()
     expect(await wf.stub.create("sleeper", "s1", { ms: 250 })).toEqual({ ok: true, value: "s1" })
     const done = await ended(wf, "sleeper/s1")
@@ -161,19 +161,26 @@ describe("workflows in workerd", () => {
     await expectIdle(wf)
   })
 
-  it("a reset while sleeping: a fresh instance is woken by the alarm, each step ran once", async () => {
+  it("a reset while sleeping: nothing calls the object, the platform alarm starts a fresh instance that wakes it", async () => {
     const wf = fresh()
+    const ledger = env.EFFECT_LEDGER.get(env.EFFECT_LEDGER.idFromName(wf.id.toString()))
     const first = await wf.stub.whoami()
-    await wf.stub.create("sleeper", "r", { ms: 300 })
+    await wf.stub.create("sleeper", "r", { ms: 300, report: true })
     const asleep = await suspended(wf, "sleeper/r")
     await reset(wf)
-    // Storage and the alarm survived: nothing calls the new instance; the alarm wakes it.
+    // Storage and the alarm survived. The scenario waits on the ledger (another object), so nothing but the
+    // platform alarm starts the object again: the step after the sleep reports there.
+    await waitFor(() => ledger.effects(), (effects) => effects.some((effect) => effect.source === "sleeper/r"))
     const done = await ended(wf, "sleeper/r")
     expect(done.status).toBe("complete")
     const effects = (await wf.stub.effects()).filter((effect) => effect.wf === "sleeper/r")
     expect(effects.map((effect) => [effect.step, effect.attempt])).toEqual([["before", 1], ["after", 1]])
     expect(effects[0]!.object).toBe(first)
+    expect(effects[1]!.object).not.toBe(first)
     expect(effects[1]!.at).toBeGreaterThanOrEqual(asleep.wake_at!)
+    // The instance that ran it was started by a platform delivery (info given), not by runDurableObjectAlarm.
+    const deliveries = await wf.stub.alarmDeliveries()
+    expect(deliveries.some((delivery) => delivery.instance === effects[1]!.object && delivery.info !== "null")).toBe(true)
     await expectIdle(wf)
   })
 

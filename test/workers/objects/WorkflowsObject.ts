@@ -24,6 +24,7 @@ import {
 } from "../../../src/index.js"
 import * as Json from "../../../src/shared/json.js"
 import { deliveriesAround, recordDelivery } from "./deliveryLog.js"
+import type { EffectLedger } from "./EffectLedger.js"
 import { Deliveries, type Idleness } from "./idle.js"
 
 export const WF = {
@@ -148,17 +149,28 @@ const CREATE = `
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
-type Answer<A> = { readonly ok: true; readonly value: A } | { readonly ok: false; readonly error: string; readonly message: string }
+/** A call's outcome as a value (one shape: RPC types of a union do not narrow). */
+export interface Answer<A> {
+  readonly ok: boolean
+  readonly value?: A
+  readonly error?: string
+  readonly message?: string
+}
 
 const answer = async <A>(body: () => Promise<A>): Promise<Answer<A>> => {
   try {
-    return { ok: true, value: await body() }
+    const value = await body()
+    return value === undefined ? { ok: true } : { ok: true, value }
   } catch (error) {
     return { ok: false, error: (error as Error).name, message: (error as Error).message }
   }
 }
 
-export class WorkflowsObject extends DurableObject {
+export interface WorkflowsEnv {
+  readonly EFFECT_LEDGER: DurableObjectNamespace<EffectLedger>
+}
+
+export class WorkflowsObject extends DurableObject<WorkflowsEnv> {
   readonly instance = crypto.randomUUID()
   readonly records = this.ctx.storage.sql.exec(CREATE)
   private readonly deliveries = new Deliveries()
@@ -174,10 +186,15 @@ export class WorkflowsObject extends DurableObject {
     scheduler: this.scheduler,
     retries: { maxAttempts: WF.runMaxAttempts, delay: () => 20 },
     workflows: {
-      sleeper: async (event: WorkflowEvent<{ readonly ms: number }>, step: WorkflowStep) => {
+      sleeper: async (event: WorkflowEvent<{ readonly ms: number; readonly report?: boolean }>, step: WorkflowStep) => {
         const before = await step.do("before", ({ attempt }) => this.effect("sleeper", event.instanceId, "before", attempt))
         await step.sleep("nap", event.payload.ms)
-        const after = await step.do("after", ({ attempt }) => this.effect("sleeper", event.instanceId, "after", attempt))
+        const after = await step.do("after", async ({ attempt }) => {
+          const done = this.effect("sleeper", event.instanceId, "after", attempt)
+          // Told to another object: a scenario can wait for it without calling (so starting) this one.
+          if (event.payload.report === true) await this.ledger().apply({ source: `sleeper/${event.instanceId}`, key: null, attempt })
+          return done
+        })
         return { before, after }
       },
       waiter: async (event: WorkflowEvent<{ readonly type: string; readonly timeoutMs: number }>, step: WorkflowStep) => {
@@ -238,6 +255,10 @@ export class WorkflowsObject extends DurableObject {
       }
     }
   })
+
+  private ledger(): DurableObjectStub<EffectLedger> {
+    return this.env.EFFECT_LEDGER.get(this.env.EFFECT_LEDGER.idFromName(this.ctx.id.toString()))
+  }
 
   /** A step's side effect: one row per real run of its callback. */
   private effect(workflow: string, id: string, step: string, attempt: number): StepResult {
@@ -350,6 +371,11 @@ export class WorkflowsObject extends DurableObject {
     }
   }
 
+  /** Every `alarm(info)` delivery (info "null" for `runDurableObjectAlarm`). */
+  alarmDeliveries(): ReadonlyArray<WfDelivery> {
+    return this.ctx.storage.sql.exec("SELECT * FROM wf_deliveries ORDER BY seq").toArray() as unknown as ReadonlyArray<WfDelivery>
+  }
+
   deliveriesAround(at: number): ReadonlyArray<WfDelivery> {
     return deliveriesAround<WfDelivery>(this.ctx.storage.sql, "wf_deliveries", at)
   }
@@ -363,6 +389,25 @@ export class WorkflowsObject extends DurableObject {
        )`,
       this.instance
     ).one().n
+  }
+
+  /** What the instances are doing now: a reset's moment, as the chaos test counts them. */
+  phases(): { readonly stepRunning: number; readonly betweenSteps: number; readonly sleeping: number; readonly waitingEvent: number; readonly waitingChild: number } {
+    const sql = this.ctx.storage.sql
+    const count = (query: string) => sql.exec<{ n: number }>(query).one().n
+    return {
+      stepRunning: count(
+        `SELECT COUNT(*) AS n FROM durability_workflow_steps s JOIN durability_workflows w ON w.key = s.instance
+         WHERE w.status = 'pending' AND s.status = 'running'`
+      ),
+      betweenSteps: count(
+        `SELECT COUNT(*) AS n FROM durability_workflows w WHERE w.status = 'pending' AND w.started_at IS NOT NULL AND NOT EXISTS (
+           SELECT 1 FROM durability_workflow_steps s WHERE s.instance = w.key AND s.status = 'running')`
+      ),
+      sleeping: count("SELECT COUNT(*) AS n FROM durability_workflows WHERE status = 'suspended' AND waiting IS NULL"),
+      waitingEvent: count("SELECT COUNT(*) AS n FROM durability_workflows WHERE status = 'suspended' AND waiting LIKE '%event:%'"),
+      waitingChild: count("SELECT COUNT(*) AS n FROM durability_workflows WHERE status = 'suspended' AND waiting LIKE '%child:%'")
+    }
   }
 
   /** As the platform keeps a failed alarm for its retry (`runDurableObjectAlarm` deletes it first and never retries). */
