@@ -11,7 +11,8 @@
  * terminate; open the gates of the held steps.
  *
  * A model knows every instance created, its params, the events sent to it and whether it was
- * terminated. Checked after every operation, from storage: no lost wake-up (whatever is due, a record to
+ * terminated. (A pause and resume at once wakes a suspended instance early: its run must suspend again on
+ * what is not due.) Checked after every operation, from storage: no lost wake-up (whatever is due, a record to
  * run or a workflow timer, has the platform alarm by max(due, now + alarmMinDelayMs)); a suspended
  * instance that waits on time has its timer (a paused one none); attempts within bounds; no effect of a
  * step begun while its instance was paused. At the end (every pause resumed, every gate opened, every
@@ -111,6 +112,7 @@ const runSeed = async (seed: number) => {
     restarts: 0,
     restartsWhileHeld: 0,
     pauses: 0,
+    blips: 0,
     terminates: 0,
     advancedMs: 0,
     effects: 0,
@@ -271,7 +273,7 @@ const runSeed = async (seed: number) => {
       // The new instance starts its work (the alarm, or the early timer) as the clock moves.
       await state.advance(0)
     }],
-    [5, async () => {
+    [8, async () => {
       const candidates = live().filter((one) => !one.paused)
       if (candidates.length === 0) return
       const one = pick(candidates)
@@ -279,13 +281,24 @@ const runSeed = async (seed: number) => {
       one.paused = true
       figures.pauses++
     }],
-    [7, async () => {
+    [10, async () => {
       // A pause asked during the last step lets it finish: the instance may have completed meanwhile.
       const candidates = live().filter((one) => one.paused)
       if (candidates.length === 0) return
       const one = pick(candidates)
       await (await workflows[one.workflow].get(one.id)).resume()
       one.paused = false
+    }],
+    [6, async () => {
+      // Pause and resume at once: a resume wakes a suspended instance whatever it waits for, and its run
+      // must suspend again on what is not due yet (a sleep, a retry's delay, a wait).
+      const candidates = live().filter((one) => !one.paused)
+      if (candidates.length === 0) return
+      const one = pick(candidates)
+      const handle = await workflows[one.workflow].get(one.id)
+      await handle.pause()
+      await handle.resume()
+      figures.blips++
     }],
     [3, async () => {
       const candidates = live()
@@ -490,6 +503,7 @@ describe("workflows model", () => {
       restarts: sum("restarts"),
       restartsWhileHeld: sum("restartsWhileHeld"),
       pauses: sum("pauses"),
+      pauseResumeBlips: sum("blips"),
       terminates: sum("terminates"),
       effects: sum("effects"),
       timedOut: sum("timedOut"),
