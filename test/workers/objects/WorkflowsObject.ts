@@ -4,8 +4,9 @@
  * (chaos.workflows.test.ts). Its workflows:
  * - `sleeper` ({ ms }): a step, a sleep of `ms`, a step that records when it ran;
  * - `waiter` ({ type, timeoutMs }): one waitForEvent; returns the payload, or the timeout's error name;
- * - `parent` ({ ms }): runs `kid` as a child and returns its output;
- * - `kid` ({ ms }): a step, a sleep of `ms`, returns "kid <id>";
+ * - `parent` ({ ms, gate? }): runs `kid` with its params as a child and returns its output;
+ * - `kid` ({ ms, gate? }): a step (held until `gate` is opened, if given), a sleep of `ms`, returns "kid <id>";
+ * - `gated`: one step held until the scenario opens its gate (`open`), then two waits for "go" events;
  * - `hang`: one step that waits for its signal (terminate aborts it) and records the reason;
  * - `mixed` (see `MixedParams`): the chaos workflow: steps (one flaky, one that holds a while), a sleep,
  *   waits for events of one type, maybe a child.
@@ -25,6 +26,7 @@ import {
 import * as Json from "../../../src/shared/json.js"
 import { deliveriesAround, recordDelivery } from "./deliveryLog.js"
 import type { EffectLedger } from "./EffectLedger.js"
+import { Gates } from "./gates.js"
 import { Deliveries, type Idleness } from "./idle.js"
 
 export const WF = {
@@ -172,6 +174,8 @@ export interface WorkflowsEnv {
 
 export class WorkflowsObject extends DurableObject<WorkflowsEnv> {
   readonly instance = crypto.randomUUID()
+  /** In memory: a reset loses them, and a step held on one waits again in the fresh instance. */
+  readonly gates = new Gates()
   readonly records = this.ctx.storage.sql.exec(CREATE)
   private readonly deliveries = new Deliveries()
 
@@ -205,14 +209,29 @@ export class WorkflowsObject extends DurableObject<WorkflowsEnv> {
           return { timedOut: (error as Error).name }
         }
       },
-      parent: async (event: WorkflowEvent<{ readonly ms: number }>, step: WorkflowStep) => {
-        const child = await step.child<string>("kid", "kid", { params: { ms: event.payload.ms } })
+      parent: async (event: WorkflowEvent<{ readonly ms: number; readonly gate?: string }>, step: WorkflowStep) => {
+        const child = await step.child<string>("kid", "kid", { params: event.payload })
         return { child }
       },
-      kid: async (event: WorkflowEvent<{ readonly ms: number }>, step: WorkflowStep) => {
-        await step.do("work", ({ attempt }) => this.effect("kid", event.instanceId, "work", attempt))
+      kid: async (event: WorkflowEvent<{ readonly ms: number; readonly gate?: string }>, step: WorkflowStep) => {
+        await step.do("work", async ({ attempt }) => {
+          const done = this.effect("kid", event.instanceId, "work", attempt)
+          if (event.payload.gate !== undefined) await this.gates.opened(event.payload.gate)
+          return done
+        })
         await step.sleep("kid nap", event.payload.ms)
         return `kid ${event.instanceId}`
+      },
+      gated: async (event: WorkflowEvent<unknown>, step: WorkflowStep) => {
+        // Held in its first step until the scenario opens the gate: an event sent meanwhile comes before any wait.
+        await step.do("gate", async ({ attempt }) => {
+          const done = this.effect("gated", event.instanceId, "gate", attempt)
+          await this.gates.opened(`gated/${event.instanceId}`)
+          return done
+        })
+        const first = await step.waitForEvent("e0", { type: WF.eventType, timeout: "1 hour" })
+        const second = await step.waitForEvent("e1", { type: WF.eventType, timeout: "1 hour" })
+        return { events: [first.payload, second.payload] }
       },
       hang: async (event: WorkflowEvent<unknown>, step: WorkflowStep) =>
         step.do("forever", ({ attempt, signal }) => {
@@ -281,7 +300,11 @@ export class WorkflowsObject extends DurableObject<WorkflowsEnv> {
 
   // RPC surface (every call resolves).
 
-  create(workflow: "sleeper" | "waiter" | "parent" | "kid" | "hang" | "mixed", id: string, params: unknown): Promise<Answer<string>> {
+  open(gate: string): void {
+    this.gates.open(gate)
+  }
+
+  create(workflow: "sleeper" | "waiter" | "parent" | "kid" | "hang" | "mixed" | "gated", id: string, params: unknown): Promise<Answer<string>> {
     return answer(async () => (await this.workflows[workflow].create({ id, params: params as never })).id)
   }
 
@@ -289,7 +312,7 @@ export class WorkflowsObject extends DurableObject<WorkflowsEnv> {
    * Sends event `n` (payload `{ n }`) to a `mixed` or `waiter` instance, once: an event already stored with
    * this payload is not sent again (a try a reset cut may have committed).
    */
-  sendOnce(workflow: "mixed" | "waiter", id: string, type: string, n: number): Promise<Answer<"sent" | "already">> {
+  sendOnce(workflow: "mixed" | "waiter" | "gated", id: string, type: string, n: number): Promise<Answer<"sent" | "already">> {
     return answer(async () => {
       const payload = Json.encode({ n })
       const [known] = this.ctx.storage.sql.exec(
