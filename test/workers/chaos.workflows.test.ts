@@ -21,7 +21,8 @@
  * run past its attempts. Then the object is idle: no instance unfinished, no timer, no alarm.
  *
  * Findings are violations (the engine) or harness problems (the driver), as test/shared/Verdict.ts;
- * the figures are printed with the seed. Set CHAOS_SEED to replay the PRNG's choices (workerd timing is real).
+ * the figures are printed with the seed. Set CHAOS_SEED (or VITE_DURABILITY_WORKFLOWS_CHAOS_SEED) to replay the
+ * PRNG's choices (workerd timing is real: the same plan, not the same interleaving).
  */
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test"
 import { it } from "vitest"
@@ -37,8 +38,18 @@ import {
 import { alarmCoverage, DRIVER_CALL, patiently } from "./support/chaos.js"
 import { sleep } from "./support/lab.js"
 
-/** Replay a failing run by putting its seed here. */
+/** Replay a failing run by putting its seed here, or with `VITE_DURABILITY_WORKFLOWS_CHAOS_SEED=<seed>`. */
 const CHAOS_SEED: number | undefined = undefined
+
+/** The seed from the environment: the pool passes only `VITE_` variables into workerd (`import.meta.env`). */
+const seedFromEnv = (): number | undefined => {
+  const values = (import.meta as { readonly env?: Record<string, string | undefined> }).env ?? {}
+  const value = values["VITE_DURABILITY_WORKFLOWS_CHAOS_SEED"] ?? ""
+  if (value === "") return undefined
+  const seed = Number(value)
+  if (!Number.isSafeInteger(seed)) throw new Error(`VITE_DURABILITY_WORKFLOWS_CHAOS_SEED must be an integer, got ${value}`)
+  return seed >>> 0
+}
 
 const INSTANCES = 60
 const BATCH = 5
@@ -79,7 +90,7 @@ interface Output {
 it("eviction chaos: workflows sleep, wait, retry and run children through random resets, nothing lost or doubled", {
   timeout: 90_000
 }, async () => {
-  const seed = CHAOS_SEED ?? (Date.now() ^ Math.floor(Math.random() * 0x7fffffff)) >>> 0
+  const seed = CHAOS_SEED ?? seedFromEnv() ?? (Date.now() ^ Math.floor(Math.random() * 0x7fffffff)) >>> 0
   const random = prng(seed)
   const started = Date.now()
   const chaosBy = started + CHAOS_MS
