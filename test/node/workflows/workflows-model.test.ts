@@ -118,6 +118,7 @@ const runSeed = async (seed: number) => {
     effects: 0,
     timedOut: 0,
     refusedEvents: 0,
+    endedMeanwhile: 0,
     drainRounds: 0,
     elapsedMs: 0
   }
@@ -229,6 +230,28 @@ const runSeed = async (seed: number) => {
     }
   }
 
+  type Handle = Awaited<ReturnType<(typeof workflows)["mixed"]["get"]>>
+  /**
+   * Pauses, resumes or terminates an instance that was live when picked. A run still executing may end it
+   * meanwhile (a pause lets the running step finish, and the handler may return after it): the call is then
+   * refused with WorkflowFinishedError, which is right only if the instance was not asleep, paused, when picked.
+   */
+  const control = async (one: Known, what: string, action: (handle: Handle) => Promise<unknown>): Promise<boolean> => {
+    const [before] = rows("SELECT status, paused FROM durability_workflows WHERE key = ?", one.key)
+    try {
+      await action(await workflows[one.workflow].get(one.id) as Handle)
+      return true
+    } catch (error) {
+      const [after] = rows("SELECT status FROM durability_workflows WHERE key = ?", one.key)
+      const asleepPaused = before?.status === "suspended" && Number(before.paused) === 1
+      if ((error as Error).name !== "WorkflowFinishedError" || after?.status === "pending" || after?.status === "suspended" || asleepPaused) {
+        verdict.violation(`${what} ${one.key} (${JSON.stringify(before)} → ${after?.status}) refused: ${(error as Error).name}: ${(error as Error).message}`)
+      }
+      figures.endedMeanwhile++
+      return false
+    }
+  }
+
   const operations: ReadonlyArray<readonly [number, () => Promise<void>]> = [
     [22, async () => {
       const n = known.length
@@ -277,16 +300,17 @@ const runSeed = async (seed: number) => {
       const candidates = live().filter((one) => !one.paused)
       if (candidates.length === 0) return
       const one = pick(candidates)
-      await (await workflows[one.workflow].get(one.id)).pause()
-      one.paused = true
-      figures.pauses++
+      if (await control(one, "pause", (handle) => handle.pause())) {
+        one.paused = true
+        figures.pauses++
+      }
     }],
     [10, async () => {
       // A pause asked during the last step lets it finish: the instance may have completed meanwhile.
       const candidates = live().filter((one) => one.paused)
       if (candidates.length === 0) return
       const one = pick(candidates)
-      await (await workflows[one.workflow].get(one.id)).resume()
+      await control(one, "resume", (handle) => handle.resume())
       one.paused = false
     }],
     [6, async () => {
@@ -295,18 +319,16 @@ const runSeed = async (seed: number) => {
       const candidates = live().filter((one) => !one.paused)
       if (candidates.length === 0) return
       const one = pick(candidates)
-      const handle = await workflows[one.workflow].get(one.id)
-      await handle.pause()
-      await handle.resume()
-      figures.blips++
+      if (await control(one, "pause and resume", async (handle) => (await handle.pause(), await handle.resume()))) figures.blips++
     }],
     [3, async () => {
       const candidates = live()
       if (candidates.length === 0) return
       const one = pick(candidates)
-      await (await workflows[one.workflow].get(one.id)).terminate()
-      one.terminated = true
-      figures.terminates++
+      if (await control(one, "terminate", (handle) => handle.terminate())) {
+        one.terminated = true
+        figures.terminates++
+      }
     }],
     [9, async () => {
       for (const open of gates.splice(0)) open()
