@@ -171,7 +171,13 @@ export const make = (
     const insertInstance = (storage: StorageService, workflow: string, id: string, params: string, parent: string | null, at: number) =>
       Effect.map(
         InstancesTable.insert(storage, { key: InstancesTable.keyOf(workflow, id), workflow, id, generation: newGeneration(), params, parent, at }),
-        (created) => ({ key: InstancesTable.keyOf(workflow, id), created })
+        (created) => {
+          const key = InstancesTable.keyOf(workflow, id)
+          // A pause asked during an instance's last step outlives it here (nothing resumes an ended instance): a new
+          // instance under its key (purged, then created again) must not inherit it, or it suspends waiting for nothing.
+          if (created) pausing.delete(key)
+          return { key, created }
+        }
       )
     const checkWorkflow = (workflow: unknown) =>
       typeof workflow === "string" && Capability.ownDefinition(definitions, workflow) !== undefined
