@@ -279,10 +279,13 @@ export const make = (
           yield* alive(row)
           const at = yield* Clock.currentTimeMillis
           const key = String(row.key)
+          // Flagged before the write commits: a run must never find the row paused while it may still begin a step
+          // (the write can yield before it returns). resume, terminate, restart and a new instance clear the flag.
+          const known = pausing.has(key)
+          pausing.add(key)
           yield* capability.handle.write(
             Effect.zipRight(InstancesTable.setPaused(storage, key, true, at), capability.handle.timers.cancel(key))
-          )
-          if (capability.handle.executing(key)) pausing.add(key)
+          ).pipe(Effect.tapError(() => Effect.sync(() => known || pausing.delete(key))))
         }).pipe(Effect.withSpan("Workflows.pause")),
       resume: (workflow, id) =>
         Effect.gen(function*() {
