@@ -7,7 +7,8 @@ import { defineConfig } from "vitest/config"
 const source = (file: string) => fileURLToPath(new URL(`./src/${file}`, import.meta.url))
 const alias = [
   { find: /^durability$/, replacement: source("index.ts") },
-  { find: /^durability\/(effect|testing|utils|inspector)$/, replacement: source("$1.ts") }
+  { find: /^durability\/(effect|testing|utils|inspector)$/, replacement: source("$1.ts") },
+  { find: /^durability\/workflow-engine$/, replacement: source("workflowEngine.ts") }
 ]
 
 // `.ci/run` sets VITEST_JSON_REPORT to a file for its closing count line: `npm test` runs more than vitest,

@@ -6,6 +6,7 @@ import { DurabilityInspector, type DurabilityInspectorHandler, type DurabilityIn
 import digest, { type Env as DigestEnv, HELP as DIGEST_HELP } from "./digest/worker.js"
 import imageJobsEffect, { type Env as ImageJobsEffectEnv, HELP as IMAGE_JOBS_EFFECT_HELP } from "./image-jobs/effect-worker.js"
 import imageJobs, { type Env as ImageJobsEnv, HELP as IMAGE_JOBS_HELP } from "./image-jobs/worker.js"
+import onboarding, { type Env as OnboardingEnv, HELP as ONBOARDING_HELP } from "./onboarding/worker.js"
 import newsletter, { type Env as NewsletterEnv, HELP as NEWSLETTER_HELP } from "./newsletter/worker.js"
 import mailroom, { type Env as MailroomEnv, HELP as MAILROOM_HELP, queue as mailroomQueue, router as mailroomRouter } from "./newsletter-queues/worker.js"
 import reminders, { type Env as RemindersEnv } from "./reminders/worker.js"
@@ -16,11 +17,12 @@ export { Digest } from "./digest/worker.js"
 export { ImageJobsEffect } from "./image-jobs/effect-worker.js"
 export { ImageJobs } from "./image-jobs/worker.js"
 export { Newsletter } from "./newsletter/worker.js"
+export { Onboarding } from "./onboarding/worker.js"
 export { Mailroom } from "./newsletter-queues/worker.js"
 export { Reminders } from "./reminders/worker.js"
 export { Payments, Subscription } from "./subscription-renewals/worker.js"
 
-export interface Env extends RemindersEnv, SubscriptionsEnv, ImageJobsEnv, ImageJobsEffectEnv, NewsletterEnv, DigestEnv, MailroomEnv {
+export interface Env extends RemindersEnv, SubscriptionsEnv, ImageJobsEnv, ImageJobsEffectEnv, NewsletterEnv, DigestEnv, MailroomEnv, OnboardingEnv {
   /** The inspector's bearer token (`npm start` makes one per run); without it the inspector's API is off. */
   readonly INSPECTOR_TOKEN?: string
   /**
@@ -76,6 +78,7 @@ const inspectorOf = (env: Env): DurabilityInspectorHandler => {
 const inspected = (env: Env): DurabilityInspectorOptions["objects"] => [
   { label: "newsletter", namespace: env.NEWSLETTER, names: ["demo"] },
   { label: "digest", namespace: env.DIGEST, names: ["demo"] },
+  { label: "onboarding", namespace: env.ONBOARDING, names: ["demo"] },
   { label: "mailroom", namespace: env.MAILROOM, names: ["demo"] },
   { router: mailroomRouter(env) },
   { label: "images", namespace: env.IMAGE_JOBS, names: ["demo"] },
@@ -97,7 +100,7 @@ const REMINDERS_HELP = `  # reminders (Effect-native, its own table attached to 
   curl 'http://127.0.0.1:8787/reminders/demo?until=settled'   # once none is pending
 `
 
-const HELP = `durability examples: reminders, subscriptions, images, images-effect, newsletter, digest, mailroom
+const HELP = `durability examples: reminders, subscriptions, images, images-effect, newsletter, digest, mailroom, onboarding
 
   # the inspector (page + API): open http://127.0.0.1:8787${INSPECTOR_PREFIX}/ and sign in with the token npm start printed
   curl -H "Authorization: Bearer $TOKEN" http://127.0.0.1:8787${INSPECTOR_PREFIX}/api/objects
@@ -108,7 +111,8 @@ ${IMAGE_JOBS_HELP}
 ${IMAGE_JOBS_EFFECT_HELP}
 ${NEWSLETTER_HELP}
 ${DIGEST_HELP}
-${MAILROOM_HELP}`
+${MAILROOM_HELP}
+${ONBOARDING_HELP}`
 
 const routes: Record<string, ExportedHandlerFetchHandler<Env>> = {
   reminders: (request, env) => reminders.fetch(request, env),
@@ -118,6 +122,7 @@ const routes: Record<string, ExportedHandlerFetchHandler<Env>> = {
   newsletter: (request, env) => newsletter.fetch(request, env),
   digest: (request, env) => digest.fetch(request, env),
   mailroom: (request, env) => mailroom.fetch(request, env),
+  onboarding: (request, env) => onboarding.fetch(request, env),
   "mailroom-sharded": (request, env) => mailroom.fetch(request, env)
 }
 

@@ -147,6 +147,17 @@ export type {
   WorkflowOutputOf,
   WorkflowParamsOf
 } from "./facade/DurabilityWorkflows.js"
+export { createWorkflow } from "./facade/createWorkflow.js"
+export type {
+  DurableWorkflow,
+  DurableWorkflowEvent,
+  DurableWorkflowHandler,
+  DurableWorkflowResolvedStepConfig,
+  DurableWorkflowStep,
+  DurableWorkflowStepConfig,
+  DurableWorkflowStepContext,
+  WorkflowStatus
+} from "./facade/createWorkflow.js"
 export type {
   DurationUnit,
   WorkflowChildOptions,

@@ -28,7 +28,11 @@ export type WorkflowHandler<Params = unknown, Output = unknown> = (
   step: WorkflowStep
 ) => Output | Promise<Output>
 
-type BivariantWorkflow = { handle(event: WorkflowEvent<never>, step: WorkflowStep): unknown }["handle"]
+/** A workflow handler whose `event` may be annotated with any params (checked where it is declared). */
+export type BivariantWorkflow = {
+  /** The workflow's handler. */
+  handle(event: WorkflowEvent<never>, step: WorkflowStep): unknown
+}["handle"]
 
 /** What every workflow map is assignable to; annotate `event` (`WorkflowEvent<{ email: string }>`) to type params. */
 export type WorkflowMap = Record<string, BivariantWorkflow>
@@ -40,11 +44,13 @@ export type WorkflowOutputOf<H> = H extends (event: never, step: WorkflowStep) =
 
 /** One instance: its id, and what can be done with it. Every call reads or writes storage; the handle keeps nothing. */
 export interface WorkflowInstance<Output = unknown> {
+  /** The instance's id. */
   readonly id: string
   /** Its status, output or error, and its steps so far. */
   status(): Promise<WorkflowInstanceInfo<Output>>
   /** Lets the running step finish and starts nothing new until `resume`. */
   pause(): Promise<void>
+  /** Goes on after `pause`: a waiting instance looks again at what it waits for. */
   resume(): Promise<void>
   /** Ends it: its running step's signal is aborted with `WorkflowTerminatedError`. */
   terminate(): Promise<void>

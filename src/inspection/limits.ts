@@ -28,3 +28,7 @@ export const DETAIL_CHILDREN = 100
 export const COUNT_CAP = 10_000
 /** Ids one redrive may name. */
 export const MAX_REDRIVE_IDS = 1_000
+/** Steps in a workflow instance's detail (the total is counted up to `COUNT_CAP`; `WorkflowSteps` pages on). */
+export const DETAIL_STEPS = 100
+/** Events in a workflow instance's detail, oldest first (the total is counted up to `COUNT_CAP`; `WorkflowEvents` pages on). */
+export const DETAIL_EVENTS = 100

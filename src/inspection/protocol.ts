@@ -16,8 +16,10 @@ export {
   COUNT_CAP,
   DEFAULT_PAGE,
   DETAIL_CHILDREN,
+  DETAIL_EVENTS,
   DETAIL_JSON_CHARS,
   DETAIL_LOG_LINES,
+  DETAIL_STEPS,
   LIST_JSON_CHARS,
   MAX_PAGE,
   MAX_REDRIVE_IDS,
@@ -52,8 +54,14 @@ export const JobCounts = Schema.Record({ key: JobState, value: Schema.Number })
 export const OperationStatus = Schema.Literal("pending", "completed", "failed")
 export type OperationStatus = typeof OperationStatus.Type
 
+/** A workflow instance's status as an inspector shows it (the same as `WorkflowInstanceStatus`). */
+export const WorkflowStatus = Schema.Literal("queued", "running", "paused", "waiting", "complete", "errored", "terminated")
+export type WorkflowStatus = typeof WorkflowStatus.Type
+/** One workflow's instances counted by status. */
+export const WorkflowCounts = Schema.Record({ key: WorkflowStatus, value: Schema.Number })
+
 /** The capabilities an object can attach, each a part of the inspector (and of `PurgeBefore`). */
-export const Capability = Schema.Literal("operations", "alarms", "jobs", "schedules")
+export const Capability = Schema.Literal("operations", "alarms", "jobs", "schedules", "workflows")
 export type Capability = typeof Capability.Type
 
 // ---------------------------------------------------------------------------------------------
@@ -93,6 +101,14 @@ export const QueueSummary = Schema.Struct({
 })
 export type QueueSummary = typeof QueueSummary.Type
 
+/** One workflow in the overview: its name and its instances by status. */
+export const WorkflowSummary = Schema.Struct({
+  name: Schema.String,
+  /** By status, each stopping at `COUNT_CAP` (like every count of the overview). */
+  counts: WorkflowCounts
+})
+export type WorkflowSummary = typeof WorkflowSummary.Type
+
 /**
  * The first page of an inspector: the scheduler and counts for each attached capability (absent: not
  * attached).
@@ -102,7 +118,9 @@ export const Overview = Schema.Struct({
   operations: Schema.optional(Schema.Struct({ counts: Schema.Record({ key: OperationStatus, value: Schema.Number }) })),
   alarms: Schema.optional(Schema.Struct({ pending: Schema.Number, failed: Schema.Number })),
   schedules: Schema.optional(Schema.Struct({ active: Schema.Number, paused: Schema.Number, ended: Schema.Number })),
-  jobs: Schema.optional(Schema.Struct({ queues: Schema.Array(QueueSummary) }))
+  jobs: Schema.optional(Schema.Struct({ queues: Schema.Array(QueueSummary) })),
+  /** Every workflow the object defines, in definition order. */
+  workflows: Schema.optional(Schema.Struct({ definitions: Schema.Array(WorkflowSummary) }))
 })
 export type Overview = typeof Overview.Type
 
@@ -201,6 +219,74 @@ export const DeadLetterItem = Schema.Struct({
 })
 export type DeadLetterItem = typeof DeadLetterItem.Type
 
+/** One workflow instance in a list (and the head of its detail). */
+export const WorkflowItem = Schema.Struct({
+  workflow: Schema.String,
+  id: Schema.String,
+  status: WorkflowStatus,
+  /** What it was created with. */
+  params: JsonText,
+  /** Its handler's return value, once complete. */
+  output: Schema.optional(JsonText),
+  /** Why it errored or was terminated. */
+  error: Schema.optional(ErrorView),
+  /** What it waits for while waiting: `event:<type>`, `child:<workflow>/<id>`. */
+  waitingFor: Schema.Array(Schema.String),
+  /** When it wakes, while waiting with a time (a sleep, a retry, a wait's timeout). */
+  wakeAt: NullableMillis,
+  /** The parent's `<workflow>/<id>`, for a child. */
+  parent: Schema.NullOr(Schema.String),
+  createdAt: Millis,
+  updatedAt: Millis,
+  /** When its first run started (null: still queued). */
+  startedAt: NullableMillis,
+  endedAt: NullableMillis
+})
+export type WorkflowItem = typeof WorkflowItem.Type
+
+/** One step of an instance's timeline, in call order. */
+export const WorkflowStepItem = Schema.Struct({
+  /** Its position in call order, 1-based. */
+  position: Schema.Number,
+  name: Schema.String,
+  kind: Schema.Literal("do", "sleep", "event", "child"),
+  status: Schema.Literal("running", "retrying", "waiting", "completed", "failed"),
+  /** Attempts taken (a `do` step). */
+  attempt: Schema.Number,
+  /** What it stored: a `do`'s value, the event a wait received (`{ type, payload, timestamp }`), a child's output. */
+  result: Schema.optional(JsonText),
+  error: Schema.optional(ErrorView),
+  /** The child it runs (`<workflow>/<id>`), for a `child` step not yet completed. */
+  child: Schema.optional(Schema.String),
+  /** When a sleep ends, a retry is due or a wait times out. */
+  wakeAt: NullableMillis,
+  startedAt: Millis,
+  endedAt: NullableMillis
+})
+export type WorkflowStepItem = typeof WorkflowStepItem.Type
+
+/** One event sent to an instance: kept until the first wait of its type consumes it. */
+export const WorkflowEventItem = Schema.Struct({
+  /** Its number in the object, in the order events were sent. */
+  id: Schema.Number,
+  type: Schema.String,
+  payload: JsonText,
+  sentAt: Millis,
+  /** The position of the wait step that consumed it (null: unconsumed, waiting for a wait of its type). */
+  consumedBy: Schema.NullOr(Schema.Number)
+})
+export type WorkflowEventItem = typeof WorkflowEventItem.Type
+
+/** One workflow instance with its timeline: its steps and the events sent to it. */
+export const WorkflowDetail = Schema.Struct({
+  instance: WorkflowItem,
+  /** The first `DETAIL_STEPS` steps in call order; `total` counts them all (up to `COUNT_CAP`). */
+  steps: Schema.Struct({ items: Schema.Array(WorkflowStepItem), total: Schema.Number }),
+  /** The oldest `DETAIL_EVENTS` events; `total` counts them all (up to `COUNT_CAP`). */
+  events: Schema.Struct({ items: Schema.Array(WorkflowEventItem), total: Schema.Number })
+})
+export type WorkflowDetail = typeof WorkflowDetail.Type
+
 /** A page: `cursor` is present when more may follow (pass it back for the next page). */
 export const Page = <A, I>(item: Schema.Schema<A, I>) =>
   Schema.Struct({ items: Schema.Array(item), cursor: Schema.optional(Schema.String) })
@@ -217,12 +303,20 @@ export const JobPage = Page(JobItem)
 export const LogPage = Page(LogLine)
 /** A page of a queue's dead letters. */
 export const DeadLetterPage = Page(DeadLetterItem)
+/** A page of a workflow's instances, newest first. */
+export const WorkflowPage = Page(WorkflowItem)
+/** A page of an instance's steps, in call order. */
+export const WorkflowStepPage = Page(WorkflowStepItem)
+/** A page of the events sent to an instance, oldest first. */
+export const WorkflowEventPage = Page(WorkflowEventItem)
 
 // ---------------------------------------------------------------------------------------------
 // Reads
 
 const QueueName = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256))
 const Id = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(512))
+const WorkflowName = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256))
+const WorkflowRef = { workflow: WorkflowName, id: Id }
 
 /** Read the overview (`Overview`). */
 export class OverviewQuery extends Schema.TaggedClass<OverviewQuery>()("Overview", {}) {}
@@ -255,6 +349,28 @@ export class JobLogsQuery extends Schema.TaggedClass<JobLogsQuery>()("JobLogs", 
 /** List one queue's dead letters. */
 export class DeadLettersQuery extends Schema.TaggedClass<DeadLettersQuery>()("DeadLetters", {
   queue: QueueName,
+  cursor: Cursor,
+  limit: Limit
+}) {}
+
+/** List one workflow's instances, newest first, optionally of one status. */
+export class WorkflowsQuery extends Schema.TaggedClass<WorkflowsQuery>()("Workflows", {
+  workflow: WorkflowName,
+  status: Schema.optional(WorkflowStatus),
+  cursor: Cursor,
+  limit: Limit
+}) {}
+/** Read one workflow instance with its timeline (`WorkflowDetail`). */
+export class WorkflowQuery extends Schema.TaggedClass<WorkflowQuery>()("Workflow", WorkflowRef) {}
+/** Page through one instance's steps (past the detail's first `DETAIL_STEPS`). */
+export class WorkflowStepsQuery extends Schema.TaggedClass<WorkflowStepsQuery>()("WorkflowSteps", {
+  ...WorkflowRef,
+  cursor: Cursor,
+  limit: Limit
+}) {}
+/** Page through the events sent to one instance (past the detail's first `DETAIL_EVENTS`). */
+export class WorkflowEventsQuery extends Schema.TaggedClass<WorkflowEventsQuery>()("WorkflowEvents", {
+  ...WorkflowRef,
   cursor: Cursor,
   limit: Limit
 }) {}
@@ -301,6 +417,21 @@ export class ResumeSchedule extends Schema.TaggedClass<ResumeSchedule>()("Resume
 export class CancelOperation extends Schema.TaggedClass<CancelOperation>()("CancelOperation", { operation: Id, id: Id }) {}
 /** Cancel a pending named alarm. */
 export class CancelAlarm extends Schema.TaggedClass<CancelAlarm>()("CancelAlarm", { name: Id }) {}
+/** Pause a workflow instance: its running step finishes, nothing new starts until it is resumed. */
+export class PauseWorkflow extends Schema.TaggedClass<PauseWorkflow>()("PauseWorkflow", WorkflowRef) {}
+/** Resume a paused workflow instance. */
+export class ResumeWorkflow extends Schema.TaggedClass<ResumeWorkflow>()("ResumeWorkflow", WorkflowRef) {}
+/** End a workflow instance as terminated (its running step's signal is aborted). */
+export class TerminateWorkflow extends Schema.TaggedClass<TerminateWorkflow>()("TerminateWorkflow", WorkflowRef) {}
+/** Start a workflow instance over from its first step (its steps and events are deleted). */
+export class RestartWorkflow extends Schema.TaggedClass<RestartWorkflow>()("RestartWorkflow", WorkflowRef) {}
+/** Send a workflow instance an event: kept until the first wait of its type consumes it. */
+export class SendWorkflowEvent extends Schema.TaggedClass<SendWorkflowEvent>()("SendWorkflowEvent", {
+  ...WorkflowRef,
+  type: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256)),
+  /** Any JSON value (the workflows' own bound on its size applies). */
+  payload: Schema.optional(Schema.Unknown)
+}) {}
 /** Delete one capability's records created before a time, to reclaim storage. */
 export class PurgeBefore extends Schema.TaggedClass<PurgeBefore>()("PurgeBefore", {
   capability: Capability,
@@ -324,7 +455,11 @@ export const Query = Schema.Union(
   JobsQuery,
   JobQuery,
   JobLogsQuery,
-  DeadLettersQuery
+  DeadLettersQuery,
+  WorkflowsQuery,
+  WorkflowQuery,
+  WorkflowStepsQuery,
+  WorkflowEventsQuery
 )
 export type Query = typeof Query.Type
 
@@ -343,6 +478,11 @@ export const Action = Schema.Union(
   ResumeSchedule,
   CancelOperation,
   CancelAlarm,
+  PauseWorkflow,
+  ResumeWorkflow,
+  TerminateWorkflow,
+  RestartWorkflow,
+  SendWorkflowEvent,
   PurgeBefore
 )
 export type Action = typeof Action.Type
@@ -401,6 +541,15 @@ export const answers = {
   ResumeSchedule: ActionResult,
   CancelOperation: ActionResult,
   CancelAlarm: ActionResult,
+  Workflows: WorkflowPage,
+  Workflow: WorkflowDetail,
+  WorkflowSteps: WorkflowStepPage,
+  WorkflowEvents: WorkflowEventPage,
+  PauseWorkflow: ActionResult,
+  ResumeWorkflow: ActionResult,
+  TerminateWorkflow: ActionResult,
+  RestartWorkflow: ActionResult,
+  SendWorkflowEvent: ActionResult,
   PurgeBefore: ActionResult
 } as const satisfies Record<Request["_tag"], Schema.Schema.Any>
 

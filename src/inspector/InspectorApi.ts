@@ -146,6 +146,13 @@ const Priority = Schema.Int.annotations(message("must be an integer"))
 const Ids = Schema.Array(Id).pipe(Schema.maxItems(P.MAX_REDRIVE_IDS)).annotations(
   message(`must be an array of at most ${P.MAX_REDRIVE_IDS} job ids`)
 )
+const WorkflowName = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256)).annotations(
+  message("must be a workflow name of 1 to 256 characters")
+)
+const WorkflowStatusParam = P.WorkflowStatus.annotations(message(`must be one of ${P.WorkflowStatus.literals.join(", ")}`))
+const EventType = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256)).annotations(
+  message("must be an event type of 1 to 256 characters")
+)
 const CapabilityField = P.Capability.annotations(message(`must be one of ${P.Capability.literals.join(", ")}`))
 const Before = Schema.Int.pipe(Schema.nonNegative()).annotations(message("must be a time in epoch milliseconds (an integer ≥ 0)"))
 
@@ -264,6 +271,34 @@ const jobs = HttpApiGroup.make("jobs")
       .addSuccess(P.ActionResult)
   )
 
+const WorkflowPath = Schema.Struct({ object: ObjectName, workflow: WorkflowName })
+const InstancePath = Schema.Struct({ object: ObjectName, workflow: WorkflowName, id: Id })
+const INSTANCE = "/api/objects/:object/workflows/:workflow/instances/:id"
+const instanceAction = <const N extends string>(name: N) =>
+  HttpApiEndpoint.post(name, `${INSTANCE}/${name}`).setPath(InstancePath).setPayload(Empty).addSuccess(P.ActionResult)
+
+const workflows = HttpApiGroup.make("workflows")
+  .add(
+    HttpApiEndpoint.get("list", "/api/objects/:object/workflows/:workflow/instances")
+      .setPath(WorkflowPath)
+      .setUrlParams(Schema.Struct({ status: Schema.optional(WorkflowStatusParam), ...page }))
+      .addSuccess(P.WorkflowPage)
+  )
+  .add(HttpApiEndpoint.get("get", INSTANCE).setPath(InstancePath).addSuccess(P.WorkflowDetail))
+  .add(HttpApiEndpoint.get("steps", `${INSTANCE}/steps`).setPath(InstancePath).setUrlParams(PageParams).addSuccess(P.WorkflowStepPage))
+  .add(HttpApiEndpoint.get("events", `${INSTANCE}/events`).setPath(InstancePath).setUrlParams(PageParams).addSuccess(P.WorkflowEventPage))
+  .add(instanceAction("pause"))
+  .add(instanceAction("resume"))
+  .add(instanceAction("terminate"))
+  .add(instanceAction("restart"))
+  .add(
+    // A POST to the events collection sends one: `{ type, payload? }` (any JSON value).
+    HttpApiEndpoint.post("sendEvent", `${INSTANCE}/events`)
+      .setPath(InstancePath)
+      .setPayload(Body({ type: EventType, payload: Schema.optional(Schema.Unknown) }))
+      .addSuccess(P.ActionResult)
+  )
+
 const maintenance = HttpApiGroup.make("maintenance").add(
   HttpApiEndpoint.post("purge", "/api/objects/:object/purge")
     .setPath(ObjectPath)
@@ -280,10 +315,11 @@ export class InspectorApi extends HttpApi.make("durability-inspector")
   .add(alarms)
   .add(schedules)
   .add(jobs)
+  .add(workflows)
   .add(maintenance)
   .add(meta)
   .addError(BadRequest.annotations({ description: "The request is malformed; the message names the field." }), { status: 400 })
-  .addError(NotFound.annotations({ description: "No such endpoint, object, capability, queue, job or schedule." }), {
+  .addError(NotFound.annotations({ description: "No such endpoint, object, capability, queue, job, schedule, workflow or instance." }), {
     status: 404
   })
   .addError(PayloadTooLarge)
@@ -296,7 +332,7 @@ export class InspectorApi extends HttpApi.make("durability-inspector")
   .annotateContext(OpenApi.annotations({
     title: "durability inspector",
     version: "1",
-    description: "See and steer a Durable Object's background work: scheduler, operations, named alarms, schedules, job queues."
+    description: "See and steer a Durable Object's background work: scheduler, operations, named alarms, schedules, job queues, workflows."
   }))
 {}
 
@@ -378,6 +414,25 @@ const jobsLive = HttpApiBuilder.group(InspectorApi, "jobs", (handlers) =>
     .handle("pause", ({ path }) => ask(path.object, { _tag: "PauseQueue", queue: path.queue }))
     .handle("resume", ({ path }) => ask(path.object, { _tag: "ResumeQueue", queue: path.queue }))
     .handle("redrive", ({ path, payload }) => ask(path.object, { _tag: "RedriveDeadLetters", queue: path.queue, ...payload })))
+
+const workflowsLive = HttpApiBuilder.group(InspectorApi, "workflows", (handlers) =>
+  handlers
+    .handle("list", ({ path, urlParams }) => ask(path.object, { _tag: "Workflows", workflow: path.workflow, ...urlParams }))
+    .handle("get", ({ path }) => ask(path.object, { _tag: "Workflow", workflow: path.workflow, id: path.id }))
+    .handle("steps", ({ path, urlParams }) => ask(path.object, { _tag: "WorkflowSteps", workflow: path.workflow, id: path.id, ...urlParams }))
+    .handle("events", ({ path, urlParams }) => ask(path.object, { _tag: "WorkflowEvents", workflow: path.workflow, id: path.id, ...urlParams }))
+    .handle("pause", ({ path }) => ask(path.object, { _tag: "PauseWorkflow", workflow: path.workflow, id: path.id }))
+    .handle("resume", ({ path }) => ask(path.object, { _tag: "ResumeWorkflow", workflow: path.workflow, id: path.id }))
+    .handle("terminate", ({ path }) => ask(path.object, { _tag: "TerminateWorkflow", workflow: path.workflow, id: path.id }))
+    .handle("restart", ({ path }) => ask(path.object, { _tag: "RestartWorkflow", workflow: path.workflow, id: path.id }))
+    .handle("sendEvent", ({ path, payload }) =>
+      ask(path.object, {
+        _tag: "SendWorkflowEvent",
+        workflow: path.workflow,
+        id: path.id,
+        type: payload.type,
+        ...(payload.payload === undefined ? {} : { payload: payload.payload })
+      })))
 
 const maintenanceLive = HttpApiBuilder.group(InspectorApi, "maintenance", (handlers) =>
   handlers.handle("purge", ({ path, payload }) =>
@@ -467,7 +522,7 @@ export const authorization = (
  * `Authorization` (see `authorization`); serve it with `HttpApiBuilder.toWebHandler` or any server.
  */
 export const layer: Layer.Layer<HttpApi.Api, never, Backend | Authorization> = HttpApiBuilder.api(InspectorApi).pipe(
-  Layer.provide([objectsLive, operationsLive, alarmsLive, schedulesLive, jobsLive, maintenanceLive, metaLive]),
+  Layer.provide([objectsLive, operationsLive, alarmsLive, schedulesLive, jobsLive, workflowsLive, maintenanceLive, metaLive]),
   Layer.provide(guardLive),
   Layer.provide(errorsLive)
 )

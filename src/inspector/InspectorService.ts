@@ -66,7 +66,16 @@ const owners: Record<Exclude<Tag, "Overview" | "PurgeBefore">, Protocol.Capabili
   ChangePriority: "jobs",
   PauseQueue: "jobs",
   ResumeQueue: "jobs",
-  RedriveDeadLetters: "jobs"
+  RedriveDeadLetters: "jobs",
+  Workflows: "workflows",
+  Workflow: "workflows",
+  WorkflowSteps: "workflows",
+  WorkflowEvents: "workflows",
+  PauseWorkflow: "workflows",
+  ResumeWorkflow: "workflows",
+  TerminateWorkflow: "workflows",
+  RestartWorkflow: "workflows",
+  SendWorkflowEvent: "workflows"
 }
 
 /** Each request's own schema, by tag: a bad field is reported against it, not against the whole union. */
@@ -104,16 +113,22 @@ const capabilityOf = (kind: string): string => kind === "namedAlarms" ? "alarms"
 
 /**
  * One piece of stored user data on its way out of the object, as the redaction hook sees it: which
- * capability (and job queue) it belongs to, which field, and its text (JSON for a payload, result or
- * progress; the message of a log line or an error), already cut to the answer's bound.
+ * capability (and job queue or workflow) it belongs to, which field, and its text (JSON for a payload,
+ * result, progress, params or output; the message of a log line or an error), already cut to the
+ * answer's bound.
  */
 export interface RedactionTarget {
   /** The capability whose record it is. */
   readonly capability: Protocol.Capability
   /** The job queue, for the jobs' answers. */
   readonly queue?: string | undefined
-  /** Which of the record's fields. */
-  readonly field: "payload" | "result" | "progress" | "log" | "error"
+  /** The workflow's name, for the workflows' answers. */
+  readonly workflow?: string | undefined
+  /**
+   * Which of the record's fields. A workflow instance's `params` and `output`, a step's `result` (a wait's
+   * received event included) and an event's `payload` are fields of their own names.
+   */
+  readonly field: "payload" | "result" | "progress" | "params" | "output" | "log" | "error"
   /** The text as the answer would show it. */
   readonly text: string
 }
@@ -128,7 +143,7 @@ export interface InspectorOptions {
   readonly redact?: ((target: RedactionTarget) => string) | undefined
 }
 
-const JSON_FIELDS = new Set(["payload", "result", "progress"])
+const JSON_FIELDS = new Set(["payload", "result", "progress", "params", "output"])
 
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value)
 
@@ -138,7 +153,7 @@ const redacted = (value: unknown, redact: (field: RedactionTarget["field"], text
     if (Array.isArray(node)) return node.map((item) => walk(item, undefined))
     if (!isRecord(node)) return node
     if (key !== undefined && JSON_FIELDS.has(key) && typeof node["json"] === "string") {
-      return { ...node, json: redact(key as "payload" | "result" | "progress", node["json"]) }
+      return { ...node, json: redact(key as "payload" | "result" | "progress" | "params" | "output", node["json"]) }
     }
     if ((key === "error" || key === "lastError") && typeof node["message"] === "string" && typeof node["name"] === "string") {
       return { ...node, message: redact("error", node["message"]) }
@@ -212,9 +227,10 @@ export const makeWith = (options: InspectorOptions): Effect.Effect<Inspector, ne
       const capability = request._tag === "Overview" ? undefined : request._tag === "PurgeBefore" ? request.capability : owners[request._tag]
       if (capability === undefined) return plain
       const queue = "queue" in request ? request.queue : undefined
+      const workflow = "workflow" in request ? request.workflow : undefined
       return redacted(plain, (field, text) => {
         try {
-          const shown = redact({ capability, queue, field, text })
+          const shown = redact({ capability, queue, ...(workflow === undefined ? {} : { workflow }), field, text })
           return typeof shown === "string" ? shown : "[redaction failed]"
         } catch {
           return "[redaction failed]"

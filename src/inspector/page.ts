@@ -9,6 +9,7 @@ import { CORE_JS } from "./pageCore.js"
 import { COUNT_CAP } from "../inspection/protocol.js"
 import { APP_CSS } from "./pageStyle.js"
 import { VIEWS_JS } from "./pageViews.js"
+import { WORKFLOWS_JS } from "./pageWorkflows.js"
 
 export { APP_CSS }
 
@@ -46,4 +47,4 @@ export const INDEX_HTML = `<!doctype html>
  * One function scope for both halves, so nothing leaks onto `window`. "use strict" is the scope's
  * first statement: a directive anywhere later is an ordinary string and turns nothing on.
  */
-export const APP_JS = `(function () {\n"use strict";\nvar COUNT_CAP = ${COUNT_CAP};\n${CORE_JS}\n${VIEWS_JS}\n})();\n`
+export const APP_JS = `(function () {\n"use strict";\nvar COUNT_CAP = ${COUNT_CAP};\n${CORE_JS}\n${WORKFLOWS_JS}\n${VIEWS_JS}\n})();\n`

@@ -22,7 +22,8 @@ var TABS = [
   { id: "dead-letters", label: "Dead letters", capability: "jobs" },
   { id: "schedules", label: "Schedules", capability: "schedules" },
   { id: "operations", label: "Operations", capability: "operations" },
-  { id: "alarms", label: "Alarms", capability: "alarms" }
+  { id: "alarms", label: "Alarms", capability: "alarms" },
+  { id: "workflows", label: "Workflows", capability: "workflows" }
 ];
 
 var byId = function (id) { return document.getElementById(id); };
@@ -309,7 +310,8 @@ function api(segments, options) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Routing: #/objects/<object>/<tab>, #/objects/<object>/queues/<queue>[/jobs/<id>], query after "?".
+// Routing: #/objects/<object>/<tab>, #/objects/<object>/queues/<queue>[/jobs/<id>],
+// #/objects/<object>/workflows/<workflow>[/instances/<id>], query after "?".
 
 function parseRoute() {
   var raw = location.hash.replace(/^#/, "");
@@ -385,11 +387,14 @@ function toast(text, isError) {
 
 /**
  * An action button: asks first, POSTs, says what changed, then reloads the view.
- * spec: { label, testid, confirm (text, or a function giving it), path, body?, reason?, done?(changed) => string, danger?, primary? }
+ * spec: { label, testid, confirm (text, or a function giving it), path, body?, reason?, done?(changed) => string, danger?, primary?,
+ * check?() => a problem to show instead of asking (a form's field the server would refuse less helpfully) }
  */
 function actionButton(spec) {
   var button = h("button", { type: "button", class: "small" + (spec.danger ? " danger" : spec.primary ? " primary" : ""), testid: spec.testid }, spec.label);
   button.addEventListener("click", function () {
+    var problem = spec.check ? spec.check() : undefined;
+    if (problem) { toast(problem, true); return; }
     var question = typeof spec.confirm === "function" ? spec.confirm() : spec.confirm;
     confirmAction(question, spec.label, spec.reason).then(function (answer) {
       if (answer === null) return;

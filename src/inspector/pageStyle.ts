@@ -74,11 +74,11 @@ button.primary:hover { background: #1d47a8; }
 button.danger { color: var(--danger); border-color: #e6b3ae; }
 button.danger:hover { background: #fdf0ef; }
 button.small { padding: 3px 8px; font-size: 12.5px; }
-input, select {
+input, select, textarea {
   font: inherit; padding: 6px 8px; border: 1px solid var(--line); border-radius: var(--radius);
   background: var(--panel); color: var(--ink); min-width: 0;
 }
-input:focus, select:focus, button:focus-visible, a:focus-visible { outline: 2px solid #8fb0f5; outline-offset: 1px; }
+input:focus, select:focus, textarea:focus, button:focus-visible, a:focus-visible { outline: 2px solid #8fb0f5; outline-offset: 1px; }
 .actions { display: flex; flex-wrap: wrap; gap: 6px; align-items: center; }
 input.priority { width: 6.5em; padding: 3px 6px; font-size: 12.5px; }
 
@@ -153,6 +153,12 @@ a.badge:hover { text-decoration: none; filter: brightness(.96); }
 .badge.delayed, .badge.paused, .badge.pending { background: #fff3dc; color: var(--warn); }
 .badge.waiting, .badge.waiting-children { background: #eef1f6; color: #38445a; }
 .badge.canceled, .badge.ended { background: #eceef1; color: #6b7383; }
+/* Workflow instances and steps. */
+.badge.complete { background: #e5f5ec; color: var(--ok); }
+.badge.errored { background: #fdeceb; color: var(--danger); }
+.badge.queued { background: #e8efff; color: var(--info); }
+.badge.retrying { background: #fff3dc; color: var(--warn); }
+.badge.terminated { background: #eceef1; color: #6b7383; }
 
 pre.json, pre.block {
   margin: 0; padding: 10px 12px; background: #f3f5f8; border: 1px solid var(--line); border-radius: var(--radius);
@@ -165,6 +171,12 @@ details[open] > summary { margin-bottom: 6px; }
 .logs li { display: grid; grid-template-columns: max-content 1fr; gap: 10px; padding: 3px 0; border-bottom: 1px dashed var(--line); }
 .logs time { color: var(--muted); }
 .logs .msg { white-space: pre-wrap; overflow-wrap: anywhere; }
+.timeline { list-style: none; margin: 0; padding: 0; }
+.timeline li { display: grid; grid-template-columns: 4ch 1fr; gap: 10px; padding: 8px 0; border-bottom: 1px dashed var(--line); }
+.timeline .pos { color: var(--muted); font-family: var(--mono); font-variant-numeric: tabular-nums; }
+.timeline .step-head { overflow-wrap: anywhere; }
+.timeline .step-times { font-size: 12.5px; margin: 2px 0; }
+.send-event textarea { flex: 1 1 20em; min-width: 0; font-family: var(--mono); }
 .sections { display: grid; grid-template-columns: repeat(auto-fit, minmax(320px, 1fr)); gap: 16px; }
 .pager { display: flex; gap: 8px; align-items: center; margin-top: 12px; }
 .form-row { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; }

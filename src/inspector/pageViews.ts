@@ -1,7 +1,7 @@
 /**
  * The second half of the inspector page's script: the views (objects, an object's summary and
- * tabs, a queue's jobs, a job, dead letters, schedules, operations, alarms), sign-in, auto-refresh
- * and start-up. Runs in the same function scope as `pageCore.ts` (joined in `page.ts`); the same
+ * tabs, a queue's jobs, a job, dead letters, schedules, operations, alarms; workflows are in
+ * `pageWorkflows.ts`), sign-in, auto-refresh and start-up. Runs in the same function scope as `pageCore.ts` (joined in `page.ts`); the same
  * rules hold: text through DOM APIs only, no template literals.
  * @internal
  */
@@ -103,7 +103,8 @@ function tabBar(object, tabs, current, overview) {
     "dead-letters": overview.jobs ? countSum(overview.jobs.queues.map(function (q) { return q.deadLetters; })) : "",
     schedules: overview.schedules ? countText(overview.schedules.active) + " active" : "",
     operations: overview.operations ? countText(overview.operations.counts.pending) + " pending" : "",
-    alarms: overview.alarms ? countText(overview.alarms.pending) + " pending" : ""
+    alarms: overview.alarms ? countText(overview.alarms.pending) + " pending" : "",
+    workflows: workflowsCount(overview)
   };
   return h("nav", { class: "tabs", testid: "tabs", "aria-label": "Capabilities" }, tabs.map(function (t) {
     return h("a", { href: link("objects", object, t.id), testid: "tab-" + t.id, "aria-current": t.id === current ? "page" : null },
@@ -122,6 +123,7 @@ function objectView(object, tabId, sub, query) {
       current === "dead-letters" ? deadLettersTab(object, overview, sub) :
       current === "schedules" ? schedulesTab(object) :
       current === "operations" ? operationsTab(object, overview, query.get("status")) :
+      current === "workflows" ? workflowsTab(object, overview, sub, query.get("status")) :
       alarmsTab(object);
     return content.then(function (node) {
       return {
@@ -444,6 +446,7 @@ function viewFor(route) {
     if (s.length === 2) return objectView(object, undefined, undefined, route.query);
     if (s[2] === "queues" && s.length === 4) return jobsView(object, s[3], route.query);
     if (s[2] === "queues" && s.length === 6 && s[4] === "jobs") return jobView(object, s[3], s[5]);
+    if (s[2] === "workflows" && s.length === 6 && s[4] === "instances") return workflowView(object, s[3], s[5]);
     if (s.length <= 4) return objectView(object, s[2], s[3], route.query);
   }
   return Promise.reject(new ApiError(404, "NotFound", "No such page: " + location.hash));

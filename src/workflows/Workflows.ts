@@ -32,6 +32,8 @@ import * as Limits from "./limits.js"
 import * as Participant from "./participant.js"
 import { CAPABILITY, migrations } from "./schema.js"
 import * as StepsTable from "./stepsTable.js"
+import * as InspectionRegistry from "../inspection/InspectionRegistry.js"
+import * as WorkflowsInspect from "./inspection.js"
 import type {
   WorkflowInstanceInfo,
   WorkflowInstanceStatus,
@@ -106,20 +108,7 @@ export const migrate = (target?: string | null) => StepMemo.migrate(CAPABILITY, 
 const STATUSES: ReadonlyArray<WorkflowInstanceStatus> = ["queued", "running", "paused", "waiting", "complete", "errored", "terminated"]
 
 /** An instance's public status from its row. */
-export const statusOf = (row: Row): WorkflowInstanceStatus => {
-  switch (row.status) {
-    case "complete":
-      return "complete"
-    case "failed":
-      return "errored"
-    case "terminated":
-      return "terminated"
-    case "suspended":
-      return Number(row.paused) === 1 ? "paused" : "waiting"
-    default:
-      return Number(row.paused) === 1 ? "paused" : row.started_at === null ? "queued" : "running"
-  }
-}
+export const statusOf = InstancesTable.statusOf
 
 export const stepInfo = (step: StepsTable.Step): WorkflowStepInfo => ({
   position: step.seq,
@@ -422,5 +411,7 @@ export const make = (
         }).pipe(Effect.withSpan("Workflows.wait")),
       purgeBefore: capability.purgeBefore
     }
+    // Actions through the service's own calls: the inspector changes nothing a caller could not.
+    yield* InspectionRegistry.register(WorkflowsInspect.source(storage, Object.keys(definitions), service))
     return service
   })

@@ -46,3 +46,14 @@ export const list = (storage: StorageService, key: string, take: number): Effect
 
 export const deleteAll = (storage: StorageService, key: string): Effect.Effect<void, StorageError> =>
   Effect.asVoid(storage.exec(`DELETE FROM ${EVENTS} WHERE instance = ?`, [key]))
+
+/** The instance's first `take` events from id `after` on, with `columns` as the caller reads them (bounded heads, for the inspector). */
+export const page = (storage: StorageService, key: string, after: number, take: number, columns: string): Effect.Effect<ReadonlyArray<Row>, StorageError> =>
+  storage.exec(`SELECT ${columns} FROM ${EVENTS} WHERE instance = ? AND id > ? ORDER BY id LIMIT ?`, [key, after, take])
+
+/** How many events the instance holds, stopping at `cap`. */
+export const cappedCount = (storage: StorageService, key: string, cap: number): Effect.Effect<number, StorageError> =>
+  Effect.map(
+    storage.exec(`SELECT COUNT(*) AS n FROM (SELECT 1 FROM ${EVENTS} WHERE instance = ? LIMIT ${cap})`, [key]),
+    ([row]) => Number(row?.n ?? 0)
+  )

@@ -7,6 +7,7 @@ import type { Execution } from "../engine/DurableTable.js"
 import type { StorageError } from "../shared/Errors.js"
 import type { Row, SqlValue, StorageService } from "../engine/StorageService.js"
 import { TABLE } from "./schema.js"
+import type { WorkflowInstanceStatus } from "./types.js"
 
 type Rows = Effect.Effect<ReadonlyArray<Row>, StorageError>
 
@@ -14,7 +15,10 @@ type Rows = Effect.Effect<ReadonlyArray<Row>, StorageError>
 export const keyOf = (workflow: string, id: string): string => `${workflow}/${id}`
 
 /** The fence of a run's writes: this generation of the instance, still a record to run (bindings: key, generation). */
-export const CURRENT_RUN = `key = ? AND generation_id = ? AND status = 'pending'`
+const CURRENT_RUN = `key = ? AND generation_id = ? AND status = 'pending'`
+
+/** The same fence as a condition of another table's write (bindings: key, generation). */
+export const LIVE_RUN = `EXISTS (SELECT 1 FROM ${TABLE} WHERE ${CURRENT_RUN})`
 
 export const read = (storage: StorageService, key: string): Effect.Effect<Row | undefined, StorageError> =>
   Effect.map(storage.exec(`SELECT * FROM ${TABLE} WHERE key = ?`, [key]), ([row]) => row)
@@ -44,7 +48,7 @@ export const insert = (storage: StorageService, instance: NewInstance): Effect.E
 /** Marks the run started (the first time only: `started_at` tells queued from running). */
 export const markStarted = (storage: StorageService, execution: Execution, at: number): Effect.Effect<void, StorageError> =>
   Number(execution.row.started_at ?? 0) > 0 ? Effect.void : Effect.asVoid(storage.exec(
-    `UPDATE ${TABLE} SET started_at = ? WHERE ${CURRENT_RUN} AND started_at IS NULL`,
+    `UPDATE ${TABLE} SET started_at = ? WHERE key = ? AND generation_id = ? AND started_at IS NULL`,
     [at, execution.key, execution.generation]
   ))
 
@@ -113,6 +117,22 @@ export const restart = (storage: StorageService, key: string, generation: string
     [generation, at, at, key]
   )
 
+/** An instance's public status from its row (the same split as `STATUS_WHERE`). */
+export const statusOf = (row: Row): WorkflowInstanceStatus => {
+  switch (row.status) {
+    case "complete":
+      return "complete"
+    case "failed":
+      return "errored"
+    case "terminated":
+      return "terminated"
+    case "suspended":
+      return Number(row.paused) === 1 ? "paused" : "waiting"
+    default:
+      return Number(row.paused) === 1 ? "paused" : row.started_at === null ? "queued" : "running"
+  }
+}
+
 /** Each public status as a condition on a row (constants, no bindings). */
 export const STATUS_WHERE: Readonly<Record<string, string>> = {
   queued: "(status = 'pending' AND paused = 0 AND started_at IS NULL)",
@@ -126,27 +146,45 @@ export const STATUS_WHERE: Readonly<Record<string, string>> = {
 
 /**
  * A page of a workflow's instances, newest first (keyset: `created_at`, then `key`, both descending),
- * in `statuses` (public names; all when undefined).
+ * in `statuses` (public names; all when undefined); `columns` as the caller reads them (default all).
  */
 export const page = (
   storage: StorageService,
   workflow: string,
   statuses: ReadonlyArray<string> | undefined,
   after: { readonly at: number; readonly key: string } | undefined,
-  take: number
+  take: number,
+  columns = "*"
 ): Rows =>
   storage.exec(
-    `SELECT * FROM ${TABLE} WHERE workflow = ?${
+    // Paused instances are few among the live ones: read them from the state index's exact ranges and sort
+    // them, not by walking every live instance in `list_idx` order to find them.
+    `SELECT ${columns} FROM ${TABLE}${
+      statuses?.length === 1 && statuses[0] === "paused" ? ` INDEXED BY ${TABLE}_state_idx` : ""
+    } WHERE workflow = ?${
       statuses === undefined ? "" : ` AND (${statuses.map((status) => STATUS_WHERE[status] ?? "0").join(" OR ")})`
     }${after === undefined ? "" : " AND (created_at < ? OR (created_at = ? AND key < ?))"}
      ORDER BY created_at DESC, key DESC LIMIT ?`,
     [workflow, ...(after === undefined ? [] : [after.at, after.at, after.key]), take]
   )
 
-/** How many of a workflow's instances are in each stored state (status, paused, started). */
-export const counts = (storage: StorageService, workflow: string): Rows =>
-  storage.exec(
-    `SELECT status, paused, started_at IS NOT NULL AS started, COUNT(*) AS n FROM ${TABLE} WHERE workflow = ?
-     GROUP BY status, paused, started`,
-    [workflow]
-  )
+/** One instance's row with `columns` as the caller reads them (bounded heads of its JSON, for the inspector). */
+export const readColumns = (storage: StorageService, key: string, columns: string): Effect.Effect<Row | undefined, StorageError> =>
+  Effect.map(storage.exec(`SELECT ${columns} FROM ${TABLE} WHERE key = ?`, [key]), ([row]) => row)
+
+/**
+ * A workflow's instances in each public status, each count stopping at `cap`: every condition is a range
+ * of the state index (`workflow, status, paused, started_at`), so a count reads at most `cap` entries.
+ */
+export const cappedCounts = (storage: StorageService, workflow: string, cap: number): Effect.Effect<Record<string, number>, StorageError> =>
+  Effect.gen(function*() {
+    const counts: Record<string, number> = {}
+    for (const [status, where] of Object.entries(STATUS_WHERE)) {
+      const [row] = yield* storage.exec(
+        `SELECT COUNT(*) AS n FROM (SELECT 1 FROM ${TABLE} WHERE workflow = ? AND ${where} LIMIT ${cap})`,
+        [workflow]
+      )
+      counts[status] = Number(row?.n ?? 0)
+    }
+    return counts
+  })

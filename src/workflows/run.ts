@@ -15,6 +15,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Runtime from "effect/Runtime"
 import type { Execution, PendingRecord, TableHandle } from "../engine/DurableTable.js"
+import * as RetryPolicy from "../engine/RetryPolicy.js"
 import type { StorageService } from "../engine/StorageService.js"
 import { WorkflowChildError, WorkflowReplayError, WorkflowTimeoutError } from "../shared/Errors.js"
 import * as Json from "../shared/json.js"
@@ -265,7 +266,7 @@ export const run = (parts: RunParts, handler: Handler, execution: Execution) =>
           thrown = outcome.error
         }
         const error = describe(thrown)
-        if (unstorable || error.name === "NonRetryableError" || attempt >= resolved.attempts) {
+        if (unstorable || RetryPolicy.isNonRetryable(thrown) || attempt >= resolved.attempts) {
           await write({ ...base(seq, name, "do", startedAt), status: "failed", attempt, errorName: error.name, errorMessage: error.message, endedAt: now() })
           throw thrown
         }

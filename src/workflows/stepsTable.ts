@@ -6,8 +6,8 @@
 import * as Effect from "effect/Effect"
 import type { StorageError } from "../shared/Errors.js"
 import type { Row, SqlValue, StorageService } from "../engine/StorageService.js"
-import { CURRENT_RUN } from "./instancesTable.js"
-import { STEPS, TABLE } from "./schema.js"
+import { LIVE_RUN } from "./instancesTable.js"
+import { STEPS } from "./schema.js"
 
 export type Kind = "do" | "sleep" | "event" | "child"
 export type Status = "running" | "retrying" | "waiting" | "completed" | "failed"
@@ -61,7 +61,6 @@ export interface Fence {
 }
 
 const fenced = (fence: Fence): ReadonlyArray<SqlValue> => [fence.key, fence.generation]
-const LIVE = `EXISTS (SELECT 1 FROM ${TABLE} WHERE ${CURRENT_RUN})`
 
 /** Writes the step at `seq` as given (inserted or replaced), while the run is current; returns whether it was. */
 export const put = (
@@ -73,7 +72,7 @@ export const put = (
     storage.exec(
       `INSERT INTO ${STEPS} (instance, seq, name, kind, status, attempt, result, error_name, error_message, wake_at,
          started_at, ended_at)
-       SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE ${LIVE}
+       SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE ${LIVE_RUN}
        ON CONFLICT (instance, seq) DO UPDATE SET status = excluded.status, attempt = excluded.attempt,
          result = excluded.result, error_name = excluded.error_name, error_message = excluded.error_message,
          wake_at = excluded.wake_at, ended_at = excluded.ended_at
@@ -99,7 +98,18 @@ export const put = (
 
 /** Deletes the step at `seq`, while the run is current. */
 export const remove = (storage: StorageService, fence: Fence, seq: number): Effect.Effect<void, StorageError> =>
-  Effect.asVoid(storage.exec(`DELETE FROM ${STEPS} WHERE instance = ? AND seq = ? AND ${LIVE}`, [fence.key, seq, ...fenced(fence)]))
+  Effect.asVoid(storage.exec(`DELETE FROM ${STEPS} WHERE instance = ? AND seq = ? AND ${LIVE_RUN}`, [fence.key, seq, ...fenced(fence)]))
 
 export const deleteAll = (storage: StorageService, key: string): Effect.Effect<void, StorageError> =>
   Effect.asVoid(storage.exec(`DELETE FROM ${STEPS} WHERE instance = ?`, [key]))
+
+/** A page of the instance's steps from `from`, with `columns` as the caller reads them (bounded heads, for the inspector). */
+export const pageColumns = (storage: StorageService, key: string, from: number, take: number, columns: string): Effect.Effect<ReadonlyArray<Row>, StorageError> =>
+  storage.exec(`SELECT ${columns} FROM ${STEPS} WHERE instance = ? AND seq >= ? ORDER BY seq LIMIT ?`, [key, from, take])
+
+/** How many steps the instance holds, stopping at `cap`. */
+export const cappedCount = (storage: StorageService, key: string, cap: number): Effect.Effect<number, StorageError> =>
+  Effect.map(
+    storage.exec(`SELECT COUNT(*) AS n FROM (SELECT 1 FROM ${STEPS} WHERE instance = ? LIMIT ${cap})`, [key]),
+    ([row]) => Number(row?.n ?? 0)
+  )

@@ -18,6 +18,7 @@ export interface WorkflowEvent<Params> {
 
 /** How a `step.do` is retried and timed out (Cloudflare Workflows' shape and defaults). */
 export interface WorkflowStepConfig {
+  /** How failed attempts are retried (default: 5 retries, "10 seconds", exponential). */
   readonly retries?: {
     /** Retries after the first attempt (default 5): `limit + 1` attempts in all. 0: no retry. */
     readonly limit: number
@@ -40,7 +41,9 @@ export interface WorkflowStepContext {
 
 /** An event a `waitForEvent` received. */
 export interface WorkflowReceivedEvent<Payload = unknown> {
+  /** The event's type, as sent. */
   readonly type: string
+  /** The event's payload, as sent (JSON). */
   readonly payload: Payload
   /** When it was sent. */
   readonly timestamp: Date
@@ -50,6 +53,7 @@ export interface WorkflowReceivedEvent<Payload = unknown> {
 export interface WorkflowChildOptions<Params = unknown> {
   /** The child's id (default: `<parent id>-<step name's position>`; the same on every replay). */
   readonly id?: string | undefined
+  /** What the child's handler reads as `event.payload`. */
   readonly params?: Params | undefined
 }
 
@@ -61,6 +65,7 @@ export interface WorkflowStep {
    * retries. After the last attempt the step rejects with its error.
    */
   do<T>(name: string, callback: (context: WorkflowStepContext) => T | PromiseLike<T>): Promise<Awaited<T>>
+  /** `do` with its retries and timeout: `step.do("charge", { retries: { limit: 3, delay: "5 seconds" } }, fn)`. */
   do<T>(name: string, config: WorkflowStepConfig, callback: (context: WorkflowStepContext) => T | PromiseLike<T>): Promise<Awaited<T>>
   /** Sleeps for `duration` (milliseconds or "2 days"): the instance is suspended and woken by the object's alarm. */
   sleep(name: string, duration: WorkflowDuration): Promise<void>
@@ -92,24 +97,33 @@ export type WorkflowInstanceStatus = "queued" | "running" | "paused" | "waiting"
 export interface WorkflowStepInfo {
   /** Its position in call order, 1-based. */
   readonly position: number
+  /** The name the handler gave it. */
   readonly name: string
+  /** `do`, `sleep` (sleep and sleepUntil), `event` (waitForEvent) or `child`. */
   readonly kind: "do" | "sleep" | "event" | "child"
+  /** Where it is: running, retrying (waiting for its next attempt), waiting, completed or failed. */
   readonly status: "running" | "retrying" | "waiting" | "completed" | "failed"
   /** Attempts taken (a `do` step). */
   readonly attempt: number
   /** Its stored result (a `do`'s value, an event received, a child's output). */
   readonly result?: unknown
+  /** Its last error (a failed attempt, a timeout, a child's failure), if any. */
   readonly error: { readonly name: string; readonly message: string } | null
   /** When a sleep ends, a retry is due or a wait times out. */
   readonly wakeAt: number | null
+  /** When it was first reached (epoch milliseconds). */
   readonly startedAt: number
+  /** When it completed or failed for good. */
   readonly endedAt: number | null
 }
 
 /** What `status()` reads of an instance. */
 export interface WorkflowInstanceInfo<Output = unknown> {
+  /** The workflow's name. */
   readonly workflow: string
+  /** The instance's id. */
   readonly id: string
+  /** Where it is (Cloudflare Workflows' names). */
   readonly status: WorkflowInstanceStatus
   /** The handler's return value, once complete. */
   readonly output?: Output | undefined
@@ -119,11 +133,15 @@ export interface WorkflowInstanceInfo<Output = unknown> {
   readonly waitingFor: ReadonlyArray<string>
   /** When it wakes, while waiting with a time. */
   readonly wakeAt: number | null
+  /** What it was created with. */
   readonly params: unknown
   /** The parent's `<workflow>/<id>`, for a child. */
   readonly parent: string | null
+  /** When it was created (epoch milliseconds). */
   readonly createdAt: number
+  /** When its row last changed. */
   readonly updatedAt: number
+  /** When it completed, errored or was terminated. */
   readonly endedAt: number | null
   /** Its steps in call order (the first 1 000; `steps` reads any page). */
   readonly steps: ReadonlyArray<WorkflowStepInfo>
@@ -131,14 +149,18 @@ export interface WorkflowInstanceInfo<Output = unknown> {
 
 /** Which instances `list` returns: by status, a page at a time. */
 export interface WorkflowListOptions {
+  /** Only instances in this status (or these). */
   readonly status?: WorkflowInstanceStatus | ReadonlyArray<WorkflowInstanceStatus> | undefined
   /** At most 1 000; default 100. */
   readonly limit?: number | undefined
+  /** The cursor of the previous page. */
   readonly cursor?: string | undefined
 }
 
 /** A page of instances, newest first. */
 export interface WorkflowPage<Output = unknown> {
+  /** The instances of this page. */
   readonly items: ReadonlyArray<Omit<WorkflowInstanceInfo<Output>, "steps">>
+  /** Pass it back to `list` for the next page; absent on the last. */
   readonly cursor?: string | undefined
 }

@@ -21,4 +21,20 @@ describe("imports", () => {
     ).map((file) => path.relative(root, file))
     expect(offenders).toEqual([])
   })
+
+  it("only the workflow engine (src/workflows, entry durability/workflow-engine) imports @effect/workflow", () => {
+    const root = path.resolve(__dirname, "../../src")
+    const offenders = sourceFiles(root).filter((file) => /from\s+["']@effect\/workflow/.test(fs.readFileSync(file, "utf8")))
+      .map((file) => path.relative(root, file).split(path.sep).join("/"))
+      .filter((file) => !file.startsWith("workflows/") && file !== "workflowEngine.ts")
+    expect(offenders).toEqual([])
+  })
+
+  it("no other entry point reaches the workflow engine (a worker that never imports it never needs @effect/workflow)", () => {
+    const root = path.resolve(__dirname, "../../src")
+    const reaches = sourceFiles(root).filter((file) => !path.relative(root, file).startsWith("workflows")).filter((file) =>
+      path.basename(file) !== "workflowEngine.ts" && /from\s+["'][./]*\/?workflows\/(?:WorkflowEngine|engine\/)/.test(fs.readFileSync(file, "utf8"))
+    )
+    expect(reaches.map((file) => path.relative(root, file))).toEqual([])
+  })
 })

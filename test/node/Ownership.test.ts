@@ -35,11 +35,24 @@ const OWNED: ReadonlyArray<Owned> = [
   { table: "durability_calls", constant: "TABLE", owner: "operations/callsTable.ts", schema: "operations/schema.ts" },
   { table: "durability_alarms", constant: "TABLE", owner: "alarms/alarmsTable.ts", schema: "alarms/schema.ts" },
   { table: "durability_schedules", constant: "TABLE", owner: "schedules/schedulesTable.ts", schema: "schedules/schema.ts" },
-  { table: "durability_steps", constant: "MEMO_TABLE", owner: "steps/memoTable.ts" }
+  { table: "durability_steps", constant: "MEMO_TABLE", owner: "steps/memoTable.ts" },
+  { table: "durability_workflows", constant: "TABLE", owner: "workflows/instancesTable.ts", schema: "workflows/schema.ts" },
+  { table: "durability_workflow_steps", constant: "STEPS", owner: "workflows/stepsTable.ts", schema: "workflows/schema.ts" },
+  { table: "durability_workflow_events", constant: "EVENTS", owner: "workflows/eventsTable.ts", schema: "workflows/schema.ts" },
+  { table: "durability_effect_workflow_executions", constant: "EXECUTIONS", owner: "workflows/engine/executionsTable.ts", schema: "workflows/engine/schema.ts" },
+  { table: "durability_effect_workflow_activities", constant: "ACTIVITIES", owner: "workflows/engine/journalTable.ts", schema: "workflows/engine/schema.ts" },
+  { table: "durability_effect_workflow_deferreds", constant: "DEFERREDS", owner: "workflows/engine/journalTable.ts", schema: "workflows/engine/schema.ts" }
 ]
 
 /** The owners of the engine's records: each writes its fence once. */
-const FENCED = ["jobs/jobsTable.ts", "operations/callsTable.ts", "alarms/alarmsTable.ts", "schedules/schedulesTable.ts"]
+const FENCED = [
+  "jobs/jobsTable.ts",
+  "operations/callsTable.ts",
+  "alarms/alarmsTable.ts",
+  "schedules/schedulesTable.ts",
+  "workflows/instancesTable.ts",
+  "workflows/engine/executionsTable.ts"
+]
 
 const modules = (dir: string): Array<string> =>
   readdirSync(dir).flatMap((name) => {

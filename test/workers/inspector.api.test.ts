@@ -263,6 +263,10 @@ describe("inspector API: the OpenAPI document and routed objects", () => {
       "GET /api/objects/{object}/queues/{queue}/jobs/{id}",
       "GET /api/objects/{object}/queues/{queue}/jobs/{id}/logs",
       "GET /api/objects/{object}/schedules",
+      "GET /api/objects/{object}/workflows/{workflow}/instances",
+      "GET /api/objects/{object}/workflows/{workflow}/instances/{id}",
+      "GET /api/objects/{object}/workflows/{workflow}/instances/{id}/events",
+      "GET /api/objects/{object}/workflows/{workflow}/instances/{id}/steps",
       "GET /api/openapi.json",
       "POST /api/objects/{object}/alarms/{name}/cancel",
       "POST /api/objects/{object}/operations/{operation}/{id}/cancel",
@@ -277,7 +281,12 @@ describe("inspector API: the OpenAPI document and routed objects", () => {
       "POST /api/objects/{object}/queues/{queue}/resume",
       "POST /api/objects/{object}/schedules/{key}/pause",
       "POST /api/objects/{object}/schedules/{key}/resume",
-      "POST /api/objects/{object}/schedules/{key}/trigger"
+      "POST /api/objects/{object}/schedules/{key}/trigger",
+      "POST /api/objects/{object}/workflows/{workflow}/instances/{id}/events",
+      "POST /api/objects/{object}/workflows/{workflow}/instances/{id}/pause",
+      "POST /api/objects/{object}/workflows/{workflow}/instances/{id}/restart",
+      "POST /api/objects/{object}/workflows/{workflow}/instances/{id}/resume",
+      "POST /api/objects/{object}/workflows/{workflow}/instances/{id}/terminate"
     ])
   })
 
