@@ -160,7 +160,13 @@ export const make = (
     const insertInstance = (storage: StorageService, workflow: string, id: string, params: string, parent: string | null, at: number) =>
       Effect.map(
         InstancesTable.insert(storage, { key: InstancesTable.keyOf(workflow, id), workflow, id, generation: newGeneration(), params, parent, at }),
-        (created) => ({ key: InstancesTable.keyOf(workflow, id), created })
+        (created) => {
+          const key = InstancesTable.keyOf(workflow, id)
+          // A pause asked during an instance's last step outlives it here (nothing resumes an ended instance): a new
+          // instance under its key (purged, then created again) must not inherit it, or it suspends waiting for nothing.
+          if (created) pausing.delete(key)
+          return { key, created }
+        }
       )
     const checkWorkflow = (workflow: unknown) =>
       typeof workflow === "string" && Capability.ownDefinition(definitions, workflow) !== undefined
@@ -262,10 +268,13 @@ export const make = (
           yield* alive(row)
           const at = yield* Clock.currentTimeMillis
           const key = String(row.key)
+          // Flagged before the write commits: a run must never find the row paused while it may still begin a step
+          // (the write can yield before it returns). resume, terminate, restart and a new instance clear the flag.
+          const known = pausing.has(key)
+          pausing.add(key)
           yield* capability.handle.write(
             Effect.zipRight(InstancesTable.setPaused(storage, key, true, at), capability.handle.timers.cancel(key))
-          )
-          if (capability.handle.executing(key)) pausing.add(key)
+          ).pipe(Effect.tapError(() => Effect.sync(() => known || pausing.delete(key))))
         }).pipe(Effect.withSpan("Workflows.pause")),
       resume: (workflow, id) =>
         Effect.gen(function*() {

@@ -242,6 +242,12 @@ export const run = (parts: RunParts, handler: Handler, execution: Execution) =>
           throw error
         }
         await write({ ...base(seq, name, "do", startedAt), status: "running", attempt })
+        if (pausedNow()) {
+          // Paused while the attempt was being recorded: it has not begun, so it does not; its record is put back.
+          if (step === undefined) await runPromise(StepsTable.remove(storage, fence, seq))
+          else await write(step)
+          return halt(null)
+        }
         const outcome = await attemptOnce(callback, attempt, resolved.timeout, name)
         if (execution.signal.aborted) throw STOP
         let thrown: unknown

@@ -96,6 +96,10 @@ export const put = (
     (rows) => rows.length > 0
   )
 
+/** Deletes the step at `seq`, while the run is current. */
+export const remove = (storage: StorageService, fence: Fence, seq: number): Effect.Effect<void, StorageError> =>
+  Effect.asVoid(storage.exec(`DELETE FROM ${STEPS} WHERE instance = ? AND seq = ? AND ${LIVE_RUN}`, [fence.key, seq, ...fenced(fence)]))
+
 export const deleteAll = (storage: StorageService, key: string): Effect.Effect<void, StorageError> =>
   Effect.asVoid(storage.exec(`DELETE FROM ${STEPS} WHERE instance = ?`, [key]))
 

@@ -18,6 +18,7 @@ declare module "cloudflare:test" {
     readonly INSPECTED_OBJECT: DurableObjectNamespace<import("./objects/InspectedObject.js").InspectedObject>
     readonly FACES_OBJECT: DurableObjectNamespace<import("./objects/FacesObject.js").FacesObject>
     readonly WORKFLOW_ENGINE_OBJECT: DurableObjectNamespace<import("./objects/WorkflowEngineObject.js").WorkflowEngineObject>
+    readonly WORKFLOWS_OBJECT: DurableObjectNamespace<import("./objects/WorkflowsObject.js").WorkflowsObject>
     readonly JOBS_QUEUE: Queue
   }
 }

@@ -29,6 +29,7 @@ export { ShardedJobsObject } from "./objects/ShardedJobsObject.js"
 export { QueuesJobsObject } from "./objects/QueuesJobsObject.js"
 export { InspectedObject } from "./objects/InspectedObject.js"
 export { WorkflowEngineObject } from "./objects/WorkflowEngineObject.js"
+export { WorkflowsObject } from "./objects/WorkflowsObject.js"
 
 /** A bare SQLite-backed object: tests reach its storage through `runInDurableObject`. */
 export class StorageObject extends DurableObject {}
