@@ -15,6 +15,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Runtime from "effect/Runtime"
 import type { Execution, PendingRecord, TableHandle } from "../engine/DurableTable.js"
+import { serializeError } from "../engine/Background.js"
 import * as RetryPolicy from "../engine/RetryPolicy.js"
 import type { StorageService } from "../engine/StorageService.js"
 import { WorkflowChildError, WorkflowReplayError, WorkflowTimeoutError } from "../shared/Errors.js"
@@ -31,7 +32,7 @@ export type Handler = (event: WorkflowEvent<unknown>, step: WorkflowStep) => unk
 /** A failure of the handler's own: it ends the instance as errored, never retried as a run. */
 export class HandlerFailure extends Error {
   constructor(readonly error: unknown) {
-    const { message, name } = describe(error)
+    const { message, name } = serializeError(error)
     super(message)
     this.name = name
   }
@@ -42,17 +43,6 @@ const rebuilt = (name: string | null, message: string | null): Error => {
   const error = new Error(message ?? "")
   error.name = name ?? "Error"
   return error
-}
-
-export const describe = (error: unknown): { readonly name: string; readonly message: string } => {
-  if (typeof error === "object" && error !== null) {
-    const { _tag, message, name } = error as { name?: unknown; message?: unknown; _tag?: unknown }
-    return {
-      name: typeof name === "string" && name !== "Error" ? name : typeof _tag === "string" ? _tag : "Error",
-      message: typeof message === "string" ? message : String(error)
-    }
-  }
-  return { name: "Error", message: String(error) }
 }
 
 const DEFAULTS = { limit: 5, delay: 10_000, backoff: "exponential" as const, timeout: 10 * 60_000 }
@@ -265,7 +255,7 @@ export const run = (parts: RunParts, handler: Handler, execution: Execution) =>
         } else {
           thrown = outcome.error
         }
-        const error = describe(thrown)
+        const error = serializeError(thrown)
         if (unstorable || RetryPolicy.isNonRetryable(thrown) || attempt >= resolved.attempts) {
           await write({ ...base(seq, name, "do", startedAt), status: "failed", attempt, errorName: error.name, errorMessage: error.message, endedAt: now() })
           throw thrown

@@ -49,6 +49,7 @@ import {
 } from "./objects/JobsChaosObject.js"
 import { alarmCoverage, DRIVER_CALL, patiently } from "./support/chaos.js"
 import { sleep } from "./support/lab.js"
+import { prng } from "../shared/prng.js"
 
 /** Replay a failing run by putting its seed here. */
 const CHAOS_SEED: number | undefined = undefined
@@ -86,17 +87,6 @@ const DEDUP_KEYS = [
   { key: "replace-a", mode: "replace" }
 ] as const
 
-/** mulberry32: small, fast, good enough to pick moments. */
-const prng = (seed: number) => {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296
-  }
-}
 
 interface FlowSpec {
   readonly queue: JobsChaosQueue

@@ -54,6 +54,7 @@ import {
 } from "./objects/LeasesChaosObject.js"
 import { alarmCoverage, DRIVER_CALL, patiently } from "./support/chaos.js"
 import { sleep } from "./support/lab.js"
+import { prng } from "../shared/prng.js"
 
 /** Replay a run by putting its seed here (or in DURABILITY_LEASES_CHAOS_SEED). */
 const LEASES_CHAOS_SEED: number | undefined = undefined
@@ -89,17 +90,6 @@ const seedFromEnv = (): number | undefined => {
   return seed >>> 0
 }
 
-/** mulberry32: small, fast, good enough to pick moments. */
-const prng = (seed: number) => {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296
-  }
-}
 
 /** What a worker does with one lease. */
 type Fate = "honest" | "heartbeats" | "die" | "late" | "double" | "failRetry" | "failFinal"

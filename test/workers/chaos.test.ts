@@ -71,6 +71,7 @@ import {
   type ChaosResult,
   PLATFORM_ALARMS
 } from "./objects/ChaosObject.js"
+import { prng } from "../shared/prng.js"
 
 /** Replay a failing run by putting its seed here. */
 const CHAOS_SEED: number | undefined = undefined
@@ -107,17 +108,6 @@ const PLATFORM_BUDGET_MS = 20_000
 /** How often the platform phase polls the object (to cut a delivery short while its handler holds). */
 const PLATFORM_POLL_MS = 10
 
-/** mulberry32: small, fast, good enough to pick moments. */
-const prng = (seed: number) => {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296
-  }
-}
 
 interface OperationSpec {
   readonly behaviour: ChaosBehaviour

@@ -37,6 +37,7 @@ import {
 } from "./objects/WorkflowsObject.js"
 import { alarmCoverage, DRIVER_CALL, patiently } from "./support/chaos.js"
 import { sleep } from "./support/lab.js"
+import { prng } from "../shared/prng.js"
 
 /** Replay a failing run by putting its seed here, or with `VITE_DURABILITY_WORKFLOWS_CHAOS_SEED=<seed>`. */
 const CHAOS_SEED: number | undefined = undefined
@@ -60,17 +61,6 @@ const CHAOS_MS = 15_000
 /** The drain after the rounds: what is left is due within a few seconds (sleeps under 1 s, the alarm's 1 s delay). */
 const DRAIN_MS = 20_000
 
-/** mulberry32: small, fast, good enough to pick moments. */
-const prng = (seed: number) => {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296
-  }
-}
 
 interface Planned {
   readonly id: string

@@ -36,6 +36,7 @@ import {
 import { TestObjectState } from "durability/testing"
 import * as Json from "../../../src/shared/json.js"
 import * as Verdict from "../../shared/Verdict.js"
+import { prng } from "../../shared/prng.js"
 
 /** Each seed takes about 3 s (mostly the clock moves: the test kit lets handlers' promises run around each). */
 const SEEDS = [1, 7, 42, 31_337]
@@ -48,17 +49,6 @@ const RETRY = { limit: 500, delay: 1_000, backoff: "constant" as const }
 const WAITER_TIMEOUT_MS = 30_000
 const ADVANCES = [0, 1, 100, 1_000, 5_000, 30_000, 120_000]
 
-/** mulberry32. */
-const prng = (seed: number) => {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296
-  }
-}
 
 interface MixedParams {
   readonly sleepMs: number
