@@ -4,5 +4,13 @@ import * as DurabilityEffect from "durability/effect"
 import * as DurabilityInspector from "durability/inspector"
 import * as DurabilityTesting from "durability/testing"
 import * as DurabilityUtils from "durability/utils"
+import * as DurabilityWorkflowEngine from "durability/workflow-engine"
 
-export const entryPoints = [Durability, DurabilityEffect, DurabilityInspector, DurabilityTesting, DurabilityUtils] as const
+export const entryPoints = [
+  Durability,
+  DurabilityEffect,
+  DurabilityInspector,
+  DurabilityTesting,
+  DurabilityUtils,
+  DurabilityWorkflowEngine
+] as const
