@@ -136,10 +136,14 @@ export const run = (parts: RunParts, handler: Handler, execution: Execution) =>
     const checkIdle = () => {
       if ((suspending || failure !== undefined || stale) && inFlight === 0) idle()
     }
-    const suspend = <A>(at: number | null, what?: string): Promise<A> => {
+    /** The run will suspend: `at` is when (if) it must wake, `what` what else it waits for. */
+    const awaits = (at: number | null, what: string | undefined) => {
       suspending = true
       if (at !== null) wakes.push(at)
       if (what !== undefined) waiting.add(what)
+    }
+    const suspend = <A>(at: number | null, what?: string): Promise<A> => {
+      awaits(at, what)
       checkIdle()
       return never<A>()
     }
@@ -154,9 +158,7 @@ export const run = (parts: RunParts, handler: Handler, execution: Execution) =>
     }
     /** Inside a tracked step: records the wait and stops the step there. */
     const halt = (at: number | null, what?: string): never => {
-      suspending = true
-      if (at !== null) wakes.push(at)
-      if (what !== undefined) waiting.add(what)
+      awaits(at, what)
       throw STOP
     }
     const drainers: Array<() => void> = []
