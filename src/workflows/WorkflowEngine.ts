@@ -31,7 +31,11 @@ import * as Policy from "../engine/policy.js"
 import * as Scheduler from "../engine/Scheduler.js"
 import { StorageService } from "../engine/StorageService.js"
 import * as Watchers from "../engine/watchers.js"
+import * as Validate from "../shared/validate.js"
+import * as Executions from "./engine/executionsTable.js"
+import * as Journal from "./engine/journalTable.js"
 import {
+  type InvalidInputError,
   InvalidOptionError,
   type MigrationError,
   type ParticipantConflictError,
@@ -104,6 +108,22 @@ export const make: (
     state.handle = yield* (yield* Scheduler.Scheduler).attach(Participant.table(state, () => policy, hook))
     state.engine = WorkflowEngineService.makeUnsafe(Encoded.make(state))
     return state.engine
+  })
+
+/**
+ * Retention: deletes the executions that ended (completed, failed or interrupted) before `before` (epoch ms or a
+ * `Date`), with their journal (activities' and deferreds' exits), in one transaction; returns how many. A child
+ * whose parent still runs is kept. A later `execute` with a purged execution's id runs it anew.
+ */
+export const purgeBefore: (before: number | Date) => Effect.Effect<number, InvalidInputError | StorageError, StorageService> = Effect
+  .fn("WorkflowEngine.purgeBefore")(function*(before: number | Date) {
+    const cutoff = yield* Validate.timestamp("before", before)
+    const storage = yield* StorageService
+    return yield* storage.transaction(Effect.gen(function*() {
+      const ids = yield* Executions.purgeEnded(storage, cutoff)
+      yield* Journal.purge(storage, ids)
+      return ids.length
+    }))
   })
 
 /**

@@ -98,3 +98,18 @@ export const suspend = (
      WHERE ${CURRENT_ATTEMPT} RETURNING execution_id`,
     [result, wakesAtClaim, generation, at, run.key, run.generation, run.attempt]
   )
+
+/**
+ * Deletes the executions that ended (completed or failed) before `before` and whose parent, if any, ended too
+ * (a running parent may still read its child's result); returns their ids.
+ */
+export const purgeEnded = (storage: StorageService, before: number): Effect.Effect<ReadonlyArray<string>, StorageError> =>
+  Effect.map(
+    storage.exec(
+      `DELETE FROM ${EXECUTIONS} WHERE status IN ('completed', 'failed') AND created_at < ?
+         AND (parent IS NULL OR parent NOT IN (SELECT execution_id FROM ${EXECUTIONS} WHERE status = 'pending'))
+       RETURNING execution_id`,
+      [before]
+    ),
+    (rows) => rows.map((row) => String(row.execution_id))
+  )

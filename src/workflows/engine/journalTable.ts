@@ -59,3 +59,10 @@ export const recordDeferred = (
     ),
     (rows) => rows.length > 0
   )
+
+/** Deletes the journal of the executions `ids` (their activities' and deferreds' exits). */
+export const purge = (storage: StorageService, ids: ReadonlyArray<string>): Effect.Effect<void, StorageError> =>
+  ids.length === 0 ? Effect.void : Effect.asVoid(Effect.zipRight(
+    storage.exec(`DELETE FROM ${ACTIVITIES} WHERE execution_id IN (SELECT value FROM json_each(?))`, [JSON.stringify(ids)]),
+    storage.exec(`DELETE FROM ${DEFERREDS} WHERE execution_id IN (SELECT value FROM json_each(?))`, [JSON.stringify(ids)])
+  ))

@@ -356,3 +356,37 @@ describe("WorkflowEngine (durable): a stored payload that no longer decodes", ()
       yield* second.evict
     }))
 })
+
+describe("WorkflowEngine (durable): retention", () => {
+  it.scoped("purgeBefore deletes ended executions and their journal, keeps running ones, and refuses a bad time", () =>
+    Effect.gen(function*() {
+      const Step = Workflow.make({ name: "Step", payload: { n: Schema.Number }, success: Schema.Number, idempotencyKey: ({ n }) => String(n) })
+      const Held = DurableDeferred.make("held", { success: Schema.String })
+      const object = yield* fresh(Step.toLayer(({ n }) =>
+        Effect.gen(function*() {
+          const doubled = yield* Activity.make({ name: "double", success: Schema.Number, execute: Effect.succeed(n * 2) })
+          if (n === 2) yield* DurableDeferred.await(Held)
+          return doubled
+        })
+      ))
+      assert.strictEqual(yield* object.run(Step.execute({ n: 1 })), 2)
+      const running = yield* object.run(Step.execute({ n: 2 }, { discard: true }))
+      yield* until(Effect.map(object.run(Step.poll(running)), (result) => result?._tag === "Suspended"))
+      const before = yield* rows(object.storage, "SELECT execution_id FROM durability_effect_workflow_executions ORDER BY execution_id")
+      const refused = yield* Effect.flip(object.run(DurableWorkflowEngine.purgeBefore(Number.NaN)))
+      assert.instanceOf(refused, InvalidInputError)
+      assert.deepStrictEqual(yield* rows(object.storage, "SELECT execution_id FROM durability_effect_workflow_executions ORDER BY execution_id"), before)
+      yield* TestClock.adjust(1)
+      const now = yield* object.run(Effect.clockWith((clock) => clock.currentTimeMillis))
+      assert.strictEqual(yield* object.run(DurableWorkflowEngine.purgeBefore(now)), 1)
+      assert.deepStrictEqual(
+        yield* rows(object.storage, "SELECT execution_id, status FROM durability_effect_workflow_executions"),
+        [{ execution_id: running, status: "pending" }]
+      )
+      assert.deepStrictEqual(
+        yield* rows(object.storage, "SELECT DISTINCT execution_id FROM durability_effect_workflow_activities"),
+        [{ execution_id: running }]
+      )
+      yield* object.evict
+    }))
+})
