@@ -373,12 +373,12 @@ describe("WorkflowEngine (durable): retention", () => {
       const running = yield* object.run(Step.execute({ n: 2 }, { discard: true }))
       yield* until(Effect.map(object.run(Step.poll(running)), (result) => result?._tag === "Suspended"))
       const before = yield* rows(object.storage, "SELECT execution_id FROM durability_effect_workflow_executions ORDER BY execution_id")
-      const refused = yield* Effect.flip(object.run(DurableWorkflowEngine.purgeBefore(Number.NaN)))
+      const refused = yield* Effect.flip(object.object.run(DurableWorkflowEngine.purgeBefore(Number.NaN)))
       assert.instanceOf(refused, InvalidInputError)
       assert.deepStrictEqual(yield* rows(object.storage, "SELECT execution_id FROM durability_effect_workflow_executions ORDER BY execution_id"), before)
       yield* TestClock.adjust(1)
       const now = yield* object.run(Effect.clockWith((clock) => clock.currentTimeMillis))
-      assert.strictEqual(yield* object.run(DurableWorkflowEngine.purgeBefore(now)), 1)
+      assert.strictEqual(yield* object.object.run(DurableWorkflowEngine.purgeBefore(now)), 1)
       assert.deepStrictEqual(
         yield* rows(object.storage, "SELECT execution_id, status FROM durability_effect_workflow_executions"),
         [{ execution_id: running, status: "pending" }]
