@@ -8,7 +8,7 @@ import { env, runInDurableObject } from "cloudflare:test"
 import { describe, expect, it } from "vitest"
 import type { WorkflowEngineObject } from "./objects/WorkflowEngineObject.js"
 import { IDLE, isIdle } from "./objects/idle.js"
-import { sleep, waitFor } from "./support/lab.js"
+import { waitFor } from "./support/lab.js"
 
 describe("durability/workflow-engine in workerd", () => {
   it("a DurableClock.sleep is woken by the real alarm, in a fresh instance after a reset", async () => {
@@ -25,9 +25,11 @@ describe("durability/workflow-engine in workerd", () => {
       .toThrow()
     stub = env.WORKFLOW_ENGINE_OBJECT.get(id)
 
-    // Nothing calls the object until the sleep is over: the alarm's delivery makes the fresh instance (a call
-    // before would make it, and its in-memory early timer could run the due work first).
-    await sleep(3_500)
+    // Nothing calls the object until the workflow reports its end to the ledger (another object): the alarm's
+    // delivery makes the fresh instance (a call before would make it, and its in-memory early timer could run the
+    // due work first).
+    const ledger = env.EFFECT_LEDGER.get(env.EFFECT_LEDGER.idFromName(id.toString()))
+    await waitFor(() => ledger.effects(), (effects) => effects.some((effect) => effect.source === "nap/nap-1"))
     const done = await waitFor(() => stub.poll(executionId), (result) => result.tag === "Complete")
     expect(done).toEqual({ tag: "Complete", value: "before nap-1 -> after nap-1" })
     const runs = await stub.runs()

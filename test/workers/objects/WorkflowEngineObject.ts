@@ -10,6 +10,7 @@ import { Duration, Effect, Layer, ManagedRuntime, Schema } from "effect"
 import { Scheduler } from "../../../src/effect.js"
 import type { AlarmInvocationInfo } from "../../../src/index.js"
 import { DurableWorkflowEngine } from "../../../src/workflowEngine.js"
+import type { EffectLedger } from "./EffectLedger.js"
 import { Deliveries, type Idleness } from "./idle.js"
 
 export const Nap = Workflow.make({
@@ -26,7 +27,7 @@ export interface NapRun {
   readonly wokenBy: string
 }
 
-export class WorkflowEngineObject extends DurableObject {
+export class WorkflowEngineObject extends DurableObject<{ readonly EFFECT_LEDGER: DurableObjectNamespace<EffectLedger> }> {
   private readonly instance = crypto.randomUUID()
   private readonly deliveries = new Deliveries()
   /** What first entered this instance: the platform's `alarm()` or a call. */
@@ -37,6 +38,8 @@ export class WorkflowEngineObject extends DurableObject {
       const before = yield* this.step(`before ${id}`)
       yield* DurableClock.sleep({ name: "nap", duration: Duration.seconds(seconds), inMemoryThreshold: Duration.zero })
       const after = yield* this.step(`after ${id}`)
+      // Told to another object: a scenario can wait for it without calling (so starting) this one.
+      yield* Effect.promise(() => this.ledger().apply({ source: `nap/${id}`, key: `nap/${id}`, attempt: 1 }))
       return `${before} -> ${after}`
     }.bind(this))
   )
@@ -48,10 +51,14 @@ export class WorkflowEngineObject extends DurableObject {
     )
   )
 
-  constructor(ctx: DurableObjectState, env: Cloudflare.Env) {
+  constructor(ctx: DurableObjectState, env: { readonly EFFECT_LEDGER: DurableObjectNamespace<EffectLedger> }) {
     super(ctx, env)
     ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS nap_runs (seq INTEGER PRIMARY KEY, step TEXT NOT NULL, instance TEXT NOT NULL, woken_by TEXT NOT NULL)")
     void ctx.blockConcurrencyWhile(() => this.runtime.runPromise(Effect.flatMap(Scheduler.Scheduler, (scheduler) => scheduler.warm)))
+  }
+
+  private ledger(): DurableObjectStub<EffectLedger> {
+    return this.env.EFFECT_LEDGER.get(this.env.EFFECT_LEDGER.idFromName(this.ctx.id.toString()))
   }
 
   /** A journaled activity that records its run. */
