@@ -160,7 +160,7 @@ class DurabilityWorkflowsImpl extends Helper<Workflows.Workflows> {
         return made.map((one) => this.#instance(name, one.id))
       },
       get: async (id) => {
-        await Helper.run(this, (service) => service.status(name, id))
+        await Helper.run(this, (service) => service.exists(name, id))
         return this.#instance(name, id)
       },
       list: (options) => Helper.run(this, (service) => service.list(name, options))

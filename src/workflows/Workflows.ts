@@ -72,6 +72,8 @@ export interface Workflows {
     instances: ReadonlyArray<CreateOptions>
   ) => Effect.Effect<ReadonlyArray<{ readonly id: string; readonly created: boolean }>, Failure>
   readonly status: (workflow: string, id: string) => Effect.Effect<WorkflowInstanceInfo, Failure | WorkflowNotFoundError>
+  /** Fails with `WorkflowNotFoundError` unless the instance exists (one read of its row). */
+  readonly exists: (workflow: string, id: string) => Effect.Effect<void, Failure | WorkflowNotFoundError>
   /** Lets a running step finish and starts nothing new; a waiting instance stays asleep until resumed. */
   readonly pause: (workflow: string, id: string) => Effect.Effect<void, Live>
   readonly resume: (workflow: string, id: string) => Effect.Effect<void, Live>
@@ -157,17 +159,18 @@ export const make = (
     const handle = Late.make<TableHandle>("The workflows' table handle")
     const pausing = new Set<string>()
     const newGeneration = () => crypto.randomUUID()
-    const insertInstance = (storage: StorageService, workflow: string, id: string, params: string, parent: string | null, at: number) =>
-      Effect.map(
-        InstancesTable.insert(storage, { key: InstancesTable.keyOf(workflow, id), workflow, id, generation: newGeneration(), params, parent, at }),
+    const insertInstance = (storage: StorageService, workflow: string, id: string, params: string, parent: string | null, at: number) => {
+      const key = InstancesTable.keyOf(workflow, id)
+      return Effect.map(
+        InstancesTable.insert(storage, { key, workflow, id, generation: newGeneration(), params, parent, at }),
         (created) => {
-          const key = InstancesTable.keyOf(workflow, id)
           // A pause asked during an instance's last step outlives it here (nothing resumes an ended instance): a new
           // instance under its key (purged, then created again) must not inherit it, or it suspends waiting for nothing.
           if (created) pausing.delete(key)
           return { key, created }
         }
       )
+    }
     const checkWorkflow = (workflow: unknown) =>
       typeof workflow === "string" && Capability.ownDefinition(definitions, workflow) !== undefined
         ? Effect.succeed(workflow)
@@ -206,6 +209,8 @@ export const make = (
         }
         return row
       })
+    /** The instance's status with its first 1 000 steps. */
+    const withSteps = (row: Row) => Effect.map(StepsTable.page(storage, String(row.key), 1, 1000), (steps) => infoOf(row, steps))
     const alive = (row: Row) =>
       Participant.isEnded(row.status)
         ? Effect.fail(
@@ -257,11 +262,8 @@ export const make = (
           }
           return yield* createMany(workflow, instances)
         }).pipe(Effect.withSpan("Workflows.createBatch")),
-      status: (workflow, id) =>
-        Effect.gen(function*() {
-          const row = yield* readLive(workflow, id)
-          return infoOf(row, yield* StepsTable.page(storage, String(row.key), 1, 1000))
-        }).pipe(Effect.withSpan("Workflows.status")),
+      status: (workflow, id) => Effect.flatMap(readLive(workflow, id), withSteps).pipe(Effect.withSpan("Workflows.status")),
+      exists: (workflow, id) => Effect.asVoid(readLive(workflow, id)).pipe(Effect.withSpan("Workflows.exists")),
       pause: (workflow, id) =>
         Effect.gen(function*() {
           const row = yield* readLive(workflow, id)
@@ -403,7 +405,7 @@ export const make = (
             const row = yield* readLive(workflow, id)
             const now = yield* Clock.currentTimeMillis
             if (Participant.isEnded(row.status) || now >= deadline) {
-              return infoOf(row, yield* StepsTable.page(storage, String(row.key), 1, 1000))
+              return yield* withSteps(row)
             }
             const pending = Effect.map(InstancesTable.read(storage, String(row.key)), (again) => again !== undefined && !Participant.isEnded(again.status))
             yield* Watchers.awaitSettle(watchers, String(row.key), String(row.generation_id), pending, deadline - now)

@@ -52,17 +52,18 @@ export const eventType = (field: string, value: unknown): Effect.Effect<string, 
   return problem === undefined ? Effect.succeed(value as string) : invalid(field, problem)
 }
 
-/** `value` as stored JSON, within the payload limit; `undefined` is stored as JSON null's wrapper. */
-export const payloadProblem = (what: string, value: unknown): string | undefined => {
+/** `value` as stored JSON (a top-level `undefined` kept), or why it cannot be: not JSON, or over the payload limit. */
+export const encoded = (what: string, value: unknown): { readonly text: string } | { readonly problem: string } => {
   const checked = Json.check(value)
-  if (!checked.ok) return `${what} must be JSON: ${checked.reason}`
-  const bytes = new TextEncoder().encode(Json.encode(value)).length
-  return bytes > MAX_PAYLOAD_BYTES ? `${what} is ${bytes} bytes as JSON; the limit is ${MAX_PAYLOAD_BYTES}` : undefined
+  if (!checked.ok) return { problem: `${what} must be JSON: ${checked.reason}` }
+  const text = Json.encode(value)
+  const bytes = new TextEncoder().encode(text).length
+  return bytes > MAX_PAYLOAD_BYTES ? { problem: `${what} is ${bytes} bytes as JSON; the limit is ${MAX_PAYLOAD_BYTES}` } : { text }
 }
 
 export const payload = (field: string, value: unknown): Effect.Effect<string, InvalidInputError> => {
-  const problem = payloadProblem(field, value)
-  return problem === undefined ? Effect.succeed(Json.encode(value)) : invalid(field, problem)
+  const stored = encoded(field, value)
+  return "text" in stored ? Effect.succeed(stored.text) : invalid(field, stored.problem)
 }
 
 const UNITS: Readonly<Record<string, number>> = {

@@ -245,14 +245,14 @@ export const run = (parts: RunParts, handler: Handler, execution: Execution) =>
         let thrown: unknown
         let unstorable = false
         if (outcome._tag === "Success") {
-          const problem = Limits.payloadProblem(`The result of step "${name}"`, outcome.value)
-          if (problem === undefined) {
-            await write({ ...base(seq, name, "do", startedAt), status: "completed", attempt, result: Json.encode(outcome.value), endedAt: now() })
+          const stored = Limits.encoded(`The result of step "${name}"`, outcome.value)
+          if ("text" in stored) {
+            await write({ ...base(seq, name, "do", startedAt), status: "completed", attempt, result: stored.text, endedAt: now() })
             // The stored form is what every replay returns: hand back the same now.
-            return Json.decode(Json.encode(outcome.value))
+            return Json.decode(stored.text)
           }
           // Retrying would run the side effect again for a result that still could not be stored.
-          thrown = new TypeError(problem)
+          thrown = new TypeError(stored.problem)
           unstorable = true
         } else {
           thrown = outcome.error
@@ -469,9 +469,9 @@ export const run = (parts: RunParts, handler: Handler, execution: Execution) =>
     if (stale || handled._tag === "Aborted") return yield* Effect.fail(execution.signal.reason ?? new Error("The run was stopped"))
     if (handled._tag === "Threw") return yield* Effect.fail(new HandlerFailure(handled.error))
     if (handled._tag === "Returned") {
-      const problem = Limits.payloadProblem("The workflow's output", handled.value)
-      if (problem !== undefined) return yield* Effect.fail(new HandlerFailure(new TypeError(problem)))
-      return { _tag: "Complete", output: Json.encode(handled.value) } as InstancesTable.RunEnd
+      const output = Limits.encoded("The workflow's output", handled.value)
+      if ("problem" in output) return yield* Effect.fail(new HandlerFailure(new TypeError(output.problem)))
+      return { _tag: "Complete", output: output.text } as InstancesTable.RunEnd
     }
     return {
       _tag: "Suspend",
