@@ -17,6 +17,7 @@
  */
 import * as Data from "effect/Data"
 import type * as Effect from "effect/Effect"
+import type * as Runtime from "effect/Runtime"
 import type * as Option from "effect/Option"
 import type { StorageError } from "../shared/Errors.js"
 import type { AlarmInvocationInfo } from "../shared/platform.js"
@@ -42,6 +43,8 @@ export interface Execution {
   readonly signal: AbortSignal
   /** The platform's alarm info when a physical alarm started this attempt. */
   readonly platform: AlarmInvocationInfo | undefined
+  /** The engine's runtime (its clock and services): what a plain handler's promises run Effects on. */
+  readonly runtime: Runtime.Runtime<never>
 }
 
 /** How a table's record is retried and timed out: the retry policy plus the attempt's time limit. */
@@ -87,7 +90,10 @@ export interface DurableTable<A = unknown> {
    * engine can claim a record in one statement instead of reading it first. Optional.
    */
   readonly attemptLimits?: AttemptLimits | undefined
-  /** The handler. Its failures are decided by the policy; its success goes to `complete`. */
+  /**
+   * The handler. Its failures are decided by the policy; its success goes to `complete`. Called
+   * synchronously: an `Exit` returned (a plain handler that already ended) settles with no fiber.
+   */
   readonly run: (execution: Execution) => Effect.Effect<A, unknown>
   /**
    * Persists a success, conditionally on (key, generation, pending, attempt). Runs synchronously

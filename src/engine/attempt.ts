@@ -27,20 +27,8 @@ import { errorOf } from "../shared/cause.js"
 import type * as Deadlines from "./deadlines.js"
 import { type Run, timersOf } from "./engine.js"
 import * as Fork from "../shared/fork.js"
-import { type ActiveExecution, begin } from "./participant.js"
-import type { AlarmInvocationInfo } from "../shared/platform.js"
+import { type ActiveExecution, begin, type Start } from "./participant.js"
 
-export interface Start {
-  /** Where the record stands among those waiting for its group's slot (`Dispatch.rank`). */
-  readonly rank?: ReadonlyArray<number> | undefined
-  /** Held from the claim until the handler has really ended. */
-  readonly permit: PermitSemaphore.Permit
-  /** The record's group slot (`Dispatch.slotOf`), held as long as the permit. */
-  readonly slot?: PermitSemaphore.Permit | undefined
-  readonly platform?: AlarmInvocationInfo | undefined
-  /** A pass's time: the row must still be due then (an attempt may have settled since the due scan). */
-  readonly dueBy?: number | undefined
-}
 
 const emit = (
   run: Run,
@@ -113,19 +101,31 @@ export const launch = (
     })
   })
 
-/** Starts the record as its own fiber when its slot and a permit are free right now; nobody awaits it. */
-export const tryStart = (run: Run, key: string, dueBy: number | undefined): Effect.Effect<boolean> => {
+/**
+ * Takes the record's slot and a permit when both are free right now; nobody awaits the outcome. `inline`:
+ * the execution runs in this fiber (`Start.inline`), else in a fiber of its own.
+ */
+const tryStartWith = (run: Run, key: string, dueBy: number | undefined, inline: boolean): Effect.Effect<boolean> => {
   const group = run.participant.table.dispatch?.slotOf?.(key)
   const withSlot = (slot: PermitSemaphore.Permit | undefined) =>
     Effect.flatMap(run.engine.permits.tryAcquire, (permit) => {
       if (Option.isNone(permit)) return Effect.as(slot?.release ?? Effect.void, false)
-      return Effect.flatMap(startHolding(run, key, { permit: permit.value, slot, dueBy }, true), ({ fiber }) =>
-        fiber === undefined ? Effect.succeed(true) : Effect.as(run.engine.background.waitUntil(Fork.settled(fiber)), true))
+      const start: Start = { permit: permit.value, slot, dueBy, inline }
+      return Effect.as(inline ? startInline(run, key, start) : startForked(run, key, start), true)
     })
   return group === undefined
     ? withSlot(undefined)
     : Effect.flatMap(group.tryAcquire, (slot) => Option.isNone(slot) ? Effect.succeed(false) : withSlot(slot.value))
 }
+
+/** Starts the record as its own fiber when its slot and a permit are free right now; nobody awaits it. */
+export const tryStart = (run: Run, key: string, dueBy: number | undefined): Effect.Effect<boolean> =>
+  tryStartWith(run, key, dueBy, false)
+
+/** With `start.permit` held, nobody awaiting: the execution as a fiber of its own, kept alive by `waitUntil`. */
+const startForked = (run: Run, key: string, start: Start): Effect.Effect<void> =>
+  Effect.flatMap(startHolding(run, key, start, true), ({ fiber }) =>
+    fiber === undefined ? Effect.void : run.engine.background.waitUntil(Fork.settled(fiber)))
 
 /**
  * With `start.permit` held: starts the record as its own fiber in the engine's scope, or, when it
@@ -142,18 +142,34 @@ const startHolding = (
     const running = run.participant.active.get(key)
     if (running !== undefined) return Effect.as(releaseHeld(start), { entry: running })
     const entry = begin(run.participant, key)
-    const { background, scope } = run.engine
     const execution = own(run, key, entry, start)
-    const supervised = unobserved
-      ? Effect.catchAllCause(execution, (cause) =>
-        background.report("durability.background_execution.failed", {
-          kind: run.participant.table.kind,
-          id: key,
-          error: Background.serializeError(errorOf(cause))
-        }))
-      : execution
-    return Effect.map(Fork.detached(supervised, scope), (fiber) => ({ entry, fiber }))
+    const fiber = Fork.detached(unobserved ? unobservedBy(run, key, execution) : execution, run.engine.scope)
+    return Effect.map(fiber, (fiber) => ({ entry, fiber }))
   })
+
+/**
+ * With `start.permit` held, nobody awaiting: takes the key now (so every starter sees it executing) and
+ * leaves the execution to the participant's drain, started when none runs; or, when the key already
+ * executes here, gives the permit back.
+ */
+const startInline = (run: Run, key: string, start: Start): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const { participant } = run
+    if (participant.active.has(key)) return releaseHeld(start)
+    participant.ready.push({ key, entry: begin(participant, key), start })
+    if (participant.draining) return Effect.void
+    participant.draining = true
+    return Effect.flatMap(Fork.detached(drain(run), run.engine.scope), (fiber) => run.engine.background.waitUntil(Fork.settled(fiber)))
+  })
+
+/** An execution nobody awaits: its failure is reported here. */
+const unobservedBy = (run: Run, key: string, execution: Effect.Effect<void, StorageError>): Effect.Effect<void> =>
+  Effect.catchAllCause(execution, (cause) =>
+    run.engine.background.report("durability.background_execution.failed", {
+      kind: run.participant.table.kind,
+      id: key,
+      error: Background.serializeError(errorOf(cause))
+    }))
 
 const releaseHeld = (start: Start): Effect.Effect<void> =>
   start.slot === undefined ? start.permit.release : Effect.zipRight(start.permit.release, start.slot.release)
@@ -165,19 +181,30 @@ const own = (run: Run, key: string, entry: ActiveExecution, start: Start): Effec
   const direct = participant.claimDue !== undefined &&
     (participant.table.admission === undefined || participant.table.admission.mayApply?.(key) === false)
   const body = direct ? claimDirectly(run, key, entry, start) : readThenClaim(run, key, entry, start)
-  return Effect.onExit(body, (exit) =>
-    Effect.zipRight(
-      releaseHeld(start),
-      Effect.suspend(() => {
-        if (participant.active.get(key) === entry) participant.active.delete(key)
-        Deferred.unsafeDone(entry.persisted, Exit.asVoid(exit))
-        // After an infrastructure failure the early timer is not re-armed: the row is still due, so it
-        // would fire at once and fail again in a hot loop. The fallback alarm (or the registration's
-        // alarm) retries it after the minimum delay.
-        return Exit.isSuccess(exit) ? run.engine.upkeep.afterRelease(entry.revisit) : Effect.void
-      })
-    ))
+  // An inline execution whose handler suspended ends in the fiber it moved to, which releases it.
+  return Effect.onExit(body, (exit) => entry.moved ? Effect.void : release(run, key, entry, start, exit))
 }
+
+/** Gives back the key and the permit once the execution really ended, and tells who waits. */
+const release = (
+  run: Run,
+  key: string,
+  entry: ActiveExecution,
+  start: Start,
+  exit: Exit.Exit<void, StorageError>
+): Effect.Effect<void> =>
+  Effect.zipRight(
+    releaseHeld(start),
+    Effect.suspend(() => {
+      const { participant } = run
+      if (participant.active.get(key) === entry) participant.active.delete(key)
+      Deferred.unsafeDone(entry.persisted, Exit.asVoid(exit))
+      // After an infrastructure failure the early timer is not re-armed: the row is still due, so it
+      // would fire at once and fail again in a hot loop. The fallback alarm (or the registration's
+      // alarm) retries it after the minimum delay.
+      return Exit.isSuccess(exit) ? run.engine.upkeep.afterRelease(entry.revisit) : Effect.void
+    })
+  )
 
 /** Reads the record, then claims it (limits that depend on more than one column). */
 const readThenClaim = (run: Run, key: string, entry: ActiveExecution, start: Start) =>
@@ -227,7 +254,7 @@ const readThenClaim = (run: Run, key: string, entry: ActiveExecution, start: Sta
       return first === undefined
         ? exhaust(run, key, row, policy)
         // An admitted record runs as claimed: its admission may have written to it in the claim's transaction.
-        : attempt(run, key, admission === undefined ? row : first, Number(first.attempt), entry, start.platform)
+        : attempt(run, key, admission === undefined ? row : first, Number(first.attempt), entry, start)
     })
   })
 
@@ -246,7 +273,7 @@ const claimDirectly = (run: Run, key: string, entry: ActiveExecution, start: Sta
     : storage.exec(claimDue.sql, [key, dueBy, ...claimDue.bindings])
   return Effect.flatMap(claim, ([claimed]) =>
     claimed !== undefined
-      ? attempt(run, key, claimed, Number(claimed.attempt), entry, start.platform)
+      ? attempt(run, key, claimed, Number(claimed.attempt), entry, start)
       : Effect.flatMap(storage.exec(participant.sql.read, [key]), ([row]) =>
         row === undefined || row.status !== "pending" || Number(row.next_attempt_at) > dueBy
           ? Effect.void
@@ -259,7 +286,7 @@ const attempt = (
   row: Row,
   attemptNumber: number,
   entry: ActiveExecution,
-  platform: AlarmInvocationInfo | undefined
+  start: Start
 ) =>
   Effect.gen(function*() {
     const { participant } = run
@@ -273,24 +300,68 @@ const attempt = (
     )
 
     const controller = new AbortController()
+    const runtime = yield* Effect.runtime<never>()
     const execution: Execution = {
       key,
       generation: String(row.generation_id),
       attempt: attemptNumber,
       row,
       signal: controller.signal,
-      platform
+      platform: start.platform,
+      runtime
     }
-    // Started at once, in this step: a handler that finishes without suspending (a plain value) needs
-    // no scheduler turn, no deadline and no waiting here. Not a child fiber, so interrupting this
-    // execution (eviction) interrupts it explicitly.
-    const handler = Runtime.runFork(yield* Effect.runtime<never>())(Effect.suspend(() => participant.table.run(execution)))
+    let returned: Effect.Effect<unknown, unknown>
+    try {
+      returned = participant.table.run(execution)
+    } catch (defect) {
+      returned = Exit.die(defect)
+    }
+    // A plain handler that already ended: no fiber, no scheduler turn, nothing to time out.
+    if (Exit.isExit(returned)) {
+      entry.abort = (reason) => controller.abort(reason)
+      return yield* conclude(run, { execution, entry, policy, controller, handler: undefined, startedAt }, returned)
+    }
+    // Started at once, in this step: a handler that finishes without suspending needs no deadline and no
+    // waiting here. Not a child fiber, so interrupting this execution (eviction) interrupts it explicitly;
+    // interruptible whatever the starter's region.
+    const handler = Runtime.runFork(runtime)(Effect.interruptible(returned))
     entry.abort = (reason) => {
       controller.abort(reason)
       handler.unsafeInterruptAsFork(FiberId.none)
     }
     const ended = handler.unsafePoll()
-    const finished = ended !== null ? Option.some(ended) : yield* awaitWithin(run.engine.deadlines, handler, policy.attemptTimeoutMs).pipe(
+    const attempted: Attempted = { execution, entry, policy, controller, handler, startedAt }
+    if (ended !== null) return yield* conclude(run, attempted, ended)
+    if (start.inline !== true) return yield* awaitHandler(run, { ...attempted, handler })
+    // Nobody waits for an inline execution: it goes on in a fiber of its own, which releases it.
+    entry.moved = true
+    const rest = Effect.onExit(awaitHandler(run, { ...attempted, handler }), (exit) => release(run, key, entry, start, exit))
+    const fiber = yield* Fork.detached(unobservedBy(run, key, rest), run.engine.scope)
+    yield* run.engine.background.waitUntil(Fork.settled(fiber))
+  })
+
+/** An attempt whose handler has started. */
+interface Attempted {
+  readonly execution: Execution
+  readonly entry: ActiveExecution
+  readonly policy: AttemptPolicy
+  readonly controller: AbortController
+  /** The handler's fiber; none for a plain handler that had ended when called. */
+  readonly handler: Fiber.RuntimeFiber<unknown, unknown> | undefined
+  readonly startedAt: number
+}
+
+/**
+ * Waits for a suspended handler up to the attempt's timeout (then aborts it), settles, and keeps the
+ * key and the permit until an abort-ignoring handler really ends.
+ */
+const awaitHandler = (
+  run: Run,
+  attempted: Attempted & { readonly handler: Fiber.RuntimeFiber<unknown, unknown> }
+): Effect.Effect<void, StorageError> =>
+  Effect.gen(function*() {
+    const { controller, execution, handler, policy } = attempted
+    const finished = yield* awaitWithin(run.engine.deadlines, handler, policy.attemptTimeoutMs).pipe(
       Effect.onInterrupt(() =>
         Effect.sync(() => {
           controller.abort(new Error("The execution was interrupted"))
@@ -298,29 +369,31 @@ const attempt = (
         })
       )
     )
-    let outcome: Exit.Exit<unknown, unknown>
-    if (Option.isSome(finished)) {
-      outcome = finished.value
-    } else {
-      const timeout = policy.timeoutError(policy.attemptTimeoutMs)
-      controller.abort(timeout)
-      yield* Fiber.interruptFork(handler)
-      outcome = Exit.fail(timeout)
-      yield* logOutcome(
-        run,
-        row,
-        "warning",
-        "durability.attempt.timed_out",
-        `Durable ${participant.table.describe(row)}: attempt ${attemptNumber} timed out after ${policy.attemptTimeoutMs}ms`,
-        { attempt: attemptNumber, timeoutMs: policy.attemptTimeoutMs }
-      )
-    }
-    const endedAt = yield* Clock.currentTimeMillis
-    // An own execution has no guard, so nothing is refused.
-    yield* (settle(run, { execution, entry, policy, outcome, endedAt, durationMs: endedAt - startedAt }) as Effect.Effect<void, StorageError>)
-    Deferred.unsafeDone(entry.persisted, Exit.void)
+    if (Option.isSome(finished)) return yield* Effect.zipRight(conclude(run, attempted, finished.value), Fiber.await(handler))
+    const timeout = policy.timeoutError(policy.attemptTimeoutMs)
+    controller.abort(timeout)
+    yield* Fiber.interruptFork(handler)
+    const { row } = execution
+    yield* logOutcome(
+      run,
+      row,
+      "warning",
+      "durability.attempt.timed_out",
+      `Durable ${run.participant.table.describe(row)}: attempt ${execution.attempt} timed out after ${policy.attemptTimeoutMs}ms`,
+      { attempt: execution.attempt, timeoutMs: policy.attemptTimeoutMs }
+    )
+    yield* conclude(run, attempted, Exit.fail(timeout))
     // An abort-ignoring handler keeps the key and the permit until it really ends.
-    if (ended === null) yield* Fiber.await(handler)
+    yield* Fiber.await(handler)
+  })
+
+/** Settles the attempt's outcome; whoever waits for the record resumes once it is durable. */
+const conclude = (run: Run, attempted: Attempted, outcome: Exit.Exit<unknown, unknown>): Effect.Effect<void, StorageError> =>
+  Effect.flatMap(Clock.currentTimeMillis, (endedAt) => {
+    const { entry, execution, policy, startedAt } = attempted
+    // An own execution has no guard, so nothing is refused.
+    const settled = settle(run, { execution, entry, policy, outcome, endedAt, durationMs: endedAt - startedAt })
+    return Effect.tap(settled as Effect.Effect<void, StorageError>, () => Deferred.unsafeDone(entry.persisted, Exit.void))
   })
 
 export interface Settled {
@@ -417,8 +490,9 @@ const afterSettled = (run: Run, done: Made): Effect.Effect<void> =>
   done.after === undefined ? startPending(run, done.pending) : Effect.zipRight(startPending(run, done.pending), done.after)
 
 /**
- * After the commit that made `records` pending: each starts at once while permits are free (and it
- * asks to), or gets the early timer; a key executing here is looked at again when it is released.
+ * After the commit that made `records` pending: each starts while its slot and a permit are free (and it
+ * asks to), or gets the early timer; a key executing here is looked at again when it is released. A
+ * start takes its key and permit here and runs in the participant's drain, once the writer has moved on.
  */
 export const startPending = (run: Run, records: ReadonlyArray<PendingRecord>): Effect.Effect<void> =>
   records.length === 0 ? Effect.void : Effect.gen(function*() {
@@ -438,10 +512,36 @@ export const startPending = (run: Run, records: ReadonlyArray<PendingRecord>): E
         continue
       }
       // Once a permit is refused, the rest of a batch is left to the timer or the alarm.
-      if (startable && made.start === true && (yield* tryStart(run, made.key, made.at))) continue
+      if (startable && made.start === true && (yield* tryStartWith(run, made.key, made.at, true))) continue
       if (made.start === true) startable = false
       yield* run.engine.alarms.coverTimer(made.at)
     }
+  })
+
+
+/**
+ * Runs the ready executions in order in one fiber: each in turn (a handler that ends at once settles
+ * here, and what its settle started joins this batch; one that suspends goes on in a fiber of its own).
+ */
+const drain = (run: Run): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const { participant } = run
+    const { ready } = participant
+    let at = 0
+    const next = (): Effect.Effect<void> => {
+      if (at === ready.length) return Effect.void
+      const { entry, key, start } = ready[at++]!
+      return Effect.zipRight(Effect.uninterruptible(unobservedBy(run, key, own(run, key, entry, start))), Effect.suspend(next))
+    }
+    return Effect.ensuring(
+      next(),
+      Effect.suspend(() => {
+        participant.draining = false
+        // Interrupted (the object's scope closed): the rest never claimed; their rows are covered by the alarm.
+        const left = ready.splice(0)
+        return left.length <= at ? Effect.void : Effect.forEach(left.slice(at), (item) => release(run, item.key, item.entry, item.start, Exit.void), { discard: true })
+      })
+    )
   })
 
 const settleFailure = (run: Run, settled: Settled, error: unknown, terminal: boolean) =>

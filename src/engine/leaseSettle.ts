@@ -42,7 +42,8 @@ export const settleExternal = <E>(
       attempt: Number(row.attempt),
       row,
       signal: new AbortController().signal,
-      platform: undefined
+      platform: undefined,
+      runtime: yield* Effect.runtime<never>()
     }
     const settled: Attempt.Settled = {
       execution,

@@ -6,6 +6,8 @@
 import * as Deferred from "effect/Deferred"
 import * as FiberId from "effect/FiberId"
 import type { StorageError } from "../shared/Errors.js"
+import type * as PermitSemaphore from "./PermitSemaphore.js"
+import type { AlarmInvocationInfo } from "../shared/platform.js"
 import type { DurableTable } from "./DurableTable.js"
 import type { SqlValue } from "./StorageService.js"
 import * as TableSql from "./tableSql.js"
@@ -21,6 +23,32 @@ export interface ActiveExecution {
   readonly persisted: Deferred.Deferred<void, StorageError>
   abort: (reason: unknown) => void
   revisit: Revisit
+  /** Started inline, its handler suspended: the fiber it moved to releases it. */
+  moved?: boolean
+}
+
+export interface Start {
+  /** Where the record stands among those waiting for its group's slot (`Dispatch.rank`). */
+  readonly rank?: ReadonlyArray<number> | undefined
+  /** Held from the claim until the handler has really ended. */
+  readonly permit: PermitSemaphore.Permit
+  /** The record's group slot (`Dispatch.slotOf`), held as long as the permit. */
+  readonly slot?: PermitSemaphore.Permit | undefined
+  readonly platform?: AlarmInvocationInfo | undefined
+  /** A pass's time: the row must still be due then (an attempt may have settled since the due scan). */
+  readonly dueBy?: number | undefined
+  /**
+   * Nobody awaits the outcome: the execution runs in the starter's fiber, and a handler that ends at once
+   * settles there too (no fiber, no scheduler turn); one that suspends goes on in a fiber of its own.
+   */
+  readonly inline?: boolean | undefined
+}
+
+/** An execution that holds its key and permit, waiting for the participant's drain. */
+export interface Ready {
+  readonly key: string
+  readonly entry: ActiveExecution
+  readonly start: Start
 }
 
 export interface Participant<A = unknown> {
@@ -31,6 +59,10 @@ export interface Participant<A = unknown> {
   readonly active: Map<string, ActiveExecution>
   /** Keys a running pass took from its due scan and has not started yet: other passes and the timer leave them. */
   readonly queued: Set<string>
+  /** Executions that took their key and permit, waiting for the participant's drain (`Attempt.startPending`). */
+  readonly ready: Array<Ready>
+  /** Whether a drain runs (or is about to). */
+  draining: boolean
   /** Claims a due record in one statement (bindings: key, due-by time, then `bindings`), when the limits fit in SQL. */
   readonly claimDue: { readonly sql: string; readonly bindings: ReadonlyArray<SqlValue> } | undefined
   /** The attempt limit of a lease's claim (`TableSql.lease`) as SQL, and its bindings, when the limits fit in SQL. */
@@ -72,6 +104,8 @@ export const make = <A>(table: DurableTable<A>, defaultBatchSize: number): Parti
     dueBatchSize: table.dueBatchSize ?? defaultBatchSize,
     active: new Map(),
     queued: new Set(),
+    ready: [],
+    draining: false,
     claimDue,
     claimLease
   }

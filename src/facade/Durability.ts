@@ -10,6 +10,8 @@ import type { LifecycleHook } from "../engine/Lifecycle.js"
 import * as Attach from "../operations/attach.js"
 import * as Operations from "../operations/Operations.js"
 import * as Steps from "../steps/Steps.js"
+import * as Plain from "../shared/plain.js"
+import type * as OperationsParticipant from "../operations/participant.js"
 import type { IsJson } from "../shared/jsonType.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
 import type * as Scheduler from "../engine/Scheduler.js"
@@ -183,12 +185,16 @@ const spec: HelperSpec<DurabilityMethodOptions, Operations.AnyOperationDefinitio
   owner: "Durability",
   define: (handler, method) => {
     const run = handler as (call: DurableCall<unknown>) => unknown
-    return Operations.operation({
-      handler: (call: Operations.DurableCall<unknown>) =>
-        Effect.flatMap(Effect.runtime<Steps.CurrentCall>(), (runtime) =>
-          fromPromise(() => run({ ...call, step: promiseStep(Context.get(runtime.context, Steps.CurrentCall), runtime) }))),
-      ...pickExecution(method)
-    })
+    const plain: OperationsParticipant.PlainHandler = (call, steps, runtime) => run({ ...call, step: promiseStep(steps, runtime) })
+    return Plain.withPlain(
+      Operations.operation({
+        handler: (call: Operations.DurableCall<unknown>) =>
+          Effect.flatMap(Effect.runtime<Steps.CurrentCall>(), (runtime) =>
+            fromPromise(() => plain(call, Context.get(runtime.context, Steps.CurrentCall), runtime))),
+        ...pickExecution(method)
+      }),
+      plain
+    )
   },
   make: (definitions, options) => Attach.attach(definitions, options) as Effect.Effect<Service, unknown, Scheduler.Services>
 }

@@ -82,37 +82,5 @@ export const checkHandlers = (handlers: unknown, owner: string): Record<string, 
   throw problem.reserved ? new Error(problem.error.message) : toError(problem.error)
 }
 
-/** Whether `value` may be a promise; a `then` getter that throws makes it one (the promise rejects). */
-const maybeThenable = (value: unknown): boolean => {
-  if ((typeof value !== "object" && typeof value !== "function") || value === null) return false
-  try {
-    return typeof (value as { then?: unknown }).then === "function"
-  } catch {
-    return true
-  }
-}
-
-/** Turns a promise-returning handler into an Effect that ends only when the promise settles. */
-export const fromPromise = <A>(run: () => A | PromiseLike<A>): Effect.Effect<Awaited<A>, unknown> =>
-  Effect.uninterruptible(
-    Effect.async<Awaited<A>, unknown>((resume) => {
-      let returned: A | PromiseLike<A>
-      try {
-        returned = run()
-      } catch (error) {
-        resume(Effect.fail(error))
-        return
-      }
-      // A plain value needs no promise turn.
-      if (!maybeThenable(returned)) {
-        resume(Effect.succeed(returned as Awaited<A>))
-        return
-      }
-      Promise.resolve(returned).then(
-        (value) => resume(Effect.succeed(value)),
-        (error: unknown) => resume(Effect.fail(error))
-      )
-    })
-  )
-
+export { fromPromise } from "../shared/plain.js"
 export type { AlarmInvocationInfo }

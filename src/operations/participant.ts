@@ -5,10 +5,14 @@
  */
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import type * as Runtime from "effect/Runtime"
 import type { Execution } from "../engine/DurableTable.js"
 import { DurableAttemptTimeoutError, DurableResultSerializationError, NonRetryableError } from "../shared/Errors.js"
 import * as Capability from "../engine/capability.js"
 import * as Json from "../shared/json.js"
+import * as Plain from "../shared/plain.js"
 import * as StepMemo from "../steps/memo.js"
 import * as Steps from "../steps/Steps.js"
 import type { StorageService } from "../engine/StorageService.js"
@@ -75,40 +79,59 @@ export const spec = <R>(
   })
 })
 
+/** Why a result cannot be stored, as the operation's terminal error. */
+const unstorableResult = (operation: string, failure: Json.Unstorable) =>
+  failure._tag === "Schema"
+    ? unstorable(operation, "does not match its schema", failure.cause)
+    : failure._tag === "NotJson"
+    ? unstorable(operation, `is not JSON-serializable: ${failure.reason}`)
+    : unstorable(operation, Json.tooLarge(failure.bytes))
+
+/** The promise face's handler, called directly: the call, its attempt's step runner and the engine's runtime. */
+export type PlainHandler = (call: DurableCall<unknown>, steps: Steps.StepRunner, runtime: Runtime.Runtime<never>) => unknown
+
 /** One attempt of a call: succeeds with the result's stored JSON, encoded once and its size checked before `complete`. */
 const run = <R>(
   definitionOf: (name: string) => AnyOperationDefinition | undefined,
   storage: StorageService,
   context: Context.Context<R>
 ) =>
-(execution: Execution) =>
-  Effect.gen(function*() {
-    const operation = String(execution.row.operation)
-    const definition = definitionOf(operation)
-    if (definition === undefined) {
-      return yield* new NonRetryableError({ message: `No handler registered for operation "${operation}"` })
+(execution: Execution): Effect.Effect<string, unknown> => {
+  const operation = String(execution.row.operation)
+  const definition = definitionOf(operation)
+  if (definition === undefined) {
+    return Exit.fail(new NonRetryableError({ message: `No handler registered for operation "${operation}"` }))
+  }
+  const steps = StepMemo.runner(storage, {
+    capability: CAPABILITY,
+    current: CallsTable.IS_CURRENT,
+    key: execution.key,
+    generation: execution.generation
+  })
+  const plain = Plain.plainOf<PlainHandler>(definition)
+  // No schema either way: the plain handler is called here, and a plain value settles without a fiber.
+  if (plain !== undefined && definition.payload.identity === true && definition.result.identity === true) {
+    let returned: unknown
+    try {
+      returned = plain(callOf(execution, operation, Json.decode(String(execution.row.payload))), steps, execution.runtime)
+    } catch (error) {
+      return Exit.fail(error)
     }
+    const stored = (value: unknown) => Either.match(Json.stored(value, "result"), {
+      onLeft: (failure) => Exit.fail(unstorableResult(operation, failure)),
+      onRight: Exit.succeed
+    })
+    return Plain.maybeThenable(returned) ? Effect.flatMap(Plain.awaitReturned(returned), stored) : stored(returned)
+  }
+  return Effect.gen(function*() {
     // The payload was valid when registered; if it no longer decodes, retrying cannot help.
     const payload = yield* Effect.mapError(
       definition.payload.decode(Json.decode(String(execution.row.payload))),
       (cause) => new NonRetryableError({ message: `The stored payload of operation "${operation}" does not decode`, cause })
     )
-    const call: DurableCall<unknown> = {
-      id: execution.key,
-      operation,
-      payload,
-      attempt: execution.attempt,
-      signal: execution.signal
-    }
-    const steps = StepMemo.runner(storage, {
-      capability: CAPABILITY,
-      current: CallsTable.IS_CURRENT,
-      key: execution.key,
-      generation: execution.generation
-    })
     const result = yield* Capability.provideCaptured(
       Effect.provideService(
-        definition.handler(call as never) as Effect.Effect<unknown, unknown, R | Steps.CurrentCall>,
+        definition.handler(callOf(execution, operation, payload) as never) as Effect.Effect<unknown, unknown, R | Steps.CurrentCall>,
         Steps.CurrentCall,
         steps
       ),
@@ -116,10 +139,14 @@ const run = <R>(
     )
     // Over the row limit the completing write would fail, and the attempt (with its side effect)
     // would run again; `complete` also maps the storage's own refusal of payload + result.
-    return yield* Effect.mapError(Json.encodeStored(definition.result, result, "result"), (failure) =>
-      failure._tag === "Schema"
-        ? unstorable(operation, "does not match its schema", failure.cause)
-        : failure._tag === "NotJson"
-        ? unstorable(operation, `is not JSON-serializable: ${failure.reason}`)
-        : unstorable(operation, Json.tooLarge(failure.bytes)))
+    return yield* Effect.mapError(Json.encodeStored(definition.result, result, "result"), (failure) => unstorableResult(operation, failure))
   })
+}
+
+const callOf = (execution: Execution, operation: string, payload: unknown): DurableCall<unknown> => ({
+  id: execution.key,
+  operation,
+  payload,
+  attempt: execution.attempt,
+  signal: execution.signal
+})

@@ -10,17 +10,21 @@ import * as Schema from "effect/Schema"
 export interface Codec<A> {
   readonly encode: (value: A) => Effect.Effect<unknown, ParseResult.ParseError>
   readonly decode: (stored: unknown) => Effect.Effect<A, ParseResult.ParseError>
+  /** No schema: the stored form is the value itself (so a plain handler's call needs no Effect). */
+  readonly identity?: true | undefined
 }
 
 /** The erased shape every `Codec<A>` is assignable to. */
 export interface AnyCodec {
   readonly encode: (value: never) => Effect.Effect<unknown, ParseResult.ParseError>
   readonly decode: (stored: unknown) => Effect.Effect<unknown, ParseResult.ParseError>
+  readonly identity?: true | undefined
 }
 
 export const identity = <A>(): Codec<A> => ({
   encode: (value) => Effect.succeed(value),
-  decode: (stored) => Effect.succeed(stored as A)
+  decode: (stored) => Effect.succeed(stored as A),
+  identity: true
 })
 
 export const fromSchema = <A, I>(schema: Schema.Schema<A, I> | undefined): Codec<A> =>
