@@ -118,6 +118,38 @@ const tryStartWith = (run: Run, key: string, dueBy: number | undefined, inline: 
     : Effect.flatMap(group.tryAcquire, (slot) => Option.isNone(slot) ? Effect.succeed(false) : withSlot(slot.value))
 }
 
+/**
+ * For a pass, when the record's slot and a permit are free right now: runs it in this fiber (a plain
+ * value settles here, with no fiber) and returns its outcome, or what completes once a handler that
+ * suspended has settled; attaches to its execution in this isolate; `undefined` when it must wait.
+ */
+export const runNow = (
+  run: Run,
+  key: string,
+  start: Omit<Start, "permit">,
+  /** Called once the record is taken (before it runs): the pass stops holding it. */
+  taken: () => void
+): Effect.Effect<Exit.Exit<void, StorageError> | Deferred.Deferred<void, StorageError> | undefined> =>
+  Effect.suspend(() => {
+    const running = run.participant.active.get(key)
+    if (running !== undefined) {
+      taken()
+      return Effect.succeed(running.persisted)
+    }
+    const group = run.participant.table.dispatch?.slotOf?.(key)
+    const withSlot = (slot: PermitSemaphore.Permit | undefined) =>
+      Effect.flatMap(run.engine.permits.tryAcquire, (permit) => {
+        if (Option.isNone(permit)) return Effect.as(slot?.release ?? Effect.void, undefined)
+        const entry = begin(run.participant, key)
+        taken()
+        const execution = own(run, key, entry, { ...start, permit: permit.value, slot, inline: true, awaited: true })
+        return Effect.map(Effect.exit(Effect.uninterruptible(execution)), (exit) => entry.moved === true ? entry.persisted : exit)
+      })
+    return group === undefined
+      ? withSlot(undefined)
+      : Effect.flatMap(group.tryAcquire, (slot) => Option.isNone(slot) ? Effect.succeed(undefined) : withSlot(slot.value))
+  })
+
 /** Starts the record as its own fiber when its slot and a permit are free right now; nobody awaits it. */
 export const tryStart = (run: Run, key: string, dueBy: number | undefined): Effect.Effect<boolean> =>
   tryStartWith(run, key, dueBy, false)
@@ -336,7 +368,8 @@ const attempt = (
     // Nobody waits for an inline execution: it goes on in a fiber of its own, which releases it.
     entry.moved = true
     const rest = Effect.onExit(awaitHandler(run, { ...attempted, handler }), (exit) => release(run, key, entry, start, exit))
-    const fiber = yield* Fork.detached(unobservedBy(run, key, rest), run.engine.scope)
+    // A pass awaits the outcome (and reports its failure); for an eager start, nobody would.
+    const fiber = yield* Fork.detached(start.awaited === true ? rest : unobservedBy(run, key, rest), run.engine.scope)
     yield* run.engine.background.waitUntil(Fork.settled(fiber))
   })
 

@@ -42,6 +42,8 @@ export interface Start {
    * settles there too (no fiber, no scheduler turn); one that suspends goes on in a fiber of its own.
    */
   readonly inline?: boolean | undefined
+  /** Inline for a pass, which awaits the outcome and reports its failure. */
+  readonly awaited?: boolean | undefined
 }
 
 /** An execution that holds its key and permit, waiting for the participant's drain. */

@@ -16,6 +16,7 @@ import * as Background from "./Background.js"
 import type { StorageError } from "../shared/Errors.js"
 import type { AlarmRetryInfo } from "./SchedulerConfig.js"
 import * as Attempt from "./attempt.js"
+import type { Start } from "./participant.js"
 import { errorOf } from "../shared/cause.js"
 import type { Engine, Run } from "./engine.js"
 import * as Fork from "../shared/fork.js"
@@ -74,22 +75,40 @@ const runBatch = (batch: DueBatch, now: number, platform: AlarmInvocationInfo | 
   Effect.gen(function*() {
     const { run, waiting } = batch
     const outcomes: Array<Deferred.Deferred<void, StorageError>> = []
+    let failed: Exit.Exit<void, StorageError> | undefined
+    const taken = (key: string) => {
+      waiting.delete(key)
+      run.participant.queued.delete(key)
+    }
     // Queued while it waits for its permit, so the timer and other passes leave it.
-    const launch = (key: string) =>
-      Effect.map(Attempt.launch(run, key, { platform, dueBy: now, rank: batch.ranks?.get(key) }), (outcome) => {
+    const launch = (key: string, start: Omit<Start, "permit">) =>
+      Effect.map(Attempt.launch(run, key, start), (outcome) => {
         outcomes.push(outcome)
-        waiting.delete(key)
-        run.participant.queued.delete(key)
+        taken(key)
       })
+    // Each group's keys in order: run here while a slot and a permit are free (a plain value settles with
+    // no fiber); from the first that must wait on, launched in turn (so none overtakes it).
+    const launchAll = (keys: ReadonlyArray<string>) => {
+      let inline = true
+      return Effect.forEach(keys, (key) => {
+        const start = { platform, dueBy: now, rank: batch.ranks?.get(key) }
+        if (!inline) return launch(key, start)
+        return Effect.flatMap(Attempt.runNow(run, key, start, () => taken(key)), (ran) => {
+          if (ran === undefined) {
+            inline = false
+            return launch(key, start)
+          }
+          if (!Exit.isExit(ran)) outcomes.push(ran)
+          else if (failed === undefined && Exit.isFailure(ran)) failed = ran
+          return Effect.void
+        })
+      }, { discard: true })
+    }
     const groups = groupsOf(run, batch.keys)
     yield* groups.length === 1
-      ? Effect.forEach(groups[0]!, launch, { discard: true })
+      ? launchAll(groups[0]!)
       // One launcher per group: a group waiting for its own slot never holds up another.
-      : Effect.forEach(groups, (keys) => Effect.forEach(keys, launch, { discard: true }), {
-        concurrency: "unbounded",
-        discard: true
-      })
-    let failed: Exit.Exit<void, StorageError> | undefined
+      : Effect.forEach(groups, launchAll, { concurrency: "unbounded", discard: true })
     for (const outcome of outcomes) {
       const exit = yield* Effect.exit(Deferred.await(outcome))
       if (failed === undefined && Exit.isFailure(exit)) failed = exit

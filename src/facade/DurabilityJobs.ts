@@ -14,6 +14,8 @@ import * as Router from "../jobs/router.js"
 import type { GroupRateLimit, Retention, Transport } from "../jobs/options.js"
 import type { Lease as JobLease, LeaseOptions as JobLeaseOptions } from "../jobs/lease.js"
 import type * as Types from "../jobs/types.js"
+import type * as JobsCore from "../jobs/core.js"
+import * as Plain from "../shared/plain.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
 import type * as Scheduler from "../engine/Scheduler.js"
 import { attach, fromPromise, migrateWith, type MigrationResult, type SchedulerAttachment } from "./attachment.js"
@@ -267,7 +269,7 @@ export interface DurabilityJobsConstructor {
 type Service = Jobs.JobsService<Record<string, AnyQueueDefinition>>
 
 /** The handler's job with promises, run on the object's runtime. */
-const promiseJob = (job: Types.JobContext<unknown>, runtime: Runtime.Runtime<Steps.CurrentCall>): DurableJob<unknown> => {
+const promiseJob = (job: Types.JobContext<unknown>, steps: Steps.StepRunner, runtime: Runtime.Runtime<never>): DurableJob<unknown> => {
   const run = <A>(effect: Effect.Effect<A, unknown>) =>
     Runtime.runPromiseExit(runtime)(effect).then((exit) => {
       if (Exit.isFailure(exit)) throw fromCause(exit.cause)
@@ -284,7 +286,7 @@ const promiseJob = (job: Types.JobContext<unknown>, runtime: Runtime.Runtime<Ste
     progress: (value) => run(job.progress(value)),
     log: (message) => run(job.log(message)),
     childrenValues: () => run(job.childrenValues),
-    step: promiseStep(Context.get(runtime.context, Steps.CurrentCall), runtime)
+    step: promiseStep(steps, runtime)
   }
 }
 
@@ -324,12 +326,17 @@ const define = (name: string, options: DurabilityQueueOptions<unknown>): AnyQueu
   const handler = options.handler as (job: DurableJob<unknown>) => unknown
   if (typeof handler !== "function") throw new TypeError(`queues.${name}.handler must be a function`)
   const { attemptTimeoutMs: _timeout, handler: _handler, retries: _retries, ...rest } = options
-  return Jobs.queue({
-    ...rest,
-    ...pickExecution(options),
-    handler: (job: Types.JobContext<unknown>) =>
-      Effect.flatMap(Effect.runtime<Steps.CurrentCall>(), (runtime) => fromPromise(() => handler(promiseJob(job, runtime))))
-  }) as unknown as AnyQueueDefinition
+  const plain: JobsCore.PlainJobHandler = (job, steps, runtime) => handler(promiseJob(job, steps, runtime))
+  return Plain.withPlain(
+    Jobs.queue({
+      ...rest,
+      ...pickExecution(options),
+      handler: (job: Types.JobContext<unknown>) =>
+        Effect.flatMap(Effect.runtime<Steps.CurrentCall>(), (runtime) =>
+          fromPromise(() => plain(job, Context.get(runtime.context, Steps.CurrentCall), runtime)))
+    }) as unknown as AnyQueueDefinition,
+    plain
+  )
 }
 
 const asQueue = (helper: DurabilityJobsImpl, name: string): DurableQueue<unknown, unknown> => {

@@ -7,7 +7,10 @@
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
+import type * as Runtime from "effect/Runtime"
 import type * as Background from "../engine/Background.js"
 import { Admission, type DurableTable, LeaseExpiry, type Execution, type SettledWork, type TableHandle } from "../engine/DurableTable.js"
 import type { RankedSlot } from "../engine/slot.js"
@@ -23,6 +26,7 @@ import * as Lifecycle from "../engine/Lifecycle.js"
 import type { Row, StorageService } from "../engine/StorageService.js"
 import { provideCaptured } from "../engine/capability.js"
 import * as Json from "../shared/json.js"
+import * as Plain from "../shared/plain.js"
 import * as StepMemo from "../steps/memo.js"
 import * as Validate from "../shared/validate.js"
 import * as Steps from "../steps/Steps.js"
@@ -209,6 +213,49 @@ const unstorable = (queue: string, reason: string, cause?: unknown) =>
     ...(cause === undefined ? {} : { cause })
   })
 
+/** Why a result cannot be stored, as the queue's terminal error. */
+const unstorableResult = (queue: string, failure: Json.Unstorable) =>
+  failure._tag === "Schema"
+    ? unstorable(queue, "does not match its schema", failure.cause)
+    : failure._tag === "NotJson"
+    ? unstorable(queue, `is not JSON-serializable: ${failure.reason}`)
+    : unstorable(queue, Json.tooLarge(failure.bytes))
+
+/** A plain result's stored JSON, or why it cannot be stored. */
+const storedResult = (queue: string, value: unknown): Exit.Exit<string, DurableResultSerializationError> =>
+  Either.match(Json.stored(value, "result"), {
+    onLeft: (failure) => Exit.fail(unstorableResult(queue, failure)),
+    onRight: Exit.succeed
+  })
+
+/**
+ * A cancel aborts the handler by interrupting its fiber, and an interrupted fiber's exit carries no
+ * failure of its own (the engine would record a plain interruption and retry it), nor the value of a
+ * handler that finished anyway. So the end of a canceled run, whatever it is, is caught here
+ * (uninterruptibly) and becomes `JobCanceledError`: terminal, never retried, settled as `canceled`.
+ */
+const endsCanceled = <A>(canceled: () => JobCanceledError | undefined, body: Effect.Effect<A, unknown>): Effect.Effect<A, unknown> =>
+  Effect.uninterruptibleMask((restore) =>
+    restore(body).pipe(
+      Effect.matchCauseEffect({
+        onFailure: (cause) => {
+          const error = canceled()
+          const failure = Cause.failureOption(cause)
+          return error === undefined || (Option.isSome(failure) && failure.value instanceof JobCanceledError)
+            ? Effect.failCause(cause)
+            : Effect.fail(error)
+        },
+        onSuccess: (value) => {
+          const error = canceled()
+          return error === undefined ? Effect.succeed(value) : Effect.fail(error)
+        }
+      })
+    )
+  )
+
+/** The promise face's handler, called directly: the job, its attempt's step runner and the engine's runtime. */
+export type PlainJobHandler = (job: JobContext<unknown>, steps: Steps.StepRunner, runtime: Runtime.Runtime<never>) => unknown
+
 /** Keys a statement may list (a Durable Object statement takes at most 100 bindings). */
 const MAX_EXCLUDED = 64
 
@@ -311,9 +358,36 @@ export const participant = <I>(
         const reason = core.canceling.get(execution.key)
         return reason === undefined ? undefined : new JobCanceledError({ message: canceledMessage(execution.row, reason) })
       }
+      const name = String(execution.row.queue)
+      const queue = core.queues.get(name)
+      const steps = () =>
+        StepMemo.runner(core.storage, {
+          capability: "jobs",
+          current: JobsTable.IS_CURRENT,
+          key: execution.key,
+          generation: execution.generation
+        })
+      const plain = queue === undefined ? undefined : Plain.plainOf<PlainJobHandler>(queue.definition)
+      if (
+        plain !== undefined && queue!.options.external === undefined &&
+        queue!.definition.payload.identity === true && queue!.definition.result.identity === true
+      ) {
+        // No schema either way: the promise face's handler is called here, and a plain value settles with no fiber.
+        const job = jobContext(core, execution, queue!, Json.decode(String(execution.row.payload)))
+        let returned: unknown
+        try {
+          returned = plain(job, steps(), execution.runtime)
+        } catch (error) {
+          const reason = canceled()
+          return Exit.fail(reason === undefined || error instanceof JobCanceledError ? error : reason)
+        }
+        if (Plain.maybeThenable(returned)) {
+          return endsCanceled(canceled, Effect.flatMap(Plain.awaitReturned(returned), (value) => storedResult(name, value)))
+        }
+        const reason = canceled()
+        return reason === undefined ? storedResult(name, returned) : Exit.fail(reason)
+      }
       const body = Effect.gen(function*() {
-        const name = String(execution.row.queue)
-        const queue = core.queues.get(name)
         if (queue === undefined) return yield* new NonRetryableError({ message: `No queue "${name}" is defined any more` })
         // Never claimed here: a lease claims them (`expired` ends the ones whose leases expired).
         if (queue.options.external !== undefined) {
@@ -324,45 +398,14 @@ export const participant = <I>(
           (cause) => new NonRetryableError({ message: `The stored payload of a job of queue "${name}" does not decode`, cause })
         )
         const job = jobContext(core, execution, queue, payload)
-        const steps = StepMemo.runner(core.storage, {
-          capability: "jobs",
-          current: JobsTable.IS_CURRENT,
-          key: execution.key,
-          generation: execution.generation
-        })
         // Both in one provide: one context update per attempt, as before steps.
         const handled = queue.definition.handler(job as JobContext<never>).pipe(
-          Effect.provide(Context.add(Context.make(currentJob, { job }), Steps.CurrentCall, steps))
+          Effect.provide(Context.add(Context.make(currentJob, { job }), Steps.CurrentCall, steps()))
         ) as Effect.Effect<unknown, unknown, unknown>
         const value = yield* provideCaptured(handled, context)
-        return yield* Effect.mapError(Json.encodeStored(queue.definition.result, value, "result"), (failure) =>
-          failure._tag === "Schema"
-            ? unstorable(name, "does not match its schema", failure.cause)
-            : failure._tag === "NotJson"
-            ? unstorable(name, `is not JSON-serializable: ${failure.reason}`)
-            : unstorable(name, Json.tooLarge(failure.bytes)))
+        return yield* Effect.mapError(Json.encodeStored(queue.definition.result, value, "result"), (failure) => unstorableResult(name, failure))
       })
-      // A cancel aborts the handler by interrupting this fiber, and an interrupted fiber's exit carries no
-      // failure of its own (the engine would record a plain interruption and retry it), nor the value of
-      // a handler that finished anyway. So the end of a canceled run, whatever it is, is caught here
-      // (uninterruptibly) and becomes `JobCanceledError`: terminal, never retried, settled as `canceled`.
-      return Effect.uninterruptibleMask((restore) =>
-        restore(body).pipe(
-          Effect.matchCauseEffect({
-            onFailure: (cause) => {
-              const error = canceled()
-              const failure = Cause.failureOption(cause)
-              return error === undefined || (Option.isSome(failure) && failure.value instanceof JobCanceledError)
-                ? Effect.failCause(cause)
-                : Effect.fail(error)
-            },
-            onSuccess: (text) => {
-              const error = canceled()
-              return error === undefined ? Effect.succeed(text) : Effect.fail(error)
-            }
-          })
-        )
-      )
+      return endsCanceled(canceled, body)
     },
     complete: (execution, text, settledAt) =>
       Effect.map(JobsTable.complete(core.storage, execution, text, settledAt), (rows) => rows.length > 0),
