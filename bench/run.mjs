@@ -51,7 +51,7 @@ const smoke = flag("--smoke")
 const only = option("--only")?.split(",").map((name) => name.trim().toUpperCase())
 const wanted = (scenario) => only === undefined || only.includes(scenario)
 const wantB = ["B1", "B2", "B3", "B4", "B5", "B6"].some(wanted)
-const wantJ = ["J1", "J2", "J3", "J4"].some(wanted)
+const wantJ = ["J1", "J2", "J3", "J4", "J8"].some(wanted)
 // Jobs beyond one object (issue 15): Queues transport, router, lease reclaim; their own worker.
 const wantX = ["J5", "J6", "J7"].some(wanted)
 // The inspector's cost (issue 16): its own worker.
@@ -67,6 +67,7 @@ const settings = smoke
     b4: { backlog: 1_000, chunk: 500 },
     b5: { small: 100, large: 1_000, n: 100, batch: 100, reps: 1 },
     j1: { n: 200, batch: 100 },
+    j8: { n: 100, batch: 50 },
     j2: { runMs: 1_000, windowsMs: [1_000], queued: { j2: 40, j2fast: 80 } },
     j3: { jobs: 8, leadMs: 300, spreadMs: 400, seed: 0x5eed, loadBatch: 5, loadEveryMs: 100 },
     // BullMQ's J1 checks the child-process path; pg-boss's PostgreSQL start (initdb) alone takes seconds.
@@ -89,6 +90,7 @@ const settings = smoke
     b5: { small: 1_000, large: 100_000, n: 1_000, batch: 100, reps: 3 },
     // As bench/jobs-peer/run.mjs's J1–J3 (same sizes, concurrency 10, seed and spread).
     j1: { n: 10_000, batch: 100 },
+    j8: { n: 2_000, batch: 100 },
     j2: { runMs: 5_000, windowsMs: [1_000, 2_000, 5_000], queued: { j2: 200, j2fast: 400 } },
     j3: { jobs: 64, leadMs: 500, spreadMs: 2_000, seed: 0x5eed, loadBatch: 10, loadEveryMs: 100 },
     jobsPeer: { n: 10_000, only: ["J1", "J2", "J3"], peers: ["bullmq", "pgboss"] },
@@ -1076,6 +1078,38 @@ try {
       }
     }
 
+    if (wanted("J8")) {
+      // The same ten pieces of work per job, as durable steps and inline, alternating (same machine state).
+      const runs = { j8steps: [], j8plain: [] }
+      for (let rep = 0; rep < settings.reps; rep++) {
+        for (const queue of rep % 2 === 0 ? ["j8plain", "j8steps"] : ["j8steps", "j8plain"]) {
+          const run = await call("jobs", "j8", { name: fresh("jobs", `j8-${queue}`), ...settings.j8, j8Queue: queue })
+          if (run.ms === null) throw new Error(`J8 ${queue}: ${run.handled} of ${run.n} jobs handled, not all completed`)
+          runs[queue].push(run)
+          log(`J8 ${queue} rep ${rep + 1}: ${run.ms} ms (${round(run.n / (run.ms / 1000), 0)} jobs/s)`)
+        }
+      }
+      const figures = (list) => {
+        const ms = median(list.map((run) => run.ms))
+        const own = perJob(list[0].counts, list[0].n)
+        return { ms, jobsPerSec: round(list[0].n / (ms / 1000), 0), runsMs: list.map((run) => run.ms), statementsPerJob: own.statementsPerJob, rowsWrittenPerJob: own.rowsWrittenPerJob, transactionsPerJob: own.transactionsPerJob }
+      }
+      const steps = figures(runs.j8steps)
+      const plain = figures(runs.j8plain)
+      results.scenarios.J8 = {
+        library: {
+          n: settings.j8.n,
+          batch: settings.j8.batch,
+          stepsPerJob: 10,
+          steps,
+          plain,
+          // What memoising one step costs: the difference per step, over the same work.
+          usPerStep: round(((steps.ms - plain.ms) * 1000) / (settings.j8.n * 10), 1)
+        }
+      }
+      log(`J8: steps ${steps.ms} ms, inline ${plain.ms} ms: ${results.scenarios.J8.library.usPerStep} µs per step`)
+    }
+
     if (wanted("J2")) {
       const j2 = {}
       for (const queue of ["j2", "j2fast"]) {
@@ -1921,6 +1955,14 @@ if (s.J1) {
   jobRow("J1", "library alone: adding into a paused queue / draining after resume, ms", `${fmt(lib.split.addMs, 0)} / ${fmt(lib.split.drainMs, 0)}`, "-", "-", "", undefined)
   jobRow("J1", "same statements, no library (SQL floor): all / of which inserts, ms", `${fmt(lib.sqlFloor.ms, 0)} / ${fmt(lib.sqlFloor.insertMs, 0)}`, "-", "-", "", undefined)
   if (vsBullmq !== undefined) goals.push({ goal: "J1 >= BullMQ's jobs/s", value: round(vsBullmq, 2), met: vsBullmq >= 1 })
+}
+if (s.J8) {
+  const lib = s.J8.library
+  const label = `${lib.n} jobs of ${lib.stepsPerJob} pieces, bulks of ${lib.batch}, concurrency 10`
+  jobRow("J8", `jobs/s, ${label}: each piece a durable step`, fmt(lib.steps.jobsPerSec, 0), "-", "-", "", undefined)
+  jobRow("J8", `jobs/s, ${label}: the same pieces inline`, fmt(lib.plain.jobsPerSec, 0), "-", "-", "", undefined)
+  jobRow("J8", "what one durable step costs, µs (time difference / steps)", fmt(lib.usPerStep, 1), "-", "-", "", undefined)
+  jobRow("J8", "SQL statements / transactions per job: steps, inline", `${fmt(lib.steps.statementsPerJob, 2)} / ${fmt(lib.steps.transactionsPerJob, 2)}, ${fmt(lib.plain.statementsPerJob, 2)} / ${fmt(lib.plain.transactionsPerJob, 2)}`, "-", "-", "", undefined)
 }
 if (s.J2) {
   const bullmq = s.J2.bullmq

@@ -17,6 +17,8 @@ import {
   J2_LIMITS,
   type J1Progress,
   type J2Queue,
+  type J8Progress,
+  type J8Queue,
   type J3Sample,
   type JobsTarget,
   makeJobsDriver
@@ -62,13 +64,22 @@ class Tracker {
   j2Starts: Array<number> = []
   j3Samples: Array<J3Sample> = []
   j3LoadDone = 0
+  j8 = 0
 
   reset(): void {
+    this.j8 = 0
     this.j1 = { handled: 0, firstStartAt: null, lastHandledAt: null }
     this.j2Starts = []
     this.j3Samples = []
     this.j3LoadDone = 0
   }
+}
+
+/** One of J8's ten pieces of work: a little arithmetic on the job's number, the step's index and the last result. */
+const piece = (i: number, k: number, last: number): number => {
+  let acc = last
+  for (let r = 0; r < 50; r++) acc = (acc * 31 + i + k + r) % 1_000_003
+  return acc
 }
 
 const queues = (tracker: Tracker) => {
@@ -90,6 +101,30 @@ const queues = (tracker: Tracker) => {
     },
     j2: { concurrency: CONCURRENCY, rateLimit: J2_LIMITS.j2, handler: j2 },
     j2fast: { concurrency: CONCURRENCY, rateLimit: J2_LIMITS.j2fast, handler: j2 },
+    // J8: the same ten pieces, each a durable step (memoised: stored once, replayed on a retry) or inline.
+    j8steps: {
+      concurrency: CONCURRENCY,
+      handler: async (job: DurableJob<{ readonly i: number }>) => {
+        let acc = 0
+        for (let k = 0; k < 10; k++) {
+          const last = acc
+          acc = await job.step(`piece-${k}`, () => piece(job.payload.i, k, last))
+        }
+        tracker.j8++
+        tracker.waiters.wake()
+        return acc
+      }
+    },
+    j8plain: {
+      concurrency: CONCURRENCY,
+      handler: (job: DurableJob<{ readonly i: number }>) => {
+        let acc = 0
+        for (let k = 0; k < 10; k++) acc = piece(job.payload.i, k, acc)
+        tracker.j8++
+        tracker.waiters.wake()
+        return acc
+      }
+    },
     j3: {
       concurrency: CONCURRENCY,
       handler: (job: DurableJob<{ readonly i: number; readonly due?: number }>) => {
@@ -207,6 +242,27 @@ export class JobsBench extends DurableObject<Record<string, unknown>> implements
     const ms = Date.now() - t0
     exec("DROP TABLE floor_jobs")
     return { ms, insertMs }
+  }
+
+  /** J8: `count` jobs `{ i }` on `queue` in one `addBulk`. */
+  async addJ8(queue: J8Queue, start: number, count: number): Promise<void> {
+    await this.jobs[queue].addBulk(Array.from({ length: count }, (_, k) => ({ payload: { i: start + k } })))
+  }
+
+  /** J8: waits until `n` handlers returned, then until `counts()` of both queues says `n` jobs are completed. */
+  async waitJ8(n: number, timeoutMs: number): Promise<J8Progress> {
+    const deadline = Date.now() + timeoutMs
+    await this.tracker.waiters.until(() => this.tracker.j8 >= n, timeoutMs)
+    let completedAt: number | null = null
+    while (this.tracker.j8 >= n && Date.now() < deadline) {
+      const [steps, plain] = await Promise.all([this.jobs.j8steps.counts(), this.jobs.j8plain.counts()])
+      if (steps.completed + plain.completed >= n) {
+        completedAt = Date.now()
+        break
+      }
+      await sleep(1)
+    }
+    return { handled: this.tracker.j8, completedAt, counts: this.counter.snapshot() }
   }
 
   /** J2: `count` jobs in one `addBulk`, all due now: the bucket alone sets the pace. */

@@ -30,6 +30,16 @@ export interface J3Sample {
   readonly started: number
 }
 
+/** J8's two queues: the same ten pieces of work per job, as durable steps or inline. */
+export type J8Queue = "j8steps" | "j8plain"
+
+/** Where a J8 run ended: when every job was completed, and the object's statement counts. */
+export interface J8Progress {
+  readonly handled: number
+  readonly completedAt: number | null
+  readonly counts: unknown
+}
+
 /** The RPC shape of the benchmark object (bench/workers/jobs.ts). */
 export interface JobsTarget {
   reset(): void
@@ -37,6 +47,8 @@ export interface JobsTarget {
   waitJ1(n: number, timeoutMs: number): Promise<J1Progress>
   pauseJ1(paused: boolean): Promise<void>
   sqlFloor(n: number, batch: number): { readonly ms: number; readonly insertMs: number } | Promise<{ readonly ms: number; readonly insertMs: number }>
+  addJ8(queue: J8Queue, start: number, count: number): Promise<void>
+  waitJ8(n: number, timeoutMs: number): Promise<J8Progress>
   addJ2(queue: J2Queue, count: number): Promise<void>
   waitJ2Starts(count: number, timeoutMs: number): Promise<ReadonlyArray<number>>
   stopJ2(queue: J2Queue): Promise<ReadonlyArray<number>>
@@ -54,6 +66,8 @@ interface Params {
   readonly batch?: number
   readonly timeoutMs?: number
   readonly queue?: J2Queue
+  /** J8: which of its queues. */
+  readonly j8Queue?: J8Queue
   readonly queued?: number
   readonly runMs?: number
   readonly jobs?: number
@@ -104,6 +118,22 @@ const scenarios: Record<string, (stub: JobsTarget, p: Params) => Promise<unknown
       ...rest,
       counts
     }
+  },
+
+  /**
+   * J8: `n` jobs of ten pieces of work each, on `queue` (`j8steps`: each piece a durable step;
+   * `j8plain`: the same pieces inline), added in sequential `addBulk`s of `batch`; clock from the first
+   * add to `counts()` saying all are completed.
+   */
+  async j8(stub, p) {
+    const n = p.n ?? 2_000
+    const batch = p.batch ?? 100
+    const queue: J8Queue = p.j8Queue ?? "j8steps"
+    await stub.reset()
+    const t0 = Date.now()
+    for (let i = 0; i < n; i += batch) await stub.addJ8(queue, i, Math.min(batch, n - i))
+    const progress = await stub.waitJ8(n, p.timeoutMs ?? 300_000)
+    return { n, batch, queue, ms: progress.completedAt === null ? null : progress.completedAt - t0, ...progress }
   },
 
   /**

@@ -530,7 +530,8 @@ const afterSettled = (run: Run, done: Made): Effect.Effect<void> =>
 export const startPending = (run: Run, records: ReadonlyArray<PendingRecord>): Effect.Effect<void> =>
   records.length === 0 ? Effect.void : Effect.gen(function*() {
     let startable = true
-    const held = run.participant.table.holds?.holds
+    const { participant } = run
+    const held = participant.table.holds?.holds
     for (const made of records) {
       // A held record's claim would be refused: starting it would only show it running for a moment. One
       // that asks for no start still gets its time covered (a leased job's reclaim at its lease's end).
@@ -546,7 +547,15 @@ export const startPending = (run: Run, records: ReadonlyArray<PendingRecord>): E
       }
       // Once a permit is refused, the rest of a batch is left to the timer or the alarm.
       if (startable && made.start === true && (yield* tryStartWith(run, made.key, made.at, true))) continue
-      if (made.start === true) startable = false
+      if (made.start === true) {
+        startable = false
+        // The drain frees permits as its executions end (at once, for plain values): it tries these
+        // again after its ready ones, and gives the timer those it cannot start.
+        if (participant.draining) {
+          participant.later.push(made)
+          continue
+        }
+      }
       yield* run.engine.alarms.coverTimer(made.at)
     }
   })
@@ -559,20 +568,51 @@ export const startPending = (run: Run, records: ReadonlyArray<PendingRecord>): E
 const drain = (run: Run): Effect.Effect<void> =>
   Effect.suspend(() => {
     const { participant } = run
-    const { ready } = participant
+    const { later, ready } = participant
+    const held = participant.table.holds?.holds
     let at = 0
+    let retried = 0
     const next = (): Effect.Effect<void> => {
-      if (at === ready.length) return Effect.void
-      const { entry, key, start } = ready[at++]!
-      return Effect.zipRight(Effect.uninterruptible(unobservedBy(run, key, own(run, key, entry, start))), Effect.suspend(next))
+      if (at < ready.length) {
+        const { entry, key, start } = ready[at++]!
+        return Effect.zipRight(Effect.uninterruptible(unobservedBy(run, key, own(run, key, entry, start))), Effect.suspend(next))
+      }
+      while (retried < later.length) {
+        const made = later[retried++]!
+        if (held?.(made.key) === true || participant.active.has(made.key) || participant.queued.has(made.key)) continue
+        // Started, it joins the ready ones; refused, it and the rest go to the timer.
+        return Effect.flatMap(tryStartWith(run, made.key, made.at, true), (started) => {
+          if (started) return next()
+          retried--
+          return Effect.zipRight(coverLater, Effect.suspend(next))
+        })
+      }
+      return Effect.void
     }
+    // The timer for the records the drain did not start.
+    const coverLater = Effect.suspend(() => {
+      let earliest: number | undefined
+      for (let i = retried; i < later.length; i++) earliest = Math.min(earliest ?? later[i]!.at, later[i]!.at)
+      retried = later.length
+      return earliest === undefined ? Effect.void : run.engine.alarms.coverTimer(earliest)
+    })
     return Effect.ensuring(
       next(),
       Effect.suspend(() => {
         participant.draining = false
+        if (at >= ready.length && retried >= later.length) {
+          ready.length = 0
+          later.length = 0
+          return Effect.void
+        }
         // Interrupted (the object's scope closed): the rest never claimed; their rows are covered by the alarm.
         const left = ready.splice(0)
-        return left.length <= at ? Effect.void : Effect.forEach(left.slice(at), (item) => release(run, item.key, item.entry, item.start, Exit.void), { discard: true })
+        const released = left.length <= at
+          ? Effect.void
+          : Effect.forEach(left.slice(at), (item) => release(run, item.key, item.entry, item.start, Exit.void), { discard: true })
+        return Effect.zipRight(released, Effect.ensuring(coverLater, Effect.sync(() => {
+          later.length = 0
+        })))
       })
     )
   })

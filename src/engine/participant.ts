@@ -8,7 +8,7 @@ import * as FiberId from "effect/FiberId"
 import type { StorageError } from "../shared/Errors.js"
 import type * as PermitSemaphore from "./PermitSemaphore.js"
 import type { AlarmInvocationInfo } from "../shared/platform.js"
-import type { DurableTable } from "./DurableTable.js"
+import type { DurableTable, PendingRecord } from "./DurableTable.js"
 import type { SqlValue } from "./StorageService.js"
 import * as TableSql from "./tableSql.js"
 
@@ -63,6 +63,8 @@ export interface Participant<A = unknown> {
   readonly queued: Set<string>
   /** Executions that took their key and permit, waiting for the participant's drain (`Attempt.startPending`). */
   readonly ready: Array<Ready>
+  /** Records refused a permit while a drain ran: it tries them again once its ready ones ended. */
+  readonly later: Array<PendingRecord>
   /** Whether a drain runs (or is about to). */
   draining: boolean
   /** Claims a due record in one statement (bindings: key, due-by time, then `bindings`), when the limits fit in SQL. */
@@ -107,6 +109,7 @@ export const make = <A>(table: DurableTable<A>, defaultBatchSize: number): Parti
     active: new Map(),
     queued: new Set(),
     ready: [],
+    later: [],
     draining: false,
     claimDue,
     claimLease
