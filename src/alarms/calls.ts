@@ -118,5 +118,5 @@ export const schedule = Effect.fnUntraced(function*(parts: Parts, name: string, 
     timestamp,
     attempt: 0,
     scheduledTime: at
-  }))
+  }), undefined, false)
 })

@@ -345,8 +345,11 @@ export interface TableHandle {
     reason: unknown,
     options?: { readonly release?: boolean | undefined }
   ) => Effect.Effect<number>
-  /** Emits a lifecycle event to this table's hook, stamped `at` (a clock reading the caller has) or now. */
-  readonly emit: (build: (timestamp: number) => Lifecycle.LifecycleEvent, at?: number) => Effect.Effect<void>
+  /**
+   * Emits a lifecycle event to this table's hook, stamped `at` (a clock reading the caller has) or now.
+   * `settles: false` says the event cannot settle a record: with no hook of the user's it is not built.
+   */
+  readonly emit: (build: (timestamp: number) => Lifecycle.LifecycleEvent, at?: number, settles?: boolean) => Effect.Effect<void>
   /**
    * Settles an attempt that ran outside this isolate's executions (a job leased to an external worker),
    * as the engine settles its own: the policy decides a failure, the settled work and the events

@@ -105,15 +105,17 @@ export const make = (storage: DurableObjectStorageLike): Effect.Effect<StorageSe
     let knownAlarm: number | null | undefined = undefined
     let depth = 0
 
+    // A plain try, not `Effect.try({ try, catch })`: no closures made per statement (the hottest call).
     const exec: StorageService["exec"] = (query, bindings = []) =>
-      Effect.try({
-        try: () => {
+      Effect.suspend(() => {
+        try {
           if (TRANSACTION_SQL.test(query)) {
             throw new Error("use transaction() instead of BEGIN/SAVEPOINT statements")
           }
-          return storage.sql.exec(query, ...bindings).toArray() as ReadonlyArray<Row>
-        },
-        catch: (cause) => storageError("sql", cause)
+          return Effect.succeed(storage.sql.exec(query, ...bindings).toArray() as ReadonlyArray<Row>)
+        } catch (cause) {
+          return Effect.fail(storageError("sql", cause))
+        }
       })
 
     const query: StorageService["query"] = (schema, text, bindings) => {

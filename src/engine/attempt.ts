@@ -30,14 +30,16 @@ import * as Fork from "../shared/fork.js"
 import { type ActiveExecution, begin, type Start } from "./participant.js"
 
 
+/** A lifecycle event of `row`; one that cannot settle it (`settles: false`) is built only for a user's hook. */
 const emit = (
   run: Run,
   row: Row,
+  settles: boolean,
   build: (entity: Lifecycle.LifecycleEntity, timestamp: number) => Lifecycle.LifecycleEvent,
   at?: number
 ): Effect.Effect<void> => {
   const { table } = run.participant
-  return table.onEvent === undefined
+  return table.onEvent === undefined || (!settles && !Lifecycle.hears(table.onEvent))
     ? Effect.void
     : Lifecycle.emitTo(run.engine.background, table.onEvent, (timestamp) => build(table.entity(row), timestamp), at)
 }
@@ -327,6 +329,7 @@ const attempt = (
     yield* emit(
       run,
       row,
+      false,
       (entity, timestamp) => ({ ...entity, type: "attempt_started", timestamp, attempt: attemptNumber }),
       startedAt
     )
@@ -477,7 +480,7 @@ export const settle = (run: Run, settled: Settled): Effect.Effect<void, StorageE
       }
       if (!completed.right) return Effect.void
       return Effect.zipRight(
-        emit(run, execution.row, (entity, timestamp) => ({
+        emit(run, execution.row, true, (entity, timestamp) => ({
           ...entity,
           type: "attempt_settled",
           outcome: "completed",
@@ -655,7 +658,7 @@ const settleFailure = (run: Run, settled: Settled, error: unknown, terminal: boo
         { attempt: execution.attempt, error: recorded }
       )
     }
-    yield* emit(run, execution.row, (entity, timestamp) =>
+    yield* emit(run, execution.row, decision._tag !== "Retry", (entity, timestamp) =>
       decision._tag === "Retry"
         ? {
           ...entity,
@@ -737,7 +740,7 @@ const exhaust = <E = never>(
       attempt: Number(first.attempt),
       error: { name: error._tag, message: error.message }
     })
-    yield* emit(run, row, (entity, timestamp) => ({
+    yield* emit(run, row, true, (entity, timestamp) => ({
       ...entity,
       type: "terminal",
       timestamp,

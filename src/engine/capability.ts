@@ -8,7 +8,7 @@ import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import type { AttemptLimits, AttemptPolicy, DurableTable, TableHandle } from "./DurableTable.js"
 import { InvalidOptionError, type InvalidInputError, type MigrationError, type ParticipantConflictError, type StorageError } from "../shared/Errors.js"
-import type * as Lifecycle from "./Lifecycle.js"
+import * as Lifecycle from "./Lifecycle.js"
 import * as Migrations from "./Migrations.js"
 import * as Scheduler from "./Scheduler.js"
 import { type Row, StorageService } from "./StorageService.js"
@@ -32,12 +32,15 @@ export const provideCaptured = <A, E, R>(
   )
 
 /** Passes every event to the settlement watchers, then to the user's hook. */
-const observe = (watchers: Watchers.Watchers, hook: Lifecycle.LifecycleHook | undefined): Lifecycle.LifecycleHook =>
-(event) => {
-  const settles = event.type === "terminal" ||
-    (event.type === "attempt_settled" && event.outcome !== "retry_scheduled")
-  if (settles && "id" in event) watchers.notify(event.id)
-  return hook?.(event)
+const observe = (watchers: Watchers.Watchers, hook: Lifecycle.LifecycleHook | undefined): Lifecycle.LifecycleHook => {
+  const observer: Lifecycle.LifecycleHook = (event) => {
+    const settles = event.type === "terminal" ||
+      (event.type === "attempt_settled" && event.outcome !== "retry_scheduled")
+    if (settles && "id" in event) watchers.notify(event.id)
+    return hook?.(event)
+  }
+  // With no hook of the user's, only the watchers listen: the other events need not be built.
+  return hook === undefined ? Lifecycle.settlesOnly(observer) : observer
 }
 
 /**

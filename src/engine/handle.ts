@@ -57,7 +57,10 @@ export const make = (run: Run): TableHandle => {
           : Effect.succeed(aborted)
       }),
     settle: (row, outcome, guard) => timersOf(engine).settleExternal(run, row, outcome, guard),
-    emit: (build, at) => Lifecycle.emitTo(engine.background, participant.table.onEvent, build, at),
+    emit: (build, at, settles) =>
+      settles === false && !Lifecycle.hears(participant.table.onEvent)
+        ? Effect.void
+        : Lifecycle.emitTo(engine.background, participant.table.onEvent, build, at),
     executing: (key) => participant.active.has(key),
     executingKeys: () => participant.active.keys(),
     // From the engine's timer support, which a table that has timers or leases brought with it.

@@ -22,8 +22,8 @@ import {
   type DurableStep,
   Helper,
   type HelperSpec,
-  pickExecution,
-  promiseStep
+  lazyStep,
+  pickExecution
 } from "./helper.js"
 
 /** What a handler is called with for one attempt. */
@@ -185,12 +185,12 @@ const spec: HelperSpec<DurabilityMethodOptions, Operations.AnyOperationDefinitio
   owner: "Durability",
   define: (handler, method) => {
     const run = handler as (call: DurableCall<unknown>) => unknown
-    const plain: OperationsParticipant.PlainHandler = (call, steps, runtime) => run({ ...call, step: promiseStep(steps, runtime) })
+    const plain: OperationsParticipant.PlainHandler = (call, steps, runtime) => run({ ...call, step: lazyStep(steps, runtime) })
     return Plain.withPlain(
       Operations.operation({
         handler: (call: Operations.DurableCall<unknown>) =>
           Effect.flatMap(Effect.runtime<Steps.CurrentCall>(), (runtime) =>
-            fromPromise(() => plain(call, Context.get(runtime.context, Steps.CurrentCall), runtime))),
+            fromPromise(() => plain(call, () => Context.get(runtime.context, Steps.CurrentCall), runtime))),
         ...pickExecution(method)
       }),
       plain

@@ -22,7 +22,7 @@ import { attach, fromPromise, migrateWith, type MigrationResult, type SchedulerA
 import type { BivariantHandler } from "./Durability.js"
 import { fromCause } from "./errors.js"
 import { jobsConsumer, jobsDeadLetterConsumer } from "./jobsConsumer.js"
-import { type DurabilityMethodOptions, type DurableStep, Helper, pickExecution, promiseStep } from "./helper.js"
+import { type DurabilityMethodOptions, type DurableStep, Helper, lazyStep, pickExecution } from "./helper.js"
 
 /** What a job's handler is called with. */
 export interface DurableJob<P = unknown>
@@ -269,7 +269,7 @@ export interface DurabilityJobsConstructor {
 type Service = Jobs.JobsService<Record<string, AnyQueueDefinition>>
 
 /** The handler's job with promises, run on the object's runtime. */
-const promiseJob = (job: Types.JobContext<unknown>, steps: Steps.StepRunner, runtime: Runtime.Runtime<never>): DurableJob<unknown> => {
+const promiseJob = (job: Types.JobContext<unknown>, steps: () => Steps.StepRunner, runtime: Runtime.Runtime<never>): DurableJob<unknown> => {
   const run = <A>(effect: Effect.Effect<A, unknown>) =>
     Runtime.runPromiseExit(runtime)(effect).then((exit) => {
       if (Exit.isFailure(exit)) throw fromCause(exit.cause)
@@ -286,7 +286,7 @@ const promiseJob = (job: Types.JobContext<unknown>, steps: Steps.StepRunner, run
     progress: (value) => run(job.progress(value)),
     log: (message) => run(job.log(message)),
     childrenValues: () => run(job.childrenValues),
-    step: promiseStep(steps, runtime)
+    step: lazyStep(steps, runtime)
   }
 }
 
@@ -333,7 +333,7 @@ const define = (name: string, options: DurabilityQueueOptions<unknown>): AnyQueu
       ...pickExecution(options),
       handler: (job: Types.JobContext<unknown>) =>
         Effect.flatMap(Effect.runtime<Steps.CurrentCall>(), (runtime) =>
-          fromPromise(() => plain(job, Context.get(runtime.context, Steps.CurrentCall), runtime)))
+          fromPromise(() => plain(job, () => Context.get(runtime.context, Steps.CurrentCall), runtime)))
     }) as unknown as AnyQueueDefinition,
     plain
   )

@@ -171,6 +171,13 @@ export interface DurableStep {
   ): Promise<A>
 }
 
+/** `promiseStep` over a runner made when the handler first calls `step` (most handlers never do). */
+export const lazyStep = (runner: () => StepRunner, runtime: Runtime.Runtime<never>): DurableStep => {
+  let step: DurableStep | undefined
+  return ((name: string, fn: () => unknown, options?: DurableStepOptions<unknown, unknown>) =>
+    (step ??= promiseStep(runner(), runtime))(name, fn as never, options as never)) as DurableStep
+}
+
 /** A durable step's options. */
 export interface DurableStepOptions<A, I> {
   /** An Effect `Schema` whose encoded form (JSON) is stored; the stored form is decoded on replay. */

@@ -254,7 +254,16 @@ const endsCanceled = <A>(canceled: () => JobCanceledError | undefined, body: Eff
   )
 
 /** The promise face's handler, called directly: the job, its attempt's step runner and the engine's runtime. */
-export type PlainJobHandler = (job: JobContext<unknown>, steps: Steps.StepRunner, runtime: Runtime.Runtime<never>) => unknown
+export type PlainJobHandler = (job: JobContext<unknown>, steps: () => Steps.StepRunner, runtime: Runtime.Runtime<never>) => unknown
+
+/** The attempt's step runner, made when the handler first asks for it. */
+const stepsOf = (core: Core, execution: Execution) => () =>
+  StepMemo.runner(core.storage, {
+    capability: "jobs",
+    current: JobsTable.IS_CURRENT,
+    key: execution.key,
+    generation: execution.generation
+  })
 
 /** Keys a statement may list (a Durable Object statement takes at most 100 bindings). */
 const MAX_EXCLUDED = 64
@@ -360,13 +369,7 @@ export const participant = <I>(
       }
       const name = String(execution.row.queue)
       const queue = core.queues.get(name)
-      const steps = () =>
-        StepMemo.runner(core.storage, {
-          capability: "jobs",
-          current: JobsTable.IS_CURRENT,
-          key: execution.key,
-          generation: execution.generation
-        })
+      const steps = stepsOf(core, execution)
       const plain = queue === undefined ? undefined : Plain.plainOf<PlainJobHandler>(queue.definition)
       if (
         plain !== undefined && queue!.options.external === undefined &&
@@ -376,7 +379,7 @@ export const participant = <I>(
         const job = jobContext(core, execution, queue!, Json.decode(String(execution.row.payload)))
         let returned: unknown
         try {
-          returned = plain(job, steps(), execution.runtime)
+          returned = plain(job, steps, execution.runtime)
         } catch (error) {
           const reason = canceled()
           return Exit.fail(reason === undefined || error instanceof JobCanceledError ? error : reason)

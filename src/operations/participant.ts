@@ -88,7 +88,23 @@ const unstorableResult = (operation: string, failure: Json.Unstorable) =>
     : unstorable(operation, Json.tooLarge(failure.bytes))
 
 /** The promise face's handler, called directly: the call, its attempt's step runner and the engine's runtime. */
-export type PlainHandler = (call: DurableCall<unknown>, steps: Steps.StepRunner, runtime: Runtime.Runtime<never>) => unknown
+export type PlainHandler = (call: DurableCall<unknown>, steps: () => Steps.StepRunner, runtime: Runtime.Runtime<never>) => unknown
+
+/** The attempt's step runner, made when the handler first asks for it. */
+const stepsOf = (storage: StorageService, execution: Execution) => () =>
+  StepMemo.runner(storage, {
+    capability: CAPABILITY,
+    current: CallsTable.IS_CURRENT,
+    key: execution.key,
+    generation: execution.generation
+  })
+
+/** A plain result's stored JSON, or why it cannot be stored. */
+const storedResult = (operation: string, value: unknown): Exit.Exit<string, DurableResultSerializationError> =>
+  Either.match(Json.stored(value, "result"), {
+    onLeft: (failure) => Exit.fail(unstorableResult(operation, failure)),
+    onRight: Exit.succeed
+  })
 
 /** One attempt of a call: succeeds with the result's stored JSON, encoded once and its size checked before `complete`. */
 const run = <R>(
@@ -102,26 +118,18 @@ const run = <R>(
   if (definition === undefined) {
     return Exit.fail(new NonRetryableError({ message: `No handler registered for operation "${operation}"` }))
   }
-  const steps = StepMemo.runner(storage, {
-    capability: CAPABILITY,
-    current: CallsTable.IS_CURRENT,
-    key: execution.key,
-    generation: execution.generation
-  })
   const plain = Plain.plainOf<PlainHandler>(definition)
   // No schema either way: the plain handler is called here, and a plain value settles without a fiber.
   if (plain !== undefined && definition.payload.identity === true && definition.result.identity === true) {
     let returned: unknown
     try {
-      returned = plain(callOf(execution, operation, Json.decode(String(execution.row.payload))), steps, execution.runtime)
+      returned = plain(callOf(execution, operation, Json.decode(String(execution.row.payload))), stepsOf(storage, execution), execution.runtime)
     } catch (error) {
       return Exit.fail(error)
     }
-    const stored = (value: unknown) => Either.match(Json.stored(value, "result"), {
-      onLeft: (failure) => Exit.fail(unstorableResult(operation, failure)),
-      onRight: Exit.succeed
-    })
-    return Plain.maybeThenable(returned) ? Effect.flatMap(Plain.awaitReturned(returned), stored) : stored(returned)
+    return Plain.maybeThenable(returned)
+      ? Effect.flatMap(Plain.awaitReturned(returned), (value) => storedResult(operation, value))
+      : storedResult(operation, returned)
   }
   return Effect.gen(function*() {
     // The payload was valid when registered; if it no longer decodes, retrying cannot help.
@@ -133,7 +141,7 @@ const run = <R>(
       Effect.provideService(
         definition.handler(callOf(execution, operation, payload) as never) as Effect.Effect<unknown, unknown, R | Steps.CurrentCall>,
         Steps.CurrentCall,
-        steps
+        stepsOf(storage, execution)()
       ),
       context
     )

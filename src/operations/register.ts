@@ -112,7 +112,7 @@ const write = (parts: Parts, operation: string, calls: ReadonlyArray<Prepared>, 
         generation: call.generation,
         timestamp,
         attempt: 0
-      }), now)
+      }), now, false)
     }
     return registrations
   })
