@@ -47,6 +47,14 @@ export interface Execution {
   readonly runtime: Runtime.Runtime<never>
 }
 
+/** One success of many to persist at once (`DurableTable.completeMany`). */
+export interface Completion<A> {
+  readonly execution: Execution
+  readonly value: A
+  /** The clock when its attempt ended. */
+  readonly settledAt: number
+}
+
 /** How a table's record is retried and timed out: the retry policy plus the attempt's time limit. */
 export interface AttemptPolicy extends RetryPolicy.RetryPolicy {
   /** How long one attempt may run before its signal is aborted and it counts as failed (milliseconds). */
@@ -107,6 +115,13 @@ export interface DurableTable<A = unknown> {
    * a transaction around it (a transaction runs its body in a fiber of its own; see bench/RESULTS.md).
    */
   readonly completesInOneStatement?: boolean | undefined
+  /**
+   * Persists many successes (at most `TableSql.GROUP_SIZE`) as `complete` does each (the same fence per
+   * record, no settled work), in one statement (`TableSql.completedFrom` builds it); returns the keys
+   * that matched. Its failure writes nothing: the engine then settles each record on its own. Without
+   * it, records settle one by one.
+   */
+  readonly completeMany?: ((completed: ReadonlyArray<Completion<A>>) => Effect.Effect<ReadonlyArray<string>, unknown>) | undefined
   /** How messages name the record, e.g. `operation "resize" (id "a")`. */
   readonly describe: (row: Row) => string
   /** The entity fields of lifecycle events about `row`. */

@@ -11,6 +11,7 @@
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
@@ -22,12 +23,13 @@ import { DurableAttemptsExhaustedError, type SerializedError, type StorageError 
 import * as Lifecycle from "./Lifecycle.js"
 import type * as PermitSemaphore from "./PermitSemaphore.js"
 import * as RetryPolicy from "./RetryPolicy.js"
+import * as TableSql from "./tableSql.js"
 import type { Row } from "./StorageService.js"
 import { errorOf } from "../shared/cause.js"
 import type * as Deadlines from "./deadlines.js"
 import { type Run, timersOf } from "./engine.js"
 import * as Fork from "../shared/fork.js"
-import { type ActiveExecution, begin, type Start } from "./participant.js"
+import { type ActiveExecution, begin, type Grouped, type Ready, type Start } from "./participant.js"
 
 
 /** A lifecycle event of `row`; one that cannot settle it (`settles: false`) is built only for a user's hook. */
@@ -210,14 +212,15 @@ const releaseHeld = (start: Start): Effect.Effect<void> =>
 
 /** The execution itself, from claim to release; its outcome also completes `entry.persisted`. */
 const own = (run: Run, key: string, entry: ActiveExecution, start: Start): Effect.Effect<void, StorageError> => {
-  const { participant } = run
-  // A record that may have an admission is read first: its admission decides from the row.
-  const direct = participant.claimDue !== undefined &&
-    (participant.table.admission === undefined || participant.table.admission.mayApply?.(key) === false)
-  const body = direct ? claimDirectly(run, key, entry, start) : readThenClaim(run, key, entry, start)
+  const body = claimsDirectly(run.participant, key) ? claimDirectly(run, key, entry, start) : readThenClaim(run, key, entry, start)
   // An inline execution whose handler suspended ends in the fiber it moved to, which releases it.
   return Effect.onExit(body, (exit) => entry.moved ? Effect.void : release(run, key, entry, start, exit))
 }
+
+/** Whether the record is claimed in one statement; one that may have an admission is read first (its admission decides from the row). */
+const claimsDirectly = (participant: Run["participant"], key: string): boolean =>
+  participant.claimDue !== undefined &&
+  (participant.table.admission === undefined || participant.table.admission.mayApply?.(key) === false)
 
 /** Gives back the key and the permit once the execution really ended, and tells who waits. */
 const release = (
@@ -306,13 +309,15 @@ const claimDirectly = (run: Run, key: string, entry: ActiveExecution, start: Sta
     ? Effect.flatMap(Clock.currentTimeMillis, (now) => storage.exec(claimDue.sql, [now, key, dueBy, ...claimDue.bindings]))
     : storage.exec(claimDue.sql, [key, dueBy, ...claimDue.bindings])
   return Effect.flatMap(claim, ([claimed]) =>
-    claimed !== undefined
-      ? attempt(run, key, claimed, Number(claimed.attempt), entry, start)
-      : Effect.flatMap(storage.exec(participant.sql.read, [key]), ([row]) =>
-        row === undefined || row.status !== "pending" || Number(row.next_attempt_at) > dueBy
-          ? Effect.void
-          : exhaust(run, key, row, participant.table.policy(row))))
+    claimed !== undefined ? attempt(run, key, claimed, Number(claimed.attempt), entry, start) : notClaimed(run, key, dueBy))
 }
+
+/** A record the claim did not take: read, to tell "not due" (nothing to do) from "out of attempts". */
+const notClaimed = (run: Run, key: string, dueBy: number): Effect.Effect<void, StorageError> =>
+  Effect.flatMap(run.engine.storage.exec(run.participant.sql.read, [key]), ([row]) =>
+    row === undefined || row.status !== "pending" || Number(row.next_attempt_at) > dueBy
+      ? Effect.void
+      : exhaust(run, key, row, run.participant.table.policy(row)))
 
 const attempt = (
   run: Run,
@@ -354,7 +359,8 @@ const attempt = (
     // A plain handler that already ended: no fiber, no scheduler turn, nothing to time out.
     if (Exit.isExit(returned)) {
       entry.abort = (reason) => controller.abort(reason)
-      return yield* conclude(run, { execution, entry, policy, controller, handler: undefined, startedAt }, returned)
+      const attempted: Attempted = { execution, entry, policy, controller, handler: undefined, startedAt }
+      return yield* (start.group === undefined ? conclude(run, attempted, returned) : concludeOrJoin(run, start, attempted, returned))
     }
     // Started at once, in this step: a handler that finishes without suspending needs no deadline and no
     // waiting here. Not a child fiber, so interrupting this execution (eviction) interrupts it explicitly;
@@ -366,7 +372,9 @@ const attempt = (
     }
     const ended = handler.unsafePoll()
     const attempted: Attempted = { execution, entry, policy, controller, handler, startedAt }
-    if (ended !== null) return yield* conclude(run, attempted, ended)
+    if (ended !== null) {
+      return yield* (start.group === undefined ? conclude(run, attempted, ended) : concludeOrJoin(run, start, attempted, ended))
+    }
     if (start.inline !== true) return yield* awaitHandler(run, { ...attempted, handler })
     // Nobody waits for an inline execution: it goes on in a fiber of its own, which releases it.
     entry.moved = true
@@ -374,6 +382,29 @@ const attempt = (
     // A pass awaits the outcome (and reports its failure); for an eager start, nobody would.
     const fiber = yield* Fork.detached(start.awaited === true ? rest : unobservedBy(run, key, rest), run.engine.scope)
     yield* run.engine.background.waitUntil(Fork.settled(fiber))
+  })
+
+/**
+ * A success that ended at once, of a record claimed with others, whose settle is the table's `complete`
+ * alone (no settled work), joins its group, to be settled with the others (`settleGroup`); anything else
+ * settles here.
+ */
+const concludeOrJoin = (
+  run: Run,
+  start: Start,
+  attempted: Attempted,
+  outcome: Exit.Exit<unknown, unknown>
+): Effect.Effect<void, StorageError> =>
+  Effect.flatMap(Clock.currentTimeMillis, (endedAt) => {
+    const { table } = run.participant
+    const { entry, execution, policy, startedAt } = attempted
+    const joins = start.group !== undefined && table.completeMany !== undefined && Exit.isSuccess(outcome) &&
+      table.settled?.(execution.row, { outcome: "completed", at: endedAt }, timersOf(run.engine).handleOf(run)) === undefined
+    // What ended before it is settled first, as one by one it would have been.
+    if (!joins) return Effect.zipRight(flushGroup(run, start.group), conclude(run, attempted, outcome))
+    entry.grouped = true
+    start.group.push({ key: execution.key, entry, start, execution, policy, value: outcome.value, startedAt, endedAt })
+    return Effect.void
   })
 
 /** An attempt whose handler has started. */
@@ -577,20 +608,30 @@ const drain = (run: Run): Effect.Effect<void> =>
     let retried = 0
     const next = (): Effect.Effect<void> => {
       if (at < ready.length) {
+        const group = groupAt(run, ready, at)
+        if (group.length > 1) {
+          at += group.length
+          return Effect.zipRight(Effect.uninterruptible(runGroup(run, group)), Effect.suspend(next))
+        }
         const { entry, key, start } = ready[at++]!
         return Effect.zipRight(Effect.uninterruptible(unobservedBy(run, key, own(run, key, entry, start))), Effect.suspend(next))
       }
-      while (retried < later.length) {
+      return retryLater(0)
+    }
+    // Starts the records refused before while permits are free (each joins the ready ones, to run as a
+    // group), then runs them; one refused goes to the timer with the rest.
+    const retryLater = (started: number): Effect.Effect<void> => {
+      while (retried < later.length && started < TableSql.GROUP_SIZE) {
         const made = later[retried++]!
         if (held?.(made.key) === true || participant.active.has(made.key) || participant.queued.has(made.key)) continue
-        // Started, it joins the ready ones; refused, it and the rest go to the timer.
-        return Effect.flatMap(tryStartWith(run, made.key, made.at, true), (started) => {
-          if (started) return next()
+        return Effect.flatMap(tryStartWith(run, made.key, made.at, true), (ok) => {
+          if (ok) return retryLater(started + 1)
           retried--
-          return Effect.zipRight(coverLater, Effect.suspend(next))
+          // Those just started hold the permits: run them, then try again. Else it waits for the timer.
+          return started > 0 ? next() : Effect.zipRight(coverLater, Effect.suspend(next))
         })
       }
-      return Effect.void
+      return started > 0 ? next() : Effect.void
     }
     // The timer for the records the drain did not start.
     const coverLater = Effect.suspend(() => {
@@ -618,6 +659,93 @@ const drain = (run: Run): Effect.Effect<void> =>
         })))
       })
     )
+  })
+
+/**
+ * The ready executions from `from` that can be claimed together: consecutive, each claimed in one statement,
+ * of a table that completes many at once; at most `TableSql.GROUP_SIZE`.
+ */
+const groupAt = (run: Run, ready: ReadonlyArray<Ready>, from: number): ReadonlyArray<Ready> => {
+  const { participant } = run
+  if (participant.table.completeMany === undefined || participant.claimDue === undefined) return []
+  let end = from
+  while (end < ready.length && end - from < TableSql.GROUP_SIZE && claimsDirectly(participant, ready[end]!.key)) end++
+  return ready.slice(from, end)
+}
+
+/**
+ * A group of ready executions as one: claimed in one statement, each run in turn (its own lifecycle: a
+ * failure, a suspended handler or a success with settled work settles on its own), then the successes
+ * that ended at once settled together (`settleGroup`). Each record's fencing is as in `own`.
+ */
+const runGroup = (run: Run, group: ReadonlyArray<Ready>): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    const { participant } = run
+    const { storage } = run.engine
+    const claimDue = participant.claimDue!
+    let dueBy = 0
+    for (const item of group) dueBy = Math.max(dueBy, item.start.dueBy ?? Number.MAX_SAFE_INTEGER)
+    const bindings = [...group.map((item) => item.key), dueBy, ...claimDue.bindings]
+    const sql = participant.sql.claimDueMany(claimDue.limit, group.length)
+    const claimed = yield* Effect.exit(
+      participant.table.dispatch?.startedColumn === undefined
+        ? storage.exec(sql, bindings)
+        : Effect.flatMap(Clock.currentTimeMillis, (now) => storage.exec(sql, [now, ...bindings]))
+    )
+    const rows = new Map(Exit.isSuccess(claimed) ? claimed.value.map((row) => [String(row[participant.table.keyColumn]), row]) : [])
+    const successes: Array<Grouped> = []
+    for (const { entry, key, start } of group) {
+      const row = rows.get(key)
+      const execution = Exit.isFailure(claimed)
+        ? claimed
+        : row === undefined
+        ? Effect.zipRight(flushGroup(run, successes), notClaimed(run, key, dueBy))
+        : attempt(run, key, row, Number(row.attempt), entry, { ...start, group: successes })
+      const exit = yield* Effect.exit(execution)
+      if (entry.moved === true || entry.grouped === true) continue
+      yield* release(run, key, entry, start, exit)
+      if (Exit.isFailure(exit)) yield* unobservedBy(run, key, exit)
+    }
+    yield* flushGroup(run, successes)
+  })
+
+/** Settles the group's successes so far (`settleGroup`, `TableSql.GROUP_SIZE` at a time) and empties it. */
+const flushGroup = (run: Run, successes: Array<Grouped> | undefined): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    if (successes === undefined || successes.length === 0) return Effect.void
+    const settling = successes.splice(0)
+    const chunks: Array<ReadonlyArray<Grouped>> = []
+    for (let from = 0; from < settling.length; from += TableSql.GROUP_SIZE) chunks.push(settling.slice(from, from + TableSql.GROUP_SIZE))
+    return Effect.forEach(chunks, (chunk) => settleGroup(run, chunk), { discard: true })
+  })
+
+/**
+ * Settles successes of one group in one statement (`DurableTable.completeMany`), then releases each; when
+ * that statement fails, each settles on its own (as `complete` alone would: its own failure handling).
+ */
+const settleGroup = (run: Run, successes: ReadonlyArray<Grouped>): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    const { table } = run.participant
+    const completions = successes.map(({ endedAt, execution, value }) => ({ execution, value, settledAt: endedAt }))
+    const matched = yield* Effect.either(run.engine.upkeep.settleWrite(table.completeMany!(completions), undefined, true))
+    for (const success of successes) {
+      const { endedAt, entry, execution, key, policy, start, startedAt } = success
+      const settled: Effect.Effect<void, StorageError> = Either.isLeft(matched)
+        ? conclude(run, { execution, entry, policy, controller: new AbortController(), handler: undefined, startedAt }, Exit.succeed(success.value))
+        : !matched.right.includes(key)
+        ? Effect.void
+        : emit(run, execution.row, true, (entity, timestamp) => ({
+          ...entity,
+          type: "attempt_settled",
+          outcome: "completed",
+          timestamp,
+          attempt: execution.attempt,
+          durationMs: endedAt - startedAt
+        }), endedAt)
+      const exit = yield* Effect.exit(settled)
+      yield* release(run, key, entry, start, exit)
+      if (Exit.isFailure(exit)) yield* unobservedBy(run, key, exit)
+    }
   })
 
 const settleFailure = (run: Run, settled: Settled, error: unknown, terminal: boolean) =>

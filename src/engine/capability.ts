@@ -146,7 +146,7 @@ export interface Spec<D extends Policy.ExecutionOptions & { readonly handler: un
     readonly storage: StorageService
     readonly definitionOf: (name: string) => D | undefined
   }) => Pick<DurableTable<A>, "run" | "complete" | "describe" | "entity"> & Partial<
-    Pick<DurableTable<A>, "completesInOneStatement" | "dispatch" | "holds" | "admission" | "settled" | "timers" | "leases">
+    Pick<DurableTable<A>, "completesInOneStatement" | "completeMany" | "dispatch" | "holds" | "admission" | "settled" | "timers" | "leases">
   >
 }
 

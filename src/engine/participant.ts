@@ -8,7 +8,7 @@ import * as FiberId from "effect/FiberId"
 import type { StorageError } from "../shared/Errors.js"
 import type * as PermitSemaphore from "./PermitSemaphore.js"
 import type { AlarmInvocationInfo } from "../shared/platform.js"
-import type { DurableTable, PendingRecord } from "./DurableTable.js"
+import type { AttemptPolicy, DurableTable, Execution, PendingRecord } from "./DurableTable.js"
 import type { SqlValue } from "./StorageService.js"
 import * as TableSql from "./tableSql.js"
 
@@ -25,6 +25,8 @@ export interface ActiveExecution {
   revisit: Revisit
   /** Started inline, its handler suspended: the fiber it moved to releases it. */
   moved?: boolean
+  /** Its success waits to settle with its group's, which releases it. */
+  grouped?: boolean
 }
 
 export interface Start {
@@ -44,6 +46,20 @@ export interface Start {
   readonly inline?: boolean | undefined
   /** Inline for a pass, which awaits the outcome and reports its failure. */
   readonly awaited?: boolean | undefined
+  /** Claimed with others: a success that ended at once joins these, settled with them (`Attempt.settleGroup`). */
+  readonly group?: Array<Grouped> | undefined
+}
+
+/** A success waiting to settle with the others of its group, its key and permit held until then. */
+export interface Grouped {
+  readonly key: string
+  readonly entry: ActiveExecution
+  readonly start: Start
+  readonly execution: Execution
+  readonly policy: AttemptPolicy
+  readonly value: unknown
+  readonly startedAt: number
+  readonly endedAt: number
 }
 
 /** An execution that holds its key and permit, waiting for the participant's drain. */
@@ -68,7 +84,7 @@ export interface Participant<A = unknown> {
   /** Whether a drain runs (or is about to). */
   draining: boolean
   /** Claims a due record in one statement (bindings: key, due-by time, then `bindings`), when the limits fit in SQL. */
-  readonly claimDue: { readonly sql: string; readonly bindings: ReadonlyArray<SqlValue> } | undefined
+  readonly claimDue: { readonly sql: string; readonly limit: string; readonly bindings: ReadonlyArray<SqlValue> } | undefined
   /** The attempt limit of a lease's claim (`TableSql.lease`) as SQL, and its bindings, when the limits fit in SQL. */
   readonly claimLease: { readonly limit: string; readonly bindings: ReadonlyArray<SqlValue> } | undefined
 }
@@ -98,7 +114,7 @@ export const make = <A>(table: DurableTable<A>, defaultBatchSize: number): Parti
     }
     bindings.push(limits.otherwise)
     if (bindings.length <= MAX_LIMIT_BINDINGS) {
-      claimDue = { sql: sql.claimDue(limit), bindings }
+      claimDue = { sql: sql.claimDue(limit), limit, bindings }
       claimLease = { limit, bindings }
     }
   }

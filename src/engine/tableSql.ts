@@ -20,6 +20,8 @@ export interface TableSql {
   readonly claimRow: string
   /** A due record's claim in one statement, given its attempt limit as SQL (bindings: key, due-by time, then the limit's). */
   readonly claimDue: (limit: string) => string
+  /** `claimDue` of `count` records at once (bindings: the keys, the due-by time, then the limit's). */
+  readonly claimDueMany: (limit: string, count: number) => string
   readonly exhaust: string
   readonly settleFailure: string
   /** An admission's `Defer`: the record waits until then (bindings: time, key, generation). */
@@ -74,6 +76,9 @@ export const make = (table: string, key: string, shape?: Shape): TableSql => {
     claimDue: (limit) =>
       `UPDATE ${table} SET attempt = attempt + 1${stamp} WHERE ${key} = ? AND ${pending} AND next_attempt_at <= ? ` +
       `AND attempt < ${limit} RETURNING *`,
+    claimDueMany: (limit, count) =>
+      `UPDATE ${table} SET attempt = attempt + 1${stamp} WHERE ${key} IN (${placeholders(count)}) AND ${pending} ` +
+      `AND next_attempt_at <= ? AND attempt < ${limit} RETURNING *`,
     exhaust:
       `UPDATE ${table} SET status = 'failed', last_error = ?, last_error_name = ? WHERE ${current} AND attempt >= ? RETURNING attempt`,
     settleFailure:
@@ -109,3 +114,25 @@ export const pendingByTimeOf = (
       pendingOf(shape)
     } ORDER BY next_attempt_at LIMIT ?)`
   ).join(" UNION ALL ")
+
+const placeholders = (count: number): string => Array.from({ length: count }, () => "?").join(", ")
+
+/** Records a grouped statement takes at once: a Durable Object statement takes at most 100 bindings. */
+export const GROUP_SIZE = 20
+
+/**
+ * The successes of many records in one statement: `set` (a SET list over `v.result` and `v.at`) on each
+ * row matching a `(key, generation, attempt)` of the list and still pending; returns the matched keys.
+ * Bindings: per record, key, generation, attempt, result, time.
+ */
+export const completedFrom = (table: string, key: string, set: string, count: number): string =>
+  `UPDATE ${table} SET ${set} FROM (SELECT column1 AS key, column2 AS generation, column3 AS attempt, column4 AS result, column5 AS at ` +
+  `FROM (VALUES ${Array.from({ length: count }, () => "(?, ?, ?, ?, ?)").join(", ")})) AS v ` +
+  `WHERE ${table}.${key} = v.key AND ${table}.generation_id = v.generation AND ${table}.attempt = v.attempt ` +
+  `AND ${table}.status = 'pending' RETURNING ${table}.${key} AS key`
+
+/** `completedFrom`'s bindings for `items`. */
+export const completedBindings = (
+  items: ReadonlyArray<{ readonly execution: { readonly key: string; readonly generation: string; readonly attempt: number }; readonly value: string; readonly settledAt: number }>
+): Array<string | number> =>
+  items.flatMap(({ execution, settledAt, value }) => [execution.key, execution.generation, execution.attempt, value, settledAt])

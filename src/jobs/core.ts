@@ -358,7 +358,7 @@ export const participant = <I>(
   core: Core,
   context: Context.Context<unknown>,
   currentJob: CurrentJobTag<I>
-): Pick<DurableTable<string>, "run" | "complete" | "describe" | "entity" | "completesInOneStatement" | "dispatch" | "holds" | "admission" | "settled" | "timers" | "leases"> =>
+): Pick<DurableTable<string>, "run" | "complete" | "completeMany" | "describe" | "entity" | "completesInOneStatement" | "dispatch" | "holds" | "admission" | "settled" | "timers" | "leases"> =>
   // A queue may have timers or leases: the engine's support for them comes with the jobs.
   TimerSupport.withTimers({
     // Succeeds with the result's stored JSON.
@@ -413,6 +413,7 @@ export const participant = <I>(
     complete: (execution, text, settledAt) =>
       Effect.map(JobsTable.complete(core.storage, execution, text, settledAt), (rows) => rows.length > 0),
     completesInOneStatement: true,
+    completeMany: (completed) => JobsTable.completeMany(core.storage, completed),
     describe: (row) => `job "${String(row.id)}" of queue "${String(row.queue)}"`,
     entity: (row) => ({
       entityKind: "job",

@@ -12,6 +12,7 @@ import type { Execution, LeaseState } from "../engine/DurableTable.js"
 import type { SerializedError, StorageError } from "../shared/Errors.js"
 import type { Row, SqlValue, StorageService } from "../engine/StorageService.js"
 import { COUNT_CAP } from "../inspection/limits.js"
+import * as TableSql from "../engine/tableSql.js"
 import * as Text from "../inspection/text.js"
 import * as QueuesTable from "./queuesTable.js"
 import { DEDUP, JOBS } from "./schema.js"
@@ -205,6 +206,25 @@ export const complete = (storage: StorageService, attempt: Attempt, result: stri
        result = ?, finished_at = ?, last_error = NULL, last_error_name = NULL
      WHERE ${CURRENT_ATTEMPT} RETURNING key`,
     [result, settledAt, attempt.key, attempt.generation, attempt.attempt]
+  )
+
+/** Many attempts' successes at once (`TableSql.completedFrom`), each as `complete`; returns the keys that ended. */
+export const completeMany = (
+  storage: StorageService,
+  completed: ReadonlyArray<{ readonly execution: Attempt; readonly value: string; readonly settledAt: number }>
+): Effect.Effect<ReadonlyArray<string>, StorageError> =>
+  Effect.map(
+    storage.exec(
+      TableSql.completedFrom(
+        JOBS,
+        "key",
+        "status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'completed' END, result = v.result, " +
+          "finished_at = v.at, last_error = NULL, last_error_name = NULL",
+        completed.length
+      ),
+      TableSql.completedBindings(completed)
+    ),
+    (rows) => rows.map((row) => String(row.key))
   )
 
 /**

@@ -7,6 +7,7 @@ import * as Effect from "effect/Effect"
 import type { Execution } from "../engine/DurableTable.js"
 import type { SerializedError, StorageError } from "../shared/Errors.js"
 import type { Row, StorageService } from "../engine/StorageService.js"
+import * as TableSql from "../engine/tableSql.js"
 import * as Text from "../inspection/text.js"
 import { TABLE } from "./schema.js"
 
@@ -54,6 +55,24 @@ export const complete = (storage: StorageService, attempt: Attempt, result: stri
        last_error = NULL, last_error_name = NULL
      WHERE ${CURRENT} AND attempt = ? RETURNING id`,
     [result, settledAt, attempt.key, attempt.generation, attempt.attempt]
+  )
+
+/** Many attempts' successes at once (`TableSql.completedFrom`), each as `complete`; returns the ids that ended. */
+export const completeMany = (
+  storage: StorageService,
+  completed: ReadonlyArray<{ readonly execution: Attempt; readonly value: string; readonly settledAt: number }>
+): Effect.Effect<ReadonlyArray<string>, StorageError> =>
+  Effect.map(
+    storage.exec(
+      TableSql.completedFrom(
+        TABLE,
+        "id",
+        "status = 'completed', result = v.result, completed_at = v.at, last_error = NULL, last_error_name = NULL",
+        completed.length
+      ),
+      TableSql.completedBindings(completed)
+    ),
+    (rows) => rows.map((row) => String(row.key))
   )
 
 /** A pending call of this generation fails with `error` (a cancel); returns its attempt when it did. */

@@ -75,6 +75,7 @@ export const spec = <R>(
       generation: String(row.generation_id)
     }),
     completesInOneStatement: true,
+    completeMany: (completed) => CallsTable.completeMany(storage, completed),
     describe: (row) => `operation "${String(row.operation)}" (id "${String(row.id)}")`
   })
 })
