@@ -1260,6 +1260,12 @@ try {
           const busy = busyMs(profile)
           profiledRuns[label].push({ ms: run.ms, ...busy })
           log(`J6 ${label} profiled rep ${rep + 1}: ${run.ms} ms, isolate busy ${round(busy.busyMs, 0)} of ${round(busy.profiledMs, 0)} ms profiled (${round(busy.busyMs * 1000 / run.n, 1)} µs/job)`)
+          // --profile: where that time went, by component (the first rep of each variant).
+          if (flag("--profile") && rep === 0) {
+            const figures = breakdown(profile, fs.readFileSync(built.jobsExternal.file, "utf8"), run.n)
+            ;(results.profiles ??= {})[`j6-${label}`] = figures
+            for (const line of describe(`J6 ${label}`, figures)) log(line)
+          }
         }
       }
       const profiled = {}

@@ -20,6 +20,7 @@ export type {
   AlarmRetryInfo,
   AttemptLimits,
   AttemptPolicy,
+  Completion,
   Dispatch,
   DurabilityContext,
   DurableTable,

@@ -49,7 +49,9 @@ export interface Execution {
 
 /** One success of many to persist at once (`DurableTable.completeMany`). */
 export interface Completion<A> {
+  /** The attempt that succeeded. */
   readonly execution: Execution
+  /** What it returned, as `complete` takes it. */
   readonly value: A
   /** The clock when its attempt ended. */
   readonly settledAt: number

@@ -41,6 +41,7 @@ export type {
   Admissions,
   AttemptLimits,
   AttemptPolicy,
+  Completion,
   Dispatch,
   DurableTable,
   Execution,

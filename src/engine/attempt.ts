@@ -46,6 +46,17 @@ const emit = (
     : Lifecycle.emitTo(run.engine.background, table.onEvent, (timestamp) => build(table.entity(row), timestamp), at)
 }
 
+/** The `attempt_settled` event of a success. */
+const emitCompleted = (run: Run, execution: Execution, durationMs: number, endedAt: number): Effect.Effect<void> =>
+  emit(run, execution.row, true, (entity, timestamp) => ({
+    ...entity,
+    type: "attempt_settled",
+    outcome: "completed",
+    timestamp,
+    attempt: execution.attempt,
+    durationMs
+  }), endedAt)
+
 /**
  * Logs what no caller sees, once: through Effect's `Logger`, annotated with the record's entity
  * fields, so an application without a lifecycle hook still learns that work failed for good.
@@ -510,17 +521,7 @@ export const settle = (run: Run, settled: Settled): Effect.Effect<void, StorageE
         return settleFailure(run, settled, completed.left, policy.isTerminal?.(completed.left) ?? false)
       }
       if (!completed.right) return Effect.void
-      return Effect.zipRight(
-        emit(run, execution.row, true, (entity, timestamp) => ({
-          ...entity,
-          type: "attempt_settled",
-          outcome: "completed",
-          timestamp,
-          attempt: execution.attempt,
-          durationMs
-        }), endedAt),
-        afterSettled(run, done)
-      )
+      return Effect.zipRight(emitCompleted(run, execution, durationMs, endedAt), afterSettled(run, done))
     }
   )
 }
@@ -593,7 +594,6 @@ export const startPending = (run: Run, records: ReadonlyArray<PendingRecord>): E
       yield* run.engine.alarms.coverTimer(made.at)
     }
   })
-
 
 /**
  * Runs the ready executions in order in one fiber: each in turn (a handler that ends at once settles
@@ -734,14 +734,7 @@ const settleGroup = (run: Run, successes: ReadonlyArray<Grouped>): Effect.Effect
         ? conclude(run, { execution, entry, policy, controller: new AbortController(), handler: undefined, startedAt }, Exit.succeed(success.value))
         : !matched.right.includes(key)
         ? Effect.void
-        : emit(run, execution.row, true, (entity, timestamp) => ({
-          ...entity,
-          type: "attempt_settled",
-          outcome: "completed",
-          timestamp,
-          attempt: execution.attempt,
-          durationMs: endedAt - startedAt
-        }), endedAt)
+        : emitCompleted(run, execution, endedAt - startedAt, endedAt)
       const exit = yield* Effect.exit(settled)
       yield* release(run, key, entry, start, exit)
       if (Exit.isFailure(exit)) yield* unobservedBy(run, key, exit)

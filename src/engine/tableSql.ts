@@ -122,17 +122,17 @@ export const GROUP_SIZE = 20
 
 /**
  * The successes of many records in one statement: `set` (a SET list over `v.result` and `v.at`) on each
- * row matching a `(key, generation, attempt)` of the list and still pending; returns the matched keys.
- * Bindings: per record, key, generation, attempt, result, time.
+ * row matching a `(key, generation, attempt)` of `items` and still pending; returns the matched keys.
  */
-export const completedFrom = (table: string, key: string, set: string, count: number): string =>
-  `UPDATE ${table} SET ${set} FROM (SELECT column1 AS key, column2 AS generation, column3 AS attempt, column4 AS result, column5 AS at ` +
-  `FROM (VALUES ${Array.from({ length: count }, () => "(?, ?, ?, ?, ?)").join(", ")})) AS v ` +
-  `WHERE ${table}.${key} = v.key AND ${table}.generation_id = v.generation AND ${table}.attempt = v.attempt ` +
-  `AND ${table}.status = 'pending' RETURNING ${table}.${key} AS key`
-
-/** `completedFrom`'s bindings for `items`. */
-export const completedBindings = (
+export const completed = (
+  table: string,
+  key: string,
+  set: string,
   items: ReadonlyArray<{ readonly execution: { readonly key: string; readonly generation: string; readonly attempt: number }; readonly value: string; readonly settledAt: number }>
-): Array<string | number> =>
-  items.flatMap(({ execution, settledAt, value }) => [execution.key, execution.generation, execution.attempt, value, settledAt])
+): { readonly sql: string; readonly bindings: Array<string | number> } => ({
+  sql: `UPDATE ${table} SET ${set} FROM (SELECT column1 AS key, column2 AS generation, column3 AS attempt, column4 AS result, column5 AS at ` +
+    `FROM (VALUES ${Array.from({ length: items.length }, () => "(?, ?, ?, ?, ?)").join(", ")})) AS v ` +
+    `WHERE ${table}.${key} = v.key AND ${table}.generation_id = v.generation AND ${table}.attempt = v.attempt ` +
+    `AND ${table}.status = 'pending' RETURNING ${table}.${key} AS key`,
+  bindings: items.flatMap(({ execution, settledAt, value }) => [execution.key, execution.generation, execution.attempt, value, settledAt])
+})

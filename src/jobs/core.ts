@@ -7,7 +7,6 @@
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import type * as Runtime from "effect/Runtime"
@@ -223,10 +222,7 @@ const unstorableResult = (queue: string, failure: Json.Unstorable) =>
 
 /** A plain result's stored JSON, or why it cannot be stored. */
 const storedResult = (queue: string, value: unknown): Exit.Exit<string, DurableResultSerializationError> =>
-  Either.match(Json.stored(value, "result"), {
-    onLeft: (failure) => Exit.fail(unstorableResult(queue, failure)),
-    onRight: Exit.succeed
-  })
+  Json.storedExit(value, "result", (failure) => unstorableResult(queue, failure))
 
 /**
  * A cancel aborts the handler by interrupting its fiber, and an interrupted fiber's exit carries no

@@ -208,24 +208,16 @@ export const complete = (storage: StorageService, attempt: Attempt, result: stri
     [result, settledAt, attempt.key, attempt.generation, attempt.attempt]
   )
 
-/** Many attempts' successes at once (`TableSql.completedFrom`), each as `complete`; returns the keys that ended. */
+/** Many attempts' successes at once (`TableSql.completed`), each as `complete`; returns the keys that ended. */
 export const completeMany = (
   storage: StorageService,
-  completed: ReadonlyArray<{ readonly execution: Attempt; readonly value: string; readonly settledAt: number }>
-): Effect.Effect<ReadonlyArray<string>, StorageError> =>
-  Effect.map(
-    storage.exec(
-      TableSql.completedFrom(
-        JOBS,
-        "key",
-        "status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'completed' END, result = v.result, " +
-          "finished_at = v.at, last_error = NULL, last_error_name = NULL",
-        completed.length
-      ),
-      TableSql.completedBindings(completed)
-    ),
-    (rows) => rows.map((row) => String(row.key))
-  )
+  items: ReadonlyArray<{ readonly execution: Attempt; readonly value: string; readonly settledAt: number }>
+): Effect.Effect<ReadonlyArray<string>, StorageError> => {
+  const set = "status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'completed' END, result = v.result, " +
+    "finished_at = v.at, last_error = NULL, last_error_name = NULL"
+  const { bindings, sql } = TableSql.completed(JOBS, "key", set, items)
+  return Effect.map(storage.exec(sql, bindings), (rows) => rows.map((row) => String(row.key)))
+}
 
 /**
  * A job the engine settled as failed: its end's time, `canceled` when a cancel was asked meanwhile,

@@ -57,23 +57,15 @@ export const complete = (storage: StorageService, attempt: Attempt, result: stri
     [result, settledAt, attempt.key, attempt.generation, attempt.attempt]
   )
 
-/** Many attempts' successes at once (`TableSql.completedFrom`), each as `complete`; returns the ids that ended. */
+/** Many attempts' successes at once (`TableSql.completed`), each as `complete`; returns the ids that ended. */
 export const completeMany = (
   storage: StorageService,
-  completed: ReadonlyArray<{ readonly execution: Attempt; readonly value: string; readonly settledAt: number }>
-): Effect.Effect<ReadonlyArray<string>, StorageError> =>
-  Effect.map(
-    storage.exec(
-      TableSql.completedFrom(
-        TABLE,
-        "id",
-        "status = 'completed', result = v.result, completed_at = v.at, last_error = NULL, last_error_name = NULL",
-        completed.length
-      ),
-      TableSql.completedBindings(completed)
-    ),
-    (rows) => rows.map((row) => String(row.key))
-  )
+  items: ReadonlyArray<{ readonly execution: Attempt; readonly value: string; readonly settledAt: number }>
+): Effect.Effect<ReadonlyArray<string>, StorageError> => {
+  const set = "status = 'completed', result = v.result, completed_at = v.at, last_error = NULL, last_error_name = NULL"
+  const { bindings, sql } = TableSql.completed(TABLE, "id", set, items)
+  return Effect.map(storage.exec(sql, bindings), (rows) => rows.map((row) => String(row.key)))
+}
 
 /** A pending call of this generation fails with `error` (a cancel); returns its attempt when it did. */
 export const cancel = (storage: StorageService, id: string, generation: string, error: SerializedError, at: number): Rows =>

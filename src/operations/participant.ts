@@ -5,7 +5,6 @@
  */
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import type * as Runtime from "effect/Runtime"
 import type { Execution } from "../engine/DurableTable.js"
@@ -102,10 +101,7 @@ const stepsOf = (storage: StorageService, execution: Execution) => () =>
 
 /** A plain result's stored JSON, or why it cannot be stored. */
 const storedResult = (operation: string, value: unknown): Exit.Exit<string, DurableResultSerializationError> =>
-  Either.match(Json.stored(value, "result"), {
-    onLeft: (failure) => Exit.fail(unstorableResult(operation, failure)),
-    onRight: Exit.succeed
-  })
+  Json.storedExit(value, "result", (failure) => unstorableResult(operation, failure))
 
 /** One attempt of a call: succeeds with the result's stored JSON, encoded once and its size checked before `complete`. */
 const run = <R>(

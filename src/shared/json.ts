@@ -8,6 +8,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import type * as ParseResult from "effect/ParseResult"
 import type * as Codec from "./codec.js"
 
@@ -122,6 +123,13 @@ export const stored = (value: unknown, subject: string): Either.Either<string, E
   const bytes = oversizedBytes(text)
   return bytes === undefined ? Either.right(text) : Either.left({ _tag: "TooLarge", bytes })
 }
+
+/** `stored` as an `Exit`: the text, or the caller's error for why it cannot be stored (a plain handler's result). */
+export const storedExit = <E>(
+  value: unknown,
+  subject: string,
+  unstorable: (failure: Exclude<Unstorable, { readonly _tag: "Schema" }>) => E
+): Exit.Exit<string, E> => Either.match(stored(value, subject), { onLeft: (failure) => Exit.fail(unstorable(failure)), onRight: Exit.succeed })
 
 /** The stored text of `value`: encoded by its codec (its schema's encoded form), then as `stored`. */
 export const encodeStored = (codec: Codec.AnyCodec, value: unknown, subject: string): Effect.Effect<string, Unstorable> =>
