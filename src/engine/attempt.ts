@@ -110,59 +110,88 @@ export const launch = (
         Effect.flatMap(
           Effect.onInterrupt(restore(run.engine.permits.acquire), () => slot?.release ?? Effect.void),
           (permit) =>
-            Effect.map(startHolding(run, key, { ...start, permit, slot }), (started) => started.persisted)
+            Effect.map(startHolding(run, key, { ...start, permit, slot }, false), (started) => started.entry.persisted)
         )
       return group === undefined ? holding(undefined) : Effect.flatMap(restore(group.acquire(start.rank ?? [], key)), holding)
     })
   })
 
 /**
- * Takes the record's slot and a permit when both are free right now, and leaves the execution to the
- * participant's drain (`startInline`); false when it must wait.
+ * Takes the record's slot and a permit when both are free right now; nobody awaits the outcome. `inline`:
+ * the execution runs in this fiber (`Start.inline`), else in a fiber of its own.
  */
-const tryStartWith = (run: Run, key: string, start: Omit<Start, "permit">): Effect.Effect<boolean> => {
+const tryStartWith = (run: Run, key: string, dueBy: number | undefined, inline: boolean): Effect.Effect<boolean> => {
   const group = run.participant.table.dispatch?.slotOf?.(key)
   const withSlot = (slot: PermitSemaphore.Permit | undefined) =>
-    Effect.flatMap(run.engine.permits.tryAcquire, (permit) =>
-      Option.isNone(permit)
-        ? Effect.as(slot?.release ?? Effect.void, false)
-        : Effect.as(startInline(run, key, { ...start, permit: permit.value, slot, inline: true }), true))
+    Effect.flatMap(run.engine.permits.tryAcquire, (permit) => {
+      if (Option.isNone(permit)) return Effect.as(slot?.release ?? Effect.void, false)
+      const start: Start = { permit: permit.value, slot, dueBy, inline }
+      return Effect.as(inline ? startInline(run, key, start) : startForked(run, key, start), true)
+    })
   return group === undefined
     ? withSlot(undefined)
     : Effect.flatMap(group.tryAcquire, (slot) => Option.isNone(slot) ? Effect.succeed(false) : withSlot(slot.value))
 }
 
-/** Starts the record (in the drain) when its slot and a permit are free right now; nobody awaits it. */
-export const tryStart = (run: Run, key: string, dueBy: number | undefined): Effect.Effect<boolean> =>
-  tryStartWith(run, key, { dueBy })
-
 /**
- * For a pass: starts the record in the drain when its slot and a permit are free right now, or attaches
- * to its execution here; what completes once its outcome is durable, or `undefined` when it must wait.
+ * For a pass, when the record's slot and a permit are free right now: runs it in this fiber (a plain
+ * value settles here, with no fiber) and returns its outcome, or what completes once a handler that
+ * suspended has settled; attaches to its execution in this isolate; `undefined` when it must wait.
  */
-export const startNow = (
+export const runNow = (
   run: Run,
   key: string,
-  start: Omit<Start, "permit">
-): Effect.Effect<Deferred.Deferred<void, StorageError> | undefined> =>
+  start: Omit<Start, "permit">,
+  /** Called once the record is taken (before it runs): the pass stops holding it. */
+  taken: () => void
+): Effect.Effect<Exit.Exit<void, StorageError> | Deferred.Deferred<void, StorageError> | undefined> =>
   Effect.suspend(() => {
     const running = run.participant.active.get(key)
-    if (running !== undefined) return Effect.succeed(running.persisted)
-    return Effect.map(tryStartWith(run, key, { ...start, awaited: true }), (started) =>
-      started ? run.participant.active.get(key)?.persisted : undefined)
+    if (running !== undefined) {
+      taken()
+      return Effect.succeed(running.persisted)
+    }
+    const group = run.participant.table.dispatch?.slotOf?.(key)
+    const withSlot = (slot: PermitSemaphore.Permit | undefined) =>
+      Effect.flatMap(run.engine.permits.tryAcquire, (permit) => {
+        if (Option.isNone(permit)) return Effect.as(slot?.release ?? Effect.void, undefined)
+        const entry = begin(run.participant, key)
+        taken()
+        const execution = own(run, key, entry, { ...start, permit: permit.value, slot, inline: true, awaited: true })
+        return Effect.map(Effect.exit(Effect.uninterruptible(execution)), (exit) => entry.moved === true ? entry.persisted : exit)
+      })
+    return group === undefined
+      ? withSlot(undefined)
+      : Effect.flatMap(group.tryAcquire, (slot) => Option.isNone(slot) ? Effect.succeed(undefined) : withSlot(slot.value))
   })
 
+/** Starts the record as its own fiber when its slot and a permit are free right now; nobody awaits it. */
+export const tryStart = (run: Run, key: string, dueBy: number | undefined): Effect.Effect<boolean> =>
+  tryStartWith(run, key, dueBy, false)
+
+/** With `start.permit` held, nobody awaiting: the execution as a fiber of its own, kept alive by `waitUntil`. */
+const startForked = (run: Run, key: string, start: Start): Effect.Effect<void> =>
+  Effect.flatMap(startHolding(run, key, start, true), ({ fiber }) =>
+    fiber === undefined ? Effect.void : run.engine.background.waitUntil(Fork.settled(fiber)))
+
 /**
- * With `start.permit` held: starts the record as its own fiber in the engine's scope (a pass awaits
- * it), or, when it already executes in this isolate (another starter took the key meanwhile), gives
- * the permit back; either way, the execution.
+ * With `start.permit` held: starts the record as its own fiber in the engine's scope, or, when it
+ * already executes in this isolate (another starter took the key meanwhile), gives the permit back
+ * and returns that execution. `unobserved`: nobody awaits the outcome, so a failure is reported here.
  */
-const startHolding = (run: Run, key: string, start: Start): Effect.Effect<ActiveExecution> =>
+const startHolding = (
+  run: Run,
+  key: string,
+  start: Start,
+  unobserved: boolean
+): Effect.Effect<{ readonly entry: ActiveExecution; readonly fiber?: Fiber.RuntimeFiber<void, StorageError> }> =>
   Effect.suspend(() => {
     const running = run.participant.active.get(key)
-    if (running !== undefined) return Effect.as(releaseHeld(start), running)
+    if (running !== undefined) return Effect.as(releaseHeld(start), { entry: running })
     const entry = begin(run.participant, key)
-    return Effect.as(Fork.detached(own(run, key, entry, start), run.engine.scope), entry)
+    const execution = own(run, key, entry, start)
+    const fiber = Fork.detached(unobserved ? unobservedBy(run, key, execution) : execution, run.engine.scope)
+    return Effect.map(fiber, (fiber) => ({ entry, fiber }))
   })
 
 /**
@@ -180,9 +209,9 @@ const startInline = (run: Run, key: string, start: Start): Effect.Effect<void> =
     return Effect.flatMap(Fork.detached(drain(run), run.engine.scope), (fiber) => run.engine.background.waitUntil(Fork.settled(fiber)))
   })
 
-/** An execution nobody awaits: its failure is reported here (a pass awaiting it reports its own). */
-const unobservedBy = (run: Run, key: string, execution: Effect.Effect<void, StorageError>, start?: Start): Effect.Effect<void> =>
-  start?.awaited === true ? Effect.asVoid(Effect.exit(execution)) : Effect.catchAllCause(execution, (cause) =>
+/** An execution nobody awaits: its failure is reported here. */
+const unobservedBy = (run: Run, key: string, execution: Effect.Effect<void, StorageError>): Effect.Effect<void> =>
+  Effect.catchAllCause(execution, (cause) =>
     run.engine.background.report("durability.background_execution.failed", {
       kind: run.participant.table.kind,
       id: key,
@@ -361,7 +390,8 @@ const attempt = (
     // Nobody waits for an inline execution: it goes on in a fiber of its own, which releases it.
     entry.moved = true
     const rest = Effect.onExit(awaitHandler(run, { ...attempted, handler }), (exit) => release(run, key, entry, start, exit))
-    const fiber = yield* Fork.detached(unobservedBy(run, key, rest, start), run.engine.scope)
+    // A pass awaits the outcome (and reports its failure); for an eager start, nobody would.
+    const fiber = yield* Fork.detached(start.awaited === true ? rest : unobservedBy(run, key, rest), run.engine.scope)
     yield* run.engine.background.waitUntil(Fork.settled(fiber))
   })
 
@@ -551,7 +581,7 @@ export const startPending = (run: Run, records: ReadonlyArray<PendingRecord>): E
         continue
       }
       // Once a permit is refused, the rest of a batch is left to the timer or the alarm.
-      if (startable && made.start === true && (yield* tryStartWith(run, made.key, { dueBy: made.at }))) continue
+      if (startable && made.start === true && (yield* tryStartWith(run, made.key, made.at, true))) continue
       if (made.start === true) {
         startable = false
         // The drain frees permits as its executions end (at once, for plain values): it tries these
@@ -584,7 +614,7 @@ const drain = (run: Run): Effect.Effect<void> =>
           return Effect.zipRight(Effect.uninterruptible(runGroup(run, group)), Effect.suspend(next))
         }
         const { entry, key, start } = ready[at++]!
-        return Effect.zipRight(Effect.uninterruptible(unobservedBy(run, key, own(run, key, entry, start), start)), Effect.suspend(next))
+        return Effect.zipRight(Effect.uninterruptible(unobservedBy(run, key, own(run, key, entry, start))), Effect.suspend(next))
       }
       return retryLater(0)
     }
@@ -594,7 +624,7 @@ const drain = (run: Run): Effect.Effect<void> =>
       while (retried < later.length && started < TableSql.GROUP_SIZE) {
         const made = later[retried++]!
         if (held?.(made.key) === true || participant.active.has(made.key) || participant.queued.has(made.key)) continue
-        return Effect.flatMap(tryStartWith(run, made.key, { dueBy: made.at }), (ok) => {
+        return Effect.flatMap(tryStartWith(run, made.key, made.at, true), (ok) => {
           if (ok) return retryLater(started + 1)
           retried--
           // Those just started hold the permits: run them, then try again. Else it waits for the timer.
@@ -674,7 +704,7 @@ const runGroup = (run: Run, group: ReadonlyArray<Ready>): Effect.Effect<void> =>
       const exit = yield* Effect.exit(execution)
       if (entry.moved === true || entry.grouped === true) continue
       yield* release(run, key, entry, start, exit)
-      yield* unobservedBy(run, key, exit, start)
+      if (Exit.isFailure(exit)) yield* unobservedBy(run, key, exit)
     }
     yield* flushGroup(run, successes)
   })
@@ -707,7 +737,7 @@ const settleGroup = (run: Run, successes: ReadonlyArray<Grouped>): Effect.Effect
         : emitCompleted(run, execution, endedAt - startedAt, endedAt)
       const exit = yield* Effect.exit(settled)
       yield* release(run, key, entry, start, exit)
-      yield* unobservedBy(run, key, exit, start)
+      if (Exit.isFailure(exit)) yield* unobservedBy(run, key, exit)
     }
   })
 

@@ -75,6 +75,7 @@ const runBatch = (batch: DueBatch, now: number, platform: AlarmInvocationInfo | 
   Effect.gen(function*() {
     const { run, waiting } = batch
     const outcomes: Array<Deferred.Deferred<void, StorageError>> = []
+    let failed: Exit.Exit<void, StorageError> | undefined
     const taken = (key: string) => {
       waiting.delete(key)
       run.participant.queued.delete(key)
@@ -85,21 +86,20 @@ const runBatch = (batch: DueBatch, now: number, platform: AlarmInvocationInfo | 
         outcomes.push(outcome)
         taken(key)
       })
-    // Each group's keys in order: started in the drain while a slot and a permit are free (a plain value
-    // settles there, with no fiber of its own); from the first that must wait on, launched in turn (so none
-    // overtakes it).
+    // Each group's keys in order: run here while a slot and a permit are free (a plain value settles with
+    // no fiber); from the first that must wait on, launched in turn (so none overtakes it).
     const launchAll = (keys: ReadonlyArray<string>) => {
       let inline = true
       return Effect.forEach(keys, (key) => {
         const start = { platform, dueBy: now, rank: batch.ranks?.get(key) }
         if (!inline) return launch(key, start)
-        return Effect.flatMap(Attempt.startNow(run, key, start), (outcome) => {
-          if (outcome === undefined) {
+        return Effect.flatMap(Attempt.runNow(run, key, start, () => taken(key)), (ran) => {
+          if (ran === undefined) {
             inline = false
             return launch(key, start)
           }
-          outcomes.push(outcome)
-          taken(key)
+          if (!Exit.isExit(ran)) outcomes.push(ran)
+          else if (failed === undefined && Exit.isFailure(ran)) failed = ran
           return Effect.void
         })
       }, { discard: true })
@@ -109,7 +109,6 @@ const runBatch = (batch: DueBatch, now: number, platform: AlarmInvocationInfo | 
       ? launchAll(groups[0]!)
       // One launcher per group: a group waiting for its own slot never holds up another.
       : Effect.forEach(groups, launchAll, { concurrency: "unbounded", discard: true })
-    let failed: Exit.Exit<void, StorageError> | undefined
     for (const outcome of outcomes) {
       const exit = yield* Effect.exit(Deferred.await(outcome))
       if (failed === undefined && Exit.isFailure(exit)) failed = exit
