@@ -2,8 +2,8 @@
  * Property-based model test (issue 5, part 3).
  *
  * fast-check draws random histories of what can happen to one object:
- * register an operation (ids from a small set, so duplicates and re-use after a
- * purge happen), schedule or replace a named alarm, set or move a durable timer
+ * register an operation, or several in one batch (claimed and settled as a group;
+ * ids from a small set, so duplicates and re-use after a purge happen), schedule or replace a named alarm, set or move a durable timer
  * of the engine's (`TableHandle.timers`), purge, advance the clock,
  * fire the physical alarm, evict the object (`restart`), fail the next SQL
  * statement or alarm write (`FaultyStorage`), under a drawn engine config
@@ -64,6 +64,7 @@ type TimerKey = "t1" | "t2"
 
 type Action =
   | { readonly _tag: "register"; readonly id: string; readonly op: OpKind }
+  | { readonly _tag: "registerMany"; readonly ids: ReadonlyArray<string>; readonly op: OpKind }
   | { readonly _tag: "schedule"; readonly name: AlarmName; readonly delay: number }
   | { readonly _tag: "timer"; readonly key: TimerKey; readonly delay: number }
   | { readonly _tag: "purge"; readonly target: "operations" | "alarms"; readonly back: number }
@@ -78,6 +79,15 @@ const action: fc.Arbitrary<Action> = fc.oneof(
     arbitrary: fc.record({
       _tag: fc.constant("register" as const),
       id: fc.constantFrom("a", "b", "c"),
+      op: fc.constantFrom<OpKind>("ok", "flaky", "doomed", "slow", "hang")
+    })
+  },
+  // One transaction of several calls: what starts at once is claimed and settled as a group.
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      _tag: fc.constant("registerMany" as const),
+      ids: fc.uniqueArray(fc.constantFrom("a", "b", "c"), { minLength: 2, maxLength: 3 }),
       op: fc.constantFrom<OpKind>("ok", "flaky", "doomed", "slow", "hang")
     })
   },
@@ -423,6 +433,19 @@ const runHistory = (
           if (Exit.isSuccess(exit) && existing === undefined) {
             const [row] = inner.sql.exec("SELECT generation_id FROM durability_calls WHERE id = ?", step.id).toArray()
             opModel.set(step.id, { op: step.op, generation: String(row?.generation_id), createdAt: now })
+          }
+          break
+        }
+        case "registerMany": {
+          // All or none: one id of another operation fails the whole batch.
+          const duplicate = step.ids.some((id) => opModel.has(id) && opModel.get(id)!.op !== step.op) ? "DuplicateDurableCallError" : undefined
+          const exit = yield* call(where, object.run(ops.registerMany(step.op, step.ids.map((id) => ({ id, payload: null })))), duplicate)
+          if (Exit.isSuccess(exit)) {
+            for (const id of step.ids) {
+              if (opModel.has(id)) continue
+              const [row] = inner.sql.exec("SELECT generation_id FROM durability_calls WHERE id = ?", id).toArray()
+              opModel.set(id, { op: step.op, generation: String(row?.generation_id), createdAt: now })
+            }
           }
           break
         }
