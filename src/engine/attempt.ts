@@ -118,7 +118,7 @@ export const launch = (
 
 /**
  * Takes the record's slot and a permit when both are free right now; nobody awaits the outcome. `inline`:
- * the execution runs in this fiber (`Start.inline`), else in a fiber of its own.
+ * the execution runs in the participant's drain (`startInline`), else in a fiber of its own.
  */
 const tryStartWith = (run: Run, key: string, dueBy: number | undefined, inline: boolean): Effect.Effect<boolean> => {
   const group = run.participant.table.dispatch?.slotOf?.(key)

@@ -40,7 +40,7 @@ export interface Start {
   /** A pass's time: the row must still be due then (an attempt may have settled since the due scan). */
   readonly dueBy?: number | undefined
   /**
-   * Nobody awaits the outcome: the execution runs in the starter's fiber, and a handler that ends at once
+   * Runs in the fiber that starts it (the participant's drain, or a pass): a handler that ends at once
    * settles there too (no fiber, no scheduler turn); one that suspends goes on in a fiber of its own.
    */
   readonly inline?: boolean | undefined
