@@ -466,7 +466,11 @@ const awaitHandler = (
   })
 
 /** Settles the attempt's outcome; whoever waits for the record resumes once it is durable. */
-const conclude = (run: Run, attempted: Attempted, outcome: Exit.Exit<unknown, unknown>): Effect.Effect<void, StorageError> =>
+const conclude = (
+  run: Run,
+  attempted: Pick<Attempted, "entry" | "execution" | "policy" | "startedAt">,
+  outcome: Exit.Exit<unknown, unknown>
+): Effect.Effect<void, StorageError> =>
   Effect.flatMap(Clock.currentTimeMillis, (endedAt) => {
     const { entry, execution, policy, startedAt } = attempted
     // An own execution has no guard, so nothing is refused.
@@ -729,9 +733,9 @@ const settleGroup = (run: Run, successes: ReadonlyArray<Grouped>): Effect.Effect
     const completions = successes.map(({ endedAt, execution, value }) => ({ execution, value, settledAt: endedAt }))
     const matched = yield* Effect.either(run.engine.upkeep.settleWrite(table.completeMany!(completions), undefined, true))
     for (const success of successes) {
-      const { endedAt, entry, execution, key, policy, start, startedAt } = success
+      const { endedAt, entry, execution, key, start, startedAt } = success
       const settled: Effect.Effect<void, StorageError> = Either.isLeft(matched)
-        ? conclude(run, { execution, entry, policy, controller: new AbortController(), handler: undefined, startedAt }, Exit.succeed(success.value))
+        ? conclude(run, success, Exit.succeed(success.value))
         : !matched.right.includes(key)
         ? Effect.void
         : emitCompleted(run, execution, endedAt - startedAt, endedAt)

@@ -213,12 +213,10 @@ const unstorable = (queue: string, reason: string, cause?: unknown) =>
   })
 
 /** Why a result cannot be stored, as the queue's terminal error. */
-const unstorableResult = (queue: string, failure: Json.Unstorable) =>
-  failure._tag === "Schema"
-    ? unstorable(queue, "does not match its schema", failure.cause)
-    : failure._tag === "NotJson"
-    ? unstorable(queue, `is not JSON-serializable: ${failure.reason}`)
-    : unstorable(queue, Json.tooLarge(failure.bytes))
+const unstorableResult = (queue: string, failure: Json.Unstorable) => {
+  const { cause, detail } = Json.unstorableDetail(failure)
+  return unstorable(queue, detail, cause)
+}
 
 /** A plain result's stored JSON, or why it cannot be stored. */
 const storedResult = (queue: string, value: unknown): Exit.Exit<string, DurableResultSerializationError> =>

@@ -80,12 +80,10 @@ export const spec = <R>(
 })
 
 /** Why a result cannot be stored, as the operation's terminal error. */
-const unstorableResult = (operation: string, failure: Json.Unstorable) =>
-  failure._tag === "Schema"
-    ? unstorable(operation, "does not match its schema", failure.cause)
-    : failure._tag === "NotJson"
-    ? unstorable(operation, `is not JSON-serializable: ${failure.reason}`)
-    : unstorable(operation, Json.tooLarge(failure.bytes))
+const unstorableResult = (operation: string, failure: Json.Unstorable) => {
+  const { cause, detail } = Json.unstorableDetail(failure)
+  return unstorable(operation, detail, cause)
+}
 
 /** The promise face's handler, called directly: the call, its attempt's step runner and the engine's runtime. */
 export type PlainHandler = (call: DurableCall<unknown>, steps: () => Steps.StepRunner, runtime: Runtime.Runtime<never>) => unknown

@@ -112,6 +112,14 @@ export type Unstorable =
 /** The end of a `TooLarge` message: "is … bytes as JSON; a stored row is limited to … bytes". */
 export const tooLarge = (bytes: number): string => `is ${bytes} bytes as JSON; a stored row is limited to ${MAX_ROW_BYTES} bytes`
 
+/** Why a handler's result cannot be stored, as the end of its capability's message ("does not match its schema", …) and the cause. */
+export const unstorableDetail = (failure: Unstorable): { readonly detail: string; readonly cause?: unknown } =>
+  failure._tag === "Schema"
+    ? { detail: "does not match its schema", cause: failure.cause }
+    : failure._tag === "NotJson"
+    ? { detail: `is not JSON-serializable: ${failure.reason}` }
+    : { detail: tooLarge(failure.bytes) }
+
 /**
  * The stored text of a value already in its stored form: checked as plain JSON, encoded, and its
  * size checked (over the row limit the write would fail, after a handler's side effect ran).
