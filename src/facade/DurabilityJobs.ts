@@ -11,6 +11,8 @@ import * as Jobs from "../jobs/Jobs.js"
 import * as Steps from "../steps/Steps.js"
 import type { AnyQueueDefinition } from "../jobs/definition.js"
 import * as Router from "../jobs/router.js"
+import * as Protocol from "../jobs/JobsProtocol.js"
+import { serve } from "../jobs/serve.js"
 import type { GroupRateLimit, Retention, Transport } from "../jobs/options.js"
 import type { Lease as JobLease, LeaseOptions as JobLeaseOptions } from "../jobs/lease.js"
 import type * as Types from "../jobs/types.js"
@@ -373,52 +375,6 @@ const asQueue = (helper: DurabilityJobsImpl, name: string): DurableQueue<unknown
   }
 }
 
-/** A shard's page for the router: one item at a time, so each carries the list cursor just after it. */
-const shardPage = (queue: Jobs.Queue<unknown, unknown>, page: Router.PageCall) =>
-  Effect.gen(function*() {
-    const items: Array<Router.PageItem<Types.JobInfo>> = []
-    let cursor = page.cursor
-    while (items.length < page.limit) {
-      const one = yield* queue.list({ limit: 1, states: page.states, ...(cursor === undefined ? {} : { cursor }) })
-      const [info] = one.items
-      if (info === undefined) break
-      items.push(one.cursor === undefined ? { info } : { info, after: one.cursor })
-      if (one.cursor === undefined) break
-      cursor = one.cursor
-    }
-    const last = items[items.length - 1]
-    return { items, more: items.length === page.limit && last?.after !== undefined } satisfies Router.ShardPage<Types.JobInfo>
-  })
-
-/** A Queues consumer's call, answered with a status (a stale token is an answer, not a failure across RPC). */
-const leaseCall = (queue: Jobs.Queue<unknown, unknown>, call: Router.LeaseCall) => {
-  const { id, token } = call
-  const answer: Effect.Effect<Record<string, unknown>, unknown> = call.op === "start"
-    ? Effect.map(queue.start(id, token), (started) => ({ status: "started", ...started }))
-    : call.op === "heartbeat"
-    ? Effect.map(
-      queue.heartbeat(id, token, {
-        ...(call.extendMs === undefined ? {} : { extendMs: call.extendMs }),
-        ...(call.progress === undefined ? {} : { progress: call.progress })
-      }),
-      ({ leaseUntil }) => ({ status: "ok", leaseUntil })
-    )
-    : call.op === "log"
-    ? Effect.as(queue.log(id, token, call.message), { status: "ok" })
-    : call.op === "complete"
-    ? Effect.as(queue.complete(id, token, call.result), { status: "ok" })
-    : Effect.as(
-      queue.fail(id, token, call.error, { retryable: call.op === "undelivered" ? false : call.retryable }),
-      { status: "ok" }
-    )
-  return Effect.catchIf(
-    answer,
-    (error): error is { readonly _tag: "StaleLeaseError"; readonly message: string } =>
-      typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "StaleLeaseError",
-    (error) => Effect.succeed({ status: "stale", message: error.message })
-  )
-}
-
 class DurabilityJobsImpl extends Helper<Service> {
   readonly #queues: ReadonlySet<string>
 
@@ -476,27 +432,8 @@ class DurabilityJobsImpl extends Helper<Service> {
   static serve(jobs: DurabilityJobsBase, call: unknown): Promise<unknown> {
     try {
       if (!(jobs instanceof DurabilityJobsImpl)) throw new TypeError("DurabilityJobs.serve needs a DurabilityJobs instance")
-      const parsed = Router.parseCall(call, jobs.#queues)
-      if (parsed.op === "flow") return jobs.flow(parsed.root)
-      const queue = (jobs as unknown as Record<string, DurableQueue<unknown, unknown>>)[parsed.queue]!
-      switch (parsed.op) {
-        case "add":
-          return queue.add(parsed.job)
-        case "addBulk":
-          return queue.addBulk(parsed.jobs)
-        case "get":
-          return queue.get(parsed.id)
-        case "page":
-          return DurabilityJobsImpl.runOn(jobs, (service) => shardPage((service as unknown as Record<string, Jobs.Queue<unknown, unknown>>)[parsed.queue]!, parsed.page))
-        case "counts":
-          return Promise.all([queue.counts(), queue.isPaused()]).then(([counts, paused]) => ({ counts, paused }))
-        case "pause":
-          return queue.pause()
-        case "resume":
-          return queue.resume()
-        default:
-          return DurabilityJobsImpl.runOn(jobs, (service) => leaseCall((service as unknown as Record<string, Jobs.Queue<unknown, unknown>>)[parsed.queue]!, parsed))
-      }
+      const parsed = Protocol.decodeCall(call, jobs.#queues)
+      return DurabilityJobsImpl.runOn(jobs, (service) => serve(service, parsed))
     } catch (error) {
       return Promise.reject(error)
     }

@@ -13,6 +13,8 @@ import { type AddResult, type FlowResult, JOB_STATES, type JobInfo, type JobPage
 // The router is the promise face's: its times are milliseconds (`Types.AddOptions<P, number>`), plain data
 // for a call to a shard.
 import type * as Types from "./types.js"
+import * as Protocol from "./JobsProtocol.js"
+import type { ShardPage } from "./JobsProtocol.js"
 
 // ---------------------------------------------------------------------------------------------
 // Hash and partition
@@ -46,17 +48,7 @@ export const partition = (shardOfItem: ReadonlyArray<number>): Map<number, Array
 // ---------------------------------------------------------------------------------------------
 // The fan-in merge of list pages
 
-/** One item of a shard's page, with the shard's list cursor just after it (absent: it was the shard's last). */
-export interface PageItem<T> {
-  readonly info: T
-  readonly after?: string
-}
-
-/** A shard's page: up to `limit` items from its position; `more` when the shard has items past them. */
-export interface ShardPage<T> {
-  readonly items: ReadonlyArray<PageItem<T>>
-  readonly more: boolean
-}
+export type { PageItem, ShardPage } from "./JobsProtocol.js"
 
 /** Where a listing is in one shard: `""` not started, a shard cursor, or `null` read to its end. */
 export type Position = string | null
@@ -133,94 +125,37 @@ export const decodeCursor = (cursor: unknown, shards: number): Array<Position> =
 }
 
 // ---------------------------------------------------------------------------------------------
-// The wire: one call to a shard
+// The wire: one call to a shard (the jobs protocol's; see `JobsProtocol`)
 
-export const CALL_VERSION = 1
+export const CALL_VERSION = Protocol.VERSION
 
-export interface PageCall {
-  readonly states?: ReadonlyArray<JobState> | undefined
-  /** The shard's own list cursor; absent from the start. */
-  readonly cursor?: string | undefined
-  readonly limit: number
-}
+export type { PageCall } from "./JobsProtocol.js"
+export type { LeaseCall } from "./JobsProtocol.js"
 
-/** One call the router makes to a shard (structured-clone data, checked by `parseCall` on arrival). */
+/** One call the router makes to a shard (structured-clone data, decoded by `JobsProtocol.decodeCall` on arrival). */
 export type ShardCall =
-  & { readonly v: typeof CALL_VERSION }
+  & { readonly v: number }
   & (
     | { readonly op: "add"; readonly queue: string; readonly job: Types.AddOptions<unknown, number> }
     | { readonly op: "addBulk"; readonly queue: string; readonly jobs: ReadonlyArray<Types.AddOptions<unknown, number>> }
     | { readonly op: "get"; readonly queue: string; readonly id: string }
-    | { readonly op: "page"; readonly queue: string; readonly page: PageCall }
+    | { readonly op: "page"; readonly queue: string; readonly page: Protocol.PageCall }
     | { readonly op: "counts" | "pause" | "resume"; readonly queue: string }
     | { readonly op: "flow"; readonly root: Types.FlowNode<number> }
-    | LeaseCall
+    | Protocol.LeaseCall
   )
 
-/**
- * A Queues consumer's calls about a leased job (see `jobsConsumer`): each answers `{ status: "stale" }`
- * instead of failing when the token no longer holds the job, so a stale delivery is an ordinary answer.
- */
-export type LeaseCall =
-  & { readonly queue: string; readonly id: string; readonly token: number }
-  & (
-    | { readonly op: "start" }
-    | { readonly op: "heartbeat"; readonly extendMs?: number | undefined; readonly progress?: unknown }
-    | { readonly op: "log"; readonly message: string }
-    | { readonly op: "complete"; readonly result: unknown }
-    | {
-      readonly op: "fail" | "undelivered"
-      readonly error: { readonly name?: string | undefined; readonly message: string }
-      readonly retryable?: boolean | undefined
-    }
-  )
-
-export const LEASE_OPS: ReadonlySet<string> = new Set(["start", "heartbeat", "log", "complete", "fail", "undelivered"])
-
-const QUEUE_OPS = new Set(["add", "addBulk", "get", "page", "counts", "pause", "resume", ...LEASE_OPS])
-
+/** The call as sent by a router or a consumer, or a TypeError (RangeError) naming what is wrong. */
 const isObject = (value: unknown): value is Readonly<Record<string, unknown>> =>
   typeof value === "object" && value !== null && !Array.isArray(value)
 
-/** The call as sent by a router, or a TypeError naming what is wrong (the queue's own checks come after). */
-export const parseCall = (call: unknown, queues: ReadonlySet<string>): ShardCall => {
-  if (!isObject(call)) throw new TypeError(`A jobs shard call must be an object, got ${shown(call)}`)
-  if (call.v !== CALL_VERSION) throw new TypeError(`A jobs shard call must have v: ${CALL_VERSION}, got ${shown(call.v)}`)
-  const op = call.op
-  if (op === "flow") {
-    if (!isObject(call.root)) throw new TypeError("root must be an object")
-    return call as unknown as ShardCall
-  }
-  if (typeof op !== "string" || !QUEUE_OPS.has(op)) throw new TypeError(`op must be one of flow, ${[...QUEUE_OPS].join(", ")}, got ${shown(op)}`)
-  const queue = call.queue
-  if (typeof queue !== "string" || !queues.has(queue)) {
-    throw new TypeError(`Unknown queue ${shown(queue)}: this object's queues are ${[...queues].map((name) => JSON.stringify(name)).join(", ")}`)
-  }
-  if (op === "add" && !isObject(call.job)) throw new TypeError("job must be an object")
-  if (op === "addBulk" && !Array.isArray(call.jobs)) throw new TypeError("jobs must be an array")
-  if ((op === "get" || LEASE_OPS.has(op)) && typeof call.id !== "string") throw new TypeError(`id must be a string, got ${shown(call.id)}`)
-  if (LEASE_OPS.has(op) && !(typeof call.token === "number" && Number.isSafeInteger(call.token) && call.token >= 1)) {
-    throw new TypeError(`token must be the positive integer of the lease, got ${shown(call.token)}`)
-  }
-  if ((op === "fail" || op === "undelivered") && !(isObject(call.error) && typeof call.error.message === "string")) {
-    throw new TypeError(`error must be an object { name?, message }, got ${shown(call.error)}`)
-  }
-  if (op === "page") {
-    const page = call.page
-    if (!isObject(page)) throw new TypeError("page must be an object")
-    if (typeof page.limit !== "number" || !Number.isSafeInteger(page.limit) || page.limit < 1 || page.limit > MAX_PAGE) {
-      throw new RangeError(`page.limit must be an integer from 1 to ${MAX_PAGE}, got ${shown(page.limit)}`)
-    }
-    if (page.cursor !== undefined && typeof page.cursor !== "string") throw new TypeError("page.cursor must be a string")
-  }
-  return call as unknown as ShardCall
-}
+export const parseCall = (call: unknown, queues: ReadonlySet<string>): Protocol.Versioned<Protocol.Call> => Protocol.decodeCall(call, queues)
 
 // ---------------------------------------------------------------------------------------------
 // The router
 
 export const DEFAULT_PAGE = 100
-export const MAX_PAGE = 1_000
+export const MAX_PAGE = Protocol.MAX_PAGE
 export const MAX_SHARDS = 10_000
 export const DEFAULT_NAME = "jobs"
 export const DEFAULT_METHOD = "jobsCall"

@@ -133,20 +133,26 @@ describe("router: a shard call's checks", () => {
       { v: 1, op: "resume", queue: "email" },
       { v: 1, op: "flow", root: { queue: "report", payload: null } }
     ]
-    for (const call of calls) expect(Router.parseCall(call, queues)).toBe(call)
+    for (const call of calls) expect(Router.parseCall(call, queues)).toEqual(call)
+    // Every version of the protocol an object answers.
+    for (const v of [1, 2]) expect(Router.parseCall({ v, op: "heartbeat", queue: "email", id: "x", token: 3 }, queues)).toEqual({ v, op: "heartbeat", queue: "email", id: "x", token: 3 })
   })
 
   it("names what is wrong", () => {
     const cases: ReadonlyArray<readonly [unknown, string]> = [
-      [null, "A jobs shard call must be an object, got null"],
-      [{ op: "add" }, "must have v: 1, got undefined"],
+      [null, "A jobs call must be an object, got null"],
+      [{ op: "add" }, "must have v: 1 or 2 (this object's protocol versions), got undefined"],
+      [{ v: 3, op: "add" }, "must have v: 1 or 2 (this object's protocol versions), got 3"],
       [{ v: 1, op: "drop", queue: "email" }, "op must be one of flow, add, addBulk, get, page, counts, pause, resume, start, heartbeat, log, complete, fail, undelivered, got \"drop\""],
       [{ v: 1, op: "add", queue: "sms", job: {} }, "Unknown queue \"sms\": this object's queues are \"email\", \"report\""],
       [{ v: 1, op: "add", queue: "email" }, "job must be an object"],
       [{ v: 1, op: "addBulk", queue: "email", jobs: {} }, "jobs must be an array"],
       [{ v: 1, op: "get", queue: "email", id: 3 }, "id must be a string, got 3"],
       [{ v: 1, op: "page", queue: "email", page: { limit: 0 } }, "page.limit must be an integer from 1 to 1000, got 0"],
-      [{ v: 1, op: "flow", root: "x" }, "root must be an object"]
+      [{ v: 1, op: "flow", root: "x" }, "root must be an object"],
+      [{ v: 2, op: "heartbeat", queue: "email", id: "x", token: 0 }, "token must be the positive integer of the lease, got 0"],
+      [{ v: 2, op: "fail", queue: "email", id: "x", token: 1, error: {} }, "error.message must be a string, got undefined"],
+      [{ v: 2, op: "page", queue: "email", page: { limit: 5, states: [] } }, "page.states must be a non-empty array"]
     ]
     for (const [call, message] of cases) expect(() => Router.parseCall(call, queues)).toThrow(message)
   })
