@@ -10,7 +10,7 @@ import * as Runtime from "effect/Runtime"
 import * as Jobs from "../jobs/Jobs.js"
 import * as Steps from "../steps/Steps.js"
 import type { AnyQueueDefinition } from "../jobs/definition.js"
-import * as Router from "../jobs/router.js"
+import * as Router from "./jobsRouter.js"
 import * as Protocol from "../jobs/JobsProtocol.js"
 import { serve } from "../jobs/serve.js"
 import type { GroupRateLimit, Retention, Transport } from "../jobs/options.js"
@@ -217,7 +217,7 @@ export type DurabilityJobsInstance<Q extends QueueMap> =
   & DurabilityJobsBase
   & { readonly [K in keyof Q]: DurableQueue<PayloadOf<Q[K]>, ResultOf<Q[K]>> }
 
-export type { RouteKeyInput as DurableJobsRouteKeyInput, RoutedCounts as DurableRoutedCounts, ShardNamespace as DurableJobsShardNamespace } from "../jobs/router.js"
+export type { RouteKeyInput as DurableJobsRouteKeyInput, RoutedCounts as DurableRoutedCounts, ShardNamespace as DurableJobsShardNamespace } from "../jobs/JobsRouter.js"
 
 /** `DurabilityJobs.router`'s options (see docs/workers-and-queues.md, "Sharding job queues"). */
 export type DurableJobsRouterOptions = Router.RouterOptions
@@ -236,6 +236,11 @@ type RoutedQueueOf<Q> = Q extends DurableQueue<infer P, infer R> ? Router.Routed
 export interface DurableJobsRouter<J = DurableJobsAnyQueues> {
   /** How many objects the queues are spread over. */
   readonly shards: number
+  /**
+   * The shards' namespace and object names (shard 0 first): what `DurabilityInspector.handler({ objects:
+   * { router } })` reads to reach every shard.
+   */
+  readonly objects: Router.RouterObjects
   /** The shard (0-based) a routing key goes to: FNV-1a 32-bit of its UTF-8 bytes, mod `shards`. */
   shardOf(key: string): number
   /** One queue across the shards: adds go to the shard of their key, reads fan in. */
@@ -418,14 +423,11 @@ class DurabilityJobsImpl extends Helper<Service> {
     const router = new Router.Router(options)
     const routed: DurableJobsRouter = {
       shards: router.shards,
+      objects: router.objects,
       shardOf: (key) => router.shardOf(key),
       queue: (name) => router.queue(name),
       flow: (root) => router.flow(root)
     }
-    // How `DurabilityInspector.handler({ objects: { router } })` reaches the shards, without a public field.
-    Object.defineProperty(routed, Symbol.for("durability/router/objects"), {
-      value: { namespace: options.namespace, names: Array.from({ length: router.shards }, (_, shard) => router.nameOf(shard)) }
-    })
     return routed
   }
 
