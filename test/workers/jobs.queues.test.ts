@@ -154,7 +154,7 @@ describe("jobs through Cloudflare Queues", () => {
     await expectSettled(stub, 1)
   }, TEST_MS)
 
-  it("a job canceled while its consumer runs it: the next heartbeat is stale, the consumer stops and acks", async () => {
+  it("a job canceled while its consumer runs it: the next heartbeat answers canceled, the handler's signal aborts with JobCanceledError, the consumer acks", async () => {
     const { stub, work } = fresh()
     // Its gate never opens: only the lost lease ends the consumer's work.
     await stub.add("dropped", work({ tag: "d", hold: "never" }))
@@ -162,6 +162,14 @@ describe("jobs through Cloudflare Queues", () => {
     expect(await stub.cancel("dropped")).toBe(true)
     const deliveries = await waitFor(() => stub.deliveries(), (list) => list.length === 1, DELIVERY_MS)
     expect(deliveries.map((delivery) => delivery.outcome)).toEqual(["ack"])
+    // The delivery's token (2): its heartbeat was answered "canceled" (protocol version 2), and the handler saw it.
+    expect(await stub.aborts()).toEqual([{ id: "dropped", token: 2, reason: "JobCanceledError" }])
+    // Fenced by the token: version 2 callers are told it was canceled, version 1 callers that it is stale; a late
+    // complete is refused as stale and writes nothing.
+    expect(await stub.jobsCall({ v: 2, op: "heartbeat", queue: "email", id: "dropped", token: 2 })).toMatchObject({ status: "canceled" })
+    expect(await stub.jobsCall({ v: 1, op: "heartbeat", queue: "email", id: "dropped", token: 2 })).toMatchObject({ status: "stale" })
+    expect(await stub.jobsCall({ v: 2, op: "heartbeat", queue: "email", id: "dropped", token: 1 })).toMatchObject({ status: "stale" })
+    expect(await stub.jobsCall({ v: 2, op: "complete", queue: "email", id: "dropped", token: 2, result: { late: true } })).toMatchObject({ status: "stale" })
     const info = (await stub.info("dropped")) as DurableJobInfo<QueuedWork> | undefined
     expect(info).toMatchObject({ state: "canceled", attempt: 1 })
     expect(info?.result).toBeUndefined()

@@ -96,6 +96,7 @@ const CREATE = `
     queue_name TEXT NOT NULL, outcome TEXT NOT NULL
   );
   CREATE TABLE IF NOT EXISTS gates (name TEXT PRIMARY KEY);
+  CREATE TABLE IF NOT EXISTS aborts (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, token INTEGER NOT NULL, reason TEXT NOT NULL);
 `
 
 export class QueuesJobsObject extends DurableObject<QueuesEnv> {
@@ -224,6 +225,19 @@ export class QueuesJobsObject extends DurableObject<QueuesEnv> {
     )
   }
 
+  noteAbort(id: string, token: number, reason: string): void {
+    this.ctx.storage.sql.exec("INSERT INTO aborts (id, token, reason) VALUES (?, ?, ?)", id, token, reason)
+  }
+
+  /** The handlers' signals the consumer aborted, with their reason's name. */
+  aborts(): ReadonlyArray<{ readonly id: string; readonly token: number; readonly reason: string }> {
+    return this.ctx.storage.sql.exec("SELECT id, token, reason FROM aborts ORDER BY seq").toArray() as unknown as ReadonlyArray<{
+      readonly id: string
+      readonly token: number
+      readonly reason: string
+    }>
+  }
+
   calls(): ReadonlyArray<ConsumerCall> {
     return this.ctx.storage.sql.exec("SELECT * FROM consumer_calls ORDER BY seq").toArray() as unknown as ReadonlyArray<ConsumerCall>
   }
@@ -249,9 +263,16 @@ const ownerOf = (env: QueuesEnv, id: string) => env.QUEUES_JOBS_OBJECT.get(env.Q
 
 const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
+// Signals the consumer aborted during a batch, by message body's job id: recorded in the owner once the batch is done
+// (the consumer does not wait for a handler whose lease it lost, so the handler cannot be relied on to record it).
+const aborted = new Map<string, { readonly token: number; readonly reason: string }>()
+
 /** The test handler of both queues (see the module). */
 const work = async (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => {
   const owner = ownerOf(env, job.object)
+  job.signal.addEventListener("abort", () => {
+    aborted.set(job.id, { token: job.token, reason: (job.signal.reason as Error).name })
+  }, { once: true })
   await owner.noteCall(job.id, job.attempt, job.token)
   await job.log(`attempt ${job.attempt} with token ${job.token}`)
   if (job.payload.hold !== undefined && job.attempt === (job.payload.holdAttempt ?? 1)) {
@@ -306,6 +327,9 @@ export const queuesJobsQueueHandler = async (batch: MessageBatch, env: QueuesEnv
   await Promise.all(batch.messages.map(async (message) => {
     const body = message.body as { readonly object?: unknown; readonly jobId?: unknown; readonly token?: unknown } | null
     if (typeof body?.object !== "string" || typeof body.jobId !== "string") return
+    const abort = aborted.get(body.jobId)
+    aborted.delete(body.jobId)
+    if (abort !== undefined) await ownerOf(env, body.object).noteAbort(body.jobId, abort.token, abort.reason)
     await ownerOf(env, body.object).noteDelivery(message.id, body.jobId, Number(body.token), batch.queue, outcomes.get(message.id) ?? "none")
   }))
 }
