@@ -13,8 +13,17 @@
 export class StaleLeaseError extends Error {
   /** Always `"StaleLeaseError"`, so the error can be told apart after it crossed an RPC or a `catch`. */
   override readonly name = "StaleLeaseError" as const
+  /**
+   * Set when the job was canceled while this token held it (`heartbeat` and `log` of the lease API): stop,
+   * the job will not run again. Read from the Effect face's error this one stands for (its `cause`).
+   */
+  readonly canceled?: { readonly reason: string }
   constructor(message: string, options?: { readonly cause?: unknown }) {
     super(message, options)
+    const canceled = (options?.cause as { readonly canceled?: unknown } | undefined)?.canceled
+    if (typeof canceled === "object" && canceled !== null && typeof (canceled as { reason?: unknown }).reason === "string") {
+      this.canceled = { reason: (canceled as { reason: string }).reason }
+    }
   }
 }
 

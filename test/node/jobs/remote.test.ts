@@ -284,3 +284,21 @@ describe("JobsConsumer against an object (serve), under TestClock", () => {
       expect(yield* jobRow(object, "email", "j")).toMatchObject({ status: "canceled", result: null })
     }))
 })
+
+describe("cancel reaches a lease held outside the object: the promise face", () => {
+  it("DurabilityJobs: heartbeat after cancel rejects with StaleLeaseError whose canceled names the reason; complete is stale", async () => {
+    const { DurabilityJobs, StaleLeaseError: PromiseStaleLeaseError } = await import("../../../src/index.js")
+    const { memoryContext } = await import("../support/promise.js")
+    const jobs = new DurabilityJobs({ context: await memoryContext(), log: () => undefined, queues: { email: { processing: "external", leaseMs: 5_000 } } })
+    await jobs.email.add({ id: "a", payload: { to: "x" } })
+    const [lease] = await jobs.email.lease()
+    expect(await jobs.email.cancel("a", "unsubscribed")).toBe(true)
+    const beat = await jobs.email.heartbeat("a", lease!.token).catch((error: unknown) => error)
+    expect(beat).toBeInstanceOf(PromiseStaleLeaseError)
+    expect((beat as InstanceType<typeof PromiseStaleLeaseError>).canceled).toEqual({ reason: "unsubscribed" })
+    const late = await jobs.email.complete("a", lease!.token, { sent: true }).catch((error: unknown) => error)
+    expect(late).toBeInstanceOf(PromiseStaleLeaseError)
+    expect((late as InstanceType<typeof PromiseStaleLeaseError>).canceled).toBeUndefined()
+    expect(await jobs.email.get("a")).toMatchObject({ state: "canceled" })
+  })
+})
