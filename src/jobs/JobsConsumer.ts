@@ -222,6 +222,7 @@ export interface Options<Env, R> extends ConsumeOptions<Env, R> {
 /** `deadLetters`' options: the owning objects' namespace, and how to reach them. */
 export type DeadLetterOptions<Env> = Omit<Options<Env, never>, "handlers">
 
+/** How long Queues waits before redelivering a message whose object could not be reached, when `retryDelaySeconds` is not given (s). */
 export const DEFAULT_RETRY_DELAY_SECONDS = 5
 /** Queues' longest delay (12 h). */
 export const MAX_RETRY_DELAY_SECONDS = 43_200
@@ -233,7 +234,9 @@ const REFUSALS = new Set(["TypeError", "RangeError", "DataCloneError"])
 
 /** The settings every consumer checks the same way (a bad option throws at once: it is a deploy's mistake). */
 export interface Settings {
+  /** How long Queues waits before redelivering while the object cannot be reached (s). */
   readonly retryDelaySeconds: number
+  /** Reports one diagnostic (to the `log` option, else Effect's logger). */
   readonly report: (entry: Readonly<Record<string, unknown>> & { readonly level: "WARN" | "ERROR"; readonly message: string }) => Effect.Effect<void>
 }
 

@@ -158,13 +158,17 @@ export type Call = typeof Call.Type
 
 /** One item of a shard's page, with the shard's list cursor just after it (absent: it was the shard's last). */
 export interface PageItem<T> {
+  /** The job. */
   readonly info: T
+  /** The shard's list cursor just after this job; absent when it is the shard's last. */
   readonly after?: string
 }
 
 /** A shard's page: up to `limit` items from its position; `more` when the shard has items past them. */
 export interface ShardPage<T> {
+  /** Up to `limit` jobs in the shard's order, each with its cursor. */
   readonly items: ReadonlyArray<PageItem<T>>
+  /** Whether the shard has jobs past these. */
   readonly more: boolean
 }
 

@@ -25,10 +25,15 @@ import { decodeCursor, encodeCursor, merge, partition, type Position, shardOf } 
 import { type AddResult, type FlowResult, JOB_STATES, type JobInfo, type JobPage, type JobState } from "./types.js"
 import type * as Types from "./types.js"
 
+/** A listing's page size when `limit` is not given. */
 export const DEFAULT_PAGE = 100
+/** The largest `limit` of a listing. */
 export const MAX_PAGE = Protocol.MAX_PAGE
+/** The most shards a router spreads its queues over. */
 export const MAX_SHARDS = 10_000
+/** Shard `i` is the object named `${DEFAULT_NAME}:${i}` when `name` is not given. */
 export const DEFAULT_NAME = "jobs"
+/** The shards' method that hands a call to `DurabilityJobs.serve`, when `method` is not given. */
 export const DEFAULT_METHOD = "jobsCall"
 
 /** What `key` is given: the job as added (its id already chosen) and its queue. */
