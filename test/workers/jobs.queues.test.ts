@@ -176,6 +176,27 @@ describe("jobs through Cloudflare Queues", () => {
     await expectSettled(stub, 1)
   }, TEST_MS)
 
+  it("the Effect consumer (JobsConsumer): a job completes; a job canceled while its handler runs has the handler interrupted", async () => {
+    const { stub, work } = fresh()
+    await stub.add("fx-done", work({ tag: "e" }), "effectful")
+    const done = () => stub.info("fx-done", "effectful") as Promise<DurableJobInfo<QueuedWork> | undefined>
+    expect(await waitFor(done, (info) => info?.state === "completed", DELIVERY_MS)).toMatchObject({
+      result: { tag: "e", attempt: 1 }
+    })
+    await stub.add("fx-dropped", work({ tag: "x", hold: "never" }), "effectful")
+    await waitFor(() => stub.calls(), (calls) => calls.some((call) => call.id === "fx-dropped"), DELIVERY_MS)
+    expect(await stub.cancel("fx-dropped", "effectful")).toBe(true)
+    const deliveries = await waitFor(() => stub.deliveries(), (list) => list.length === 2, DELIVERY_MS)
+    expect(deliveries.map(({ job_id, outcome }) => ({ job_id, outcome }))).toEqual([
+      { job_id: "fx-done", outcome: "ack" },
+      { job_id: "fx-dropped", outcome: "ack" }
+    ])
+    // Interrupted at the heartbeat answered "canceled", with the signal aborted by JobCanceledError.
+    expect(await stub.aborts()).toEqual([{ id: "fx-dropped", token: 2, reason: "interrupted:JobCanceledError" }])
+    expect(await stub.info("fx-dropped", "effectful")).toMatchObject({ state: "canceled", attempt: 1 })
+    await expectSettled(stub, 2)
+  }, TEST_MS)
+
   it("an object its consumer cannot reach: Queues retries, then the dead-letter consumer records the job undelivered", async () => {
     const { stub, work } = fresh()
     // The lossy queue's start always throws, as an unreachable object's RPC does.

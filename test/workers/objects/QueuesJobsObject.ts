@@ -10,6 +10,8 @@
  * numbered `holdAttempt` waits until the test opens the gate `hold` (a durable flag; polled).
  */
 import { DurableObject } from "cloudflare:workers"
+import { Effect } from "effect"
+import { JobsConsumer } from "../../../src/effect.js"
 import { Deliveries, type Idleness } from "./idle.js"
 import {
   type AlarmInvocationInfo,
@@ -53,7 +55,7 @@ export interface QueuedWork {
   readonly holdAttempt?: number
 }
 
-export type QueueName = "email" | "lossy" | "limited" | "outboxed" | "severed"
+export type QueueName = "email" | "lossy" | "limited" | "outboxed" | "severed" | "effectful"
 
 export interface QueuesEnv {
   readonly JOBS_QUEUE: Queue
@@ -120,7 +122,9 @@ export class QueuesJobsObject extends DurableObject<QueuesEnv> {
       // Its consumer is cut off after `start` until the gate "severed-reachable" opens (see jobsCall).
       severed: { processing: { queue: this.env.JOBS_QUEUE }, leaseMs: TRANSPORT.leaseMs },
       // Its sends fail until this instance is reset (`failSends`): an outbox whose send was interrupted.
-      outboxed: { processing: { queue: this.flakyProducer() }, leaseMs: 60_000 }
+      outboxed: { processing: { queue: this.flakyProducer() }, leaseMs: 60_000 },
+      // Consumed by the Effect consumer (`JobsConsumer`): its handler is an Effect, interrupted when the lease is lost.
+      effectful: { processing: { queue: this.env.JOBS_QUEUE }, leaseMs: TRANSPORT.leaseMs }
     }
   })
 
@@ -191,8 +195,8 @@ export class QueuesJobsObject extends DurableObject<QueuesEnv> {
     return this.jobs[queue].get(id) as Promise<DurableJobInfo<QueuedWork> | undefined>
   }
 
-  cancel(id: string): Promise<boolean> {
-    return this.jobs.email.cancel(id, "canceled by the scenario")
+  cancel(id: string, queue: QueueName = "email"): Promise<boolean> {
+    return this.jobs[queue].cancel(id, "canceled by the scenario")
   }
 
   logs(id: string): Promise<DurableJobLogs> {
@@ -299,6 +303,28 @@ const consumer = jobsConsumer({
   }
 })
 
+// The `effectful` queue's consumer: the same work as an Effect; an interruption is recorded with the signal's reason.
+const effectful = JobsConsumer.make({
+  namespace: (env: QueuesEnv) => env.QUEUES_JOBS_OBJECT,
+  retryDelaySeconds: 0,
+  log: () => {},
+  handlers: {
+    effectful: (job: JobsConsumer.QueuedJob<QueuedWork>, env: QueuesEnv) =>
+      Effect.onInterrupt(
+        Effect.gen(function*() {
+          const owner = ownerOf(env, job.object)
+          yield* Effect.promise(() => owner.noteCall(job.id, job.attempt, job.token))
+          yield* job.log(`attempt ${job.attempt} with token ${job.token}`)
+          if (job.payload.hold !== undefined) {
+            while (!(yield* Effect.promise(() => owner.isOpen(job.payload.hold!)))) yield* Effect.sleep(20)
+          }
+          return { tag: job.payload.tag ?? null, attempt: job.attempt }
+        }),
+        () => Effect.sync(() => aborted.set(job.id, { token: job.token, reason: `interrupted:${(job.signal.reason as Error).name}` }))
+      )
+  }
+})
+
 const deadLetters = jobsDeadLetterConsumer({ namespace: (env: QueuesEnv) => env.QUEUES_JOBS_OBJECT, retryDelaySeconds: 0, log: () => {} })
 
 /**
@@ -323,7 +349,14 @@ export const queuesJobsQueueHandler = async (batch: MessageBatch, env: QueuesEnv
       }
     }))
   }
-  await (batch.queue === TRANSPORT.deadLetterQueue ? deadLetters : consumer)(watched, env)
+  if (batch.queue === TRANSPORT.deadLetterQueue) await deadLetters(watched, env)
+  else {
+    const isEffectful = (message: { readonly body: unknown }) => (message.body as { readonly queue?: unknown } | null)?.queue === "effectful"
+    await Promise.all([
+      consumer({ ...watched, messages: watched.messages.filter((message) => !isEffectful(message)) }, env),
+      Effect.runPromise(effectful({ ...watched, messages: watched.messages.filter(isEffectful) }, env))
+    ])
+  }
   await Promise.all(batch.messages.map(async (message) => {
     const body = message.body as { readonly object?: unknown; readonly jobId?: unknown; readonly token?: unknown } | null
     if (typeof body?.object !== "string" || typeof body.jobId !== "string") return
