@@ -302,3 +302,24 @@ describe("cancel reaches a lease held outside the object: the promise face", () 
     expect(await jobs.email.get("a")).toMatchObject({ state: "canceled" })
   })
 })
+
+describe("Jobs.serve (the Effect face's serve)", () => {
+  it.scoped("answers protocol calls; a call that does not decode fails with InvalidInputError naming the field, storage unchanged", () =>
+    Effect.gen(function*() {
+      const { jobs, object } = yield* setup
+      expect(yield* object.run(Jobs.serve(jobs, { v: 2, op: "add", queue: "email", job: { id: "a", payload: { to: "ann" } } }))).toMatchObject({
+        id: "a",
+        state: "waiting"
+      })
+      const before = yield* dump(object)
+      const refused = yield* Effect.flip(object.run(Jobs.serve(jobs, { v: 2, op: "page", queue: "email", page: { limit: 0 } })))
+      expect(refused).toMatchObject({ _tag: "InvalidInputError", field: "page.limit", kind: "range" })
+      const unknown = yield* Effect.flip(object.run(Jobs.serve(jobs, { v: 2, op: "add", queue: "sms", job: { payload: 1 } })))
+      expect(unknown).toMatchObject({ _tag: "InvalidInputError", field: "queue" })
+      const version = yield* Effect.flip(object.run(Jobs.serve(jobs, { v: 9, op: "counts", queue: "email" })))
+      expect(version.message).toContain("must have v: 1 or 2")
+      expect(yield* dump(object)).toEqual(before)
+      const page = yield* object.run(Jobs.serve(jobs, { v: 2, op: "page", queue: "email", page: { limit: 10 } }))
+      expect(page).toMatchObject({ items: [{ info: { id: "a" } }], more: false })
+    }))
+})
