@@ -512,7 +512,7 @@ const eachMessage = <R>(
     batch.messages,
     (message) => {
       const context: MessageContext = { settings, message, batch }
-      return Effect.catchAllCause(run(context), (cause) =>
+      return Effect.catchAllCause(Effect.withSpan(run(context), "JobsConsumer.message", { attributes: { messageId: message.id } }), (cause) =>
         // Never fail the batch: locally, a throwing handler has its explicit acks ignored.
         Effect.zipRight(
           report(context, "ERROR", "durability.consumer.failed", `The consumer failed on a message: ${describe(Cause.squash(cause))}`),

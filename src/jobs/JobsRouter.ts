@@ -120,11 +120,11 @@ export interface RoutedQueue<P, R> {
   /** All shards' jobs merged by `createdAt` (then shard), with a composite cursor: one call per unfinished shard. */
   readonly list: (options?: RoutedListOptions) => Effect.Effect<JobPage<P, R>, InvalidInputError | ShardCallError>
   /** The queue's counts summed over the shards. */
-  readonly counts: Effect.Effect<RoutedCounts, ShardCallError>
+  readonly counts: Effect.Effect<RoutedCounts, InvalidInputError | ShardCallError>
   /** Pauses the queue on every shard. */
-  readonly pause: Effect.Effect<void, ShardCallError>
+  readonly pause: Effect.Effect<void, InvalidInputError | ShardCallError>
   /** Resumes the queue on every shard. */
-  readonly resume: Effect.Effect<void, ShardCallError>
+  readonly resume: Effect.Effect<void, InvalidInputError | ShardCallError>
 }
 
 /** The router: routes adds by key and fans reads in. */
@@ -187,15 +187,29 @@ const checkStates = (states: unknown) => {
   }
 }
 
+/** The queue's calls, each in a span named after it (`JobsRouter.add`, …). */
+const traced = (name: string, queue: RoutedQueue<unknown, unknown>): RoutedQueue<unknown, unknown> => {
+  const span = <A, E>(method: string, effect: Effect.Effect<A, E>) => Effect.withSpan(effect, `JobsRouter.${method}`, { attributes: { queue: name } })
+  return {
+    add: (options) => span("add", queue.add(options)),
+    addBulk: (jobs) => span("addBulk", queue.addBulk(jobs)),
+    get: (id, options) => span("get", queue.get(id, options)),
+    list: (options) => span("list", queue.list(options)),
+    counts: span("counts", queue.counts),
+    pause: span("pause", queue.pause),
+    resume: span("resume", queue.resume)
+  }
+}
+
 /** A queue whose every call fails with `error` (a bad queue name). */
 const refused = (error: InvalidInputError): RoutedQueue<unknown, unknown> => ({
   add: () => Effect.fail(error),
   addBulk: () => Effect.fail(error),
   get: () => Effect.fail(error),
   list: () => Effect.fail(error),
-  counts: Effect.die(error),
-  pause: Effect.die(error),
-  resume: Effect.die(error)
+  counts: Effect.fail(error),
+  pause: Effect.fail(error),
+  resume: Effect.fail(error)
 })
 
 type Stub = Record<string, (call: unknown) => Promise<unknown>>
@@ -356,13 +370,13 @@ const makeWith = (
     shards,
     objects: { namespace, names: Array.from({ length: shards }, (_, shard) => nameOf(shard)) },
     shardOf: (key) => shardOf(key, shards),
-    queue: (name) => typeof name === "string" && name.length > 0 ? queue(name) : refused(refuse(`queue must be a non-empty string, got ${shown(name)}`)),
+    queue: (name) => typeof name === "string" && name.length > 0 ? traced(name, queue(name)) : refused(refuse(`queue must be a non-empty string, got ${shown(name)}`)),
     flow: (root) =>
       Effect.flatMap(checked(() => {
         if (!isObject(root)) throw new TypeError("root must be an object")
         if (typeof root.queue !== "string") throw new TypeError(`queue must be a string, got ${shown(root.queue)}`)
         const withRootId = withId(root as Types.AddOptions<unknown, number>, "options") as Types.FlowNode<number> & { readonly id: string }
         return { root: withRootId, shard: route(root.queue, { id: withRootId.id, payload: root.payload }) }
-      }), ({ root: withRootId, shard }) => call<FlowResult>(shard, { op: "flow", root: withRootId }))
+      }), ({ root: withRootId, shard }) => call<FlowResult>(shard, { op: "flow", root: withRootId })).pipe(Effect.withSpan("JobsRouter.flow"))
   }
 }

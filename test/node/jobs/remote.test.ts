@@ -323,3 +323,25 @@ describe("Jobs.serve (the Effect face's serve)", () => {
       expect(page).toMatchObject({ items: [{ info: { id: "a" } }], more: false })
     }))
 })
+
+describe("JobsConsumer.Client.layer over a namespace", () => {
+  it.live("reaches the envelope's object through its jobsCall method and completes the job", () =>
+    Effect.gen(function*() {
+      const calls: Array<Record<string, unknown>> = []
+      const namespace = {
+        idFromString: (id: string) => ({ id }),
+        get: () => ({
+          jobsCall: (call: Record<string, unknown>) => {
+            calls.push(call)
+            return Promise.resolve(call.op === "start" ? normal(call as never, Date.now()) : { status: "ok" })
+          }
+        })
+      }
+      const consume = JobsConsumer.consume<unknown>({ handlers: { email: (job) => Effect.succeed(`sent to ${(job.payload as { to: string }).to}`) }, log: () => undefined })
+      const one = message()
+      yield* consume(batchOf(one), {}).pipe(Effect.provide(JobsConsumer.Client.layer(namespace)))
+      expect(calls.map((call) => [call.op, call.token])).toEqual([["start", 7], ["complete", 8]])
+      expect(calls[1]).toMatchObject({ v: Protocol.VERSION, queue: "email", id: "j1", result: "sent to ann" })
+      expect(one.outcomes).toEqual(["ack"])
+    }))
+})
