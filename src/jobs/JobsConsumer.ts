@@ -92,7 +92,10 @@ export interface ClientShape {
 const isObject = (value: unknown): value is Readonly<Record<string, unknown>> =>
   typeof value === "object" && value !== null && !Array.isArray(value)
 
-/** An error as it crosses to the object: its name (an Effect error's tag) and message. */
+/**
+ * An error as it crosses to the object: its name (an Effect error's tag) and message.
+ * @internal
+ */
 export const wireError = (error: unknown): { readonly name: string; readonly message: string } => {
   if (isObject(error) || error instanceof Error) {
     const { _tag, message, name } = error as { readonly _tag?: unknown; readonly name?: unknown; readonly message?: unknown }
@@ -232,7 +235,10 @@ export const DELIVERY_ERROR = "QueueDeliveryError"
 // Refusals of a value (not of the connection): retrying the message cannot help.
 const REFUSALS = new Set(["TypeError", "RangeError", "DataCloneError"])
 
-/** The settings every consumer checks the same way (a bad option throws at once: it is a deploy's mistake). */
+/**
+ * The settings every consumer checks the same way (a bad option throws at once: it is a deploy's mistake).
+ * @internal
+ */
 export interface Settings {
   /** How long Queues waits before redelivering while the object cannot be reached (s). */
   readonly retryDelaySeconds: number
@@ -240,7 +246,10 @@ export interface Settings {
   readonly report: (entry: Readonly<Record<string, unknown>> & { readonly level: "WARN" | "ERROR"; readonly message: string }) => Effect.Effect<void>
 }
 
-/** Checks the common options (`name`: the constructor, for the message). */
+/**
+ * Checks the common options (`name`: the constructor, for the message).
+ * @internal
+ */
 export const settingsOf = (options: CommonOptions, name: string): Settings => {
   if (!isObject(options)) throw new TypeError(`${name} needs an options object`)
   const delay = options.retryDelaySeconds ?? DEFAULT_RETRY_DELAY_SECONDS
@@ -334,7 +343,10 @@ const open = (context: MessageContext, client: ClientShape) =>
     return { envelope: envelope.right, object: object.right }
   })
 
-/** A held lease: the running handler's view of it (its signal, its end, its writes). */
+/**
+ * A held lease: the running handler's view of it (its signal, its end, its writes).
+ * @internal
+ */
 export interface LeaseHandle {
   /** The envelope, with the token this delivery holds. */
   readonly envelope: Envelope
@@ -447,7 +459,10 @@ const settle = (call: Caller, outcome: Exit.Exit<unknown, unknown>) => {
     fail(error.cause))
 }
 
-/** A handler of the core: given the held lease, the Worker's env. */
+/**
+ * A handler of the core: given the held lease, the Worker's env.
+ * @internal
+ */
 export type LeaseHandler<Env, R> = (lease: LeaseHandle, env: Env) => Effect.Effect<unknown, unknown, R>
 
 const runMessage = <Env, R>(
@@ -525,6 +540,7 @@ const eachMessage = <R>(
 /**
  * The core both faces run: consumes one batch with `handlers` of the held lease, reaching the objects
  * through `client` (made per message, so a misconfigured namespace retries the message).
+ * @internal
  */
 export const consumeWith = <Env, R>(
   settings: Settings,
@@ -537,7 +553,10 @@ export const consumeWith = <Env, R>(
 // A namespace that is not one (a misconfiguration) is a defect of the message: reported and retried, never dropped.
 const made = (client: () => ClientShape) => Effect.suspend(() => Effect.succeed(client()))
 
-/** The dead-letter core: records each envelope as undelivered (`QueueDeliveryError`), then acks. */
+/**
+ * The dead-letter core: records each envelope as undelivered (`QueueDeliveryError`), then acks.
+ * @internal
+ */
 export const deadLettersWith = (settings: Settings, client: () => ClientShape) => (batch: QueueBatch): Effect.Effect<void> =>
   eachMessage(settings, batch, (context) =>
     Effect.gen(function*() {
@@ -604,7 +623,10 @@ export const deadLetters = <Env>(options: DeadLetterOptions<Env>) => {
     deadLettersWith(settings, () => fromNamespace(options.namespace(env), options.method))(batch)
 }
 
-/** Runs `effect` on `runtime` as a promise that rejects with the failure itself (not a `FiberFailure`). */
+/**
+ * Runs `effect` on `runtime` as a promise that rejects with the failure itself (not a `FiberFailure`).
+ * @internal
+ */
 export const runPromiseWith = <R>(runtime: Runtime.Runtime<R>) => <A, E>(effect: Effect.Effect<A, E, R>): Promise<A> =>
   Runtime.runPromiseExit(runtime)(effect).then((exit) => {
     if (Exit.isSuccess(exit)) return exit.value
