@@ -24,7 +24,7 @@ export type DurabilityInspectorNamespace = DurableJobsShardNamespace
 export type DurabilityInspectorSource =
   | { readonly namespace: DurabilityInspectorNamespace; readonly names: ReadonlyArray<string>; readonly label?: string | undefined }
   /** A `DurabilityJobs.router(...)` result: its shards `${name}:${i}`. */
-  | { readonly router: Pick<DurableJobsRouter, "shards">; readonly label?: string | undefined }
+  | { readonly router: Pick<DurableJobsRouter, "objects">; readonly label?: string | undefined }
   | DurabilityInspectorResolver
 
 /**
@@ -91,7 +91,6 @@ export type DurabilityInspectorHandler = (request: Request) => Promise<Response 
 const OPTIONS = ["prefix", "objects", "token", "access", "readOnly", "method", "log"]
 const MIN_TOKEN = 16
 const MAX_OBJECTS = 10_000
-const ROUTER_OBJECTS = Symbol.for("durability/router/objects")
 
 const shown = (value: unknown): string => {
   if (typeof value === "string") return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}…` : value)
@@ -152,10 +151,13 @@ const checkSource = (source: unknown, field: string, targets: Map<string, Target
   let namespace: DurabilityInspectorNamespace
   let names: ReadonlyArray<unknown>
   if ("router" in source) {
-    const routed = isObject(source["router"]) ? source["router"][ROUTER_OBJECTS] : undefined
+    // The router's `objects` (`JobsRouter.RouterObjects`): its namespace and shard names.
+    const routed = isObject(source["router"]) ? source["router"]["objects"] : undefined
     if (!isObject(routed)) throw new TypeError(`${field}.router must be what DurabilityJobs.router(...) returned, got ${shown(source["router"])}`)
     namespace = checkNamespace(routed["namespace"], `${field}.router's namespace`)
-    names = routed["names"] as ReadonlyArray<string>
+    const given = routed["names"]
+    if (!Array.isArray(given) || given.length === 0) throw new TypeError(`${field}.router.objects.names must be a non-empty array, got ${shown(given)}`)
+    names = given
   } else {
     namespace = checkNamespace(source["namespace"], `${field}.namespace`)
     const given = source["names"]

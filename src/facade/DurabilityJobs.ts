@@ -10,7 +10,9 @@ import * as Runtime from "effect/Runtime"
 import * as Jobs from "../jobs/Jobs.js"
 import * as Steps from "../steps/Steps.js"
 import type { AnyQueueDefinition } from "../jobs/definition.js"
-import * as Router from "../jobs/router.js"
+import * as Router from "./jobsRouter.js"
+import * as Protocol from "../jobs/JobsProtocol.js"
+import { serve } from "../jobs/serve.js"
 import type { GroupRateLimit, Retention, Transport } from "../jobs/options.js"
 import type { Lease as JobLease, LeaseOptions as JobLeaseOptions } from "../jobs/lease.js"
 import type * as Types from "../jobs/types.js"
@@ -215,7 +217,7 @@ export type DurabilityJobsInstance<Q extends QueueMap> =
   & DurabilityJobsBase
   & { readonly [K in keyof Q]: DurableQueue<PayloadOf<Q[K]>, ResultOf<Q[K]>> }
 
-export type { RouteKeyInput as DurableJobsRouteKeyInput, RoutedCounts as DurableRoutedCounts, ShardNamespace as DurableJobsShardNamespace } from "../jobs/router.js"
+export type { RouteKeyInput as DurableJobsRouteKeyInput, RoutedCounts as DurableRoutedCounts, ShardNamespace as DurableJobsShardNamespace } from "../jobs/JobsRouter.js"
 
 /** `DurabilityJobs.router`'s options (see docs/workers-and-queues.md, "Sharding job queues"). */
 export type DurableJobsRouterOptions = Router.RouterOptions
@@ -234,6 +236,11 @@ type RoutedQueueOf<Q> = Q extends DurableQueue<infer P, infer R> ? Router.Routed
 export interface DurableJobsRouter<J = DurableJobsAnyQueues> {
   /** How many objects the queues are spread over. */
   readonly shards: number
+  /**
+   * The shards' namespace and object names (shard 0 first): what `DurabilityInspector.handler({ objects:
+   * { router } })` reads to reach every shard.
+   */
+  readonly objects: Router.RouterObjects
   /** The shard (0-based) a routing key goes to: FNV-1a 32-bit of its UTF-8 bytes, mod `shards`. */
   shardOf(key: string): number
   /** One queue across the shards: adds go to the shard of their key, reads fan in. */
@@ -373,52 +380,6 @@ const asQueue = (helper: DurabilityJobsImpl, name: string): DurableQueue<unknown
   }
 }
 
-/** A shard's page for the router: one item at a time, so each carries the list cursor just after it. */
-const shardPage = (queue: Jobs.Queue<unknown, unknown>, page: Router.PageCall) =>
-  Effect.gen(function*() {
-    const items: Array<Router.PageItem<Types.JobInfo>> = []
-    let cursor = page.cursor
-    while (items.length < page.limit) {
-      const one = yield* queue.list({ limit: 1, states: page.states, ...(cursor === undefined ? {} : { cursor }) })
-      const [info] = one.items
-      if (info === undefined) break
-      items.push(one.cursor === undefined ? { info } : { info, after: one.cursor })
-      if (one.cursor === undefined) break
-      cursor = one.cursor
-    }
-    const last = items[items.length - 1]
-    return { items, more: items.length === page.limit && last?.after !== undefined } satisfies Router.ShardPage<Types.JobInfo>
-  })
-
-/** A Queues consumer's call, answered with a status (a stale token is an answer, not a failure across RPC). */
-const leaseCall = (queue: Jobs.Queue<unknown, unknown>, call: Router.LeaseCall) => {
-  const { id, token } = call
-  const answer: Effect.Effect<Record<string, unknown>, unknown> = call.op === "start"
-    ? Effect.map(queue.start(id, token), (started) => ({ status: "started", ...started }))
-    : call.op === "heartbeat"
-    ? Effect.map(
-      queue.heartbeat(id, token, {
-        ...(call.extendMs === undefined ? {} : { extendMs: call.extendMs }),
-        ...(call.progress === undefined ? {} : { progress: call.progress })
-      }),
-      ({ leaseUntil }) => ({ status: "ok", leaseUntil })
-    )
-    : call.op === "log"
-    ? Effect.as(queue.log(id, token, call.message), { status: "ok" })
-    : call.op === "complete"
-    ? Effect.as(queue.complete(id, token, call.result), { status: "ok" })
-    : Effect.as(
-      queue.fail(id, token, call.error, { retryable: call.op === "undelivered" ? false : call.retryable }),
-      { status: "ok" }
-    )
-  return Effect.catchIf(
-    answer,
-    (error): error is { readonly _tag: "StaleLeaseError"; readonly message: string } =>
-      typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "StaleLeaseError",
-    (error) => Effect.succeed({ status: "stale", message: error.message })
-  )
-}
-
 class DurabilityJobsImpl extends Helper<Service> {
   readonly #queues: ReadonlySet<string>
 
@@ -462,41 +423,19 @@ class DurabilityJobsImpl extends Helper<Service> {
     const router = new Router.Router(options)
     const routed: DurableJobsRouter = {
       shards: router.shards,
+      objects: router.objects,
       shardOf: (key) => router.shardOf(key),
       queue: (name) => router.queue(name),
       flow: (root) => router.flow(root)
     }
-    // How `DurabilityInspector.handler({ objects: { router } })` reaches the shards, without a public field.
-    Object.defineProperty(routed, Symbol.for("durability/router/objects"), {
-      value: { namespace: options.namespace, names: Array.from({ length: router.shards }, (_, shard) => router.nameOf(shard)) }
-    })
     return routed
   }
 
   static serve(jobs: DurabilityJobsBase, call: unknown): Promise<unknown> {
     try {
       if (!(jobs instanceof DurabilityJobsImpl)) throw new TypeError("DurabilityJobs.serve needs a DurabilityJobs instance")
-      const parsed = Router.parseCall(call, jobs.#queues)
-      if (parsed.op === "flow") return jobs.flow(parsed.root)
-      const queue = (jobs as unknown as Record<string, DurableQueue<unknown, unknown>>)[parsed.queue]!
-      switch (parsed.op) {
-        case "add":
-          return queue.add(parsed.job)
-        case "addBulk":
-          return queue.addBulk(parsed.jobs)
-        case "get":
-          return queue.get(parsed.id)
-        case "page":
-          return DurabilityJobsImpl.runOn(jobs, (service) => shardPage((service as unknown as Record<string, Jobs.Queue<unknown, unknown>>)[parsed.queue]!, parsed.page))
-        case "counts":
-          return Promise.all([queue.counts(), queue.isPaused()]).then(([counts, paused]) => ({ counts, paused }))
-        case "pause":
-          return queue.pause()
-        case "resume":
-          return queue.resume()
-        default:
-          return DurabilityJobsImpl.runOn(jobs, (service) => leaseCall((service as unknown as Record<string, Jobs.Queue<unknown, unknown>>)[parsed.queue]!, parsed))
-      }
+      const parsed = Protocol.decodeCall(call, jobs.#queues)
+      return DurabilityJobsImpl.runOn(jobs, (service) => serve(service, parsed))
     } catch (error) {
       return Promise.reject(error)
     }

@@ -6,8 +6,8 @@
 import type * as Cause from "effect/Cause"
 import * as Runtime from "effect/Runtime"
 import { errorOf } from "../shared/cause.js"
-// The Queues consumer's (jobs/consumer.ts), which aborts and rejects with it on either face.
-import { StaleLeaseError } from "../jobs/consumer.js"
+// The Queues consumer's (jobs/JobsConsumer.ts), which aborts and rejects with them on either face.
+import { JobCanceledError, StaleLeaseError } from "../jobs/leaseErrors.js"
 
 const named = <N extends string>(name: N) =>
   class extends Error {
@@ -44,11 +44,7 @@ export class DurableAlarmTimeoutError extends named("DurableAlarmTimeoutError") 
  * retried.
  */
 export class DurableCanceledError extends named("DurableCanceledError") {}
-/**
- * A job was canceled (`cancel`): a running handler's signal is aborted with this error and the job is not
- * retried.
- */
-export class JobCanceledError extends named("JobCanceledError") {}
+export { JobCanceledError }
 /** A parent job failed because one of its children failed for good (`onFailure: "fail"`, the default). */
 export class ChildJobFailedError extends named("ChildJobFailedError") {}
 /** A lease's token no longer holds its job (expired, reclaimed, leased again, settled); nothing was written. */

@@ -1,7 +1,7 @@
 /**
  * The promise face of the Cloudflare Queues consumer of job queues with `processing: { queue }`
- * (`jobsConsumer`, `jobsDeadLetterConsumer`, `DurabilityJobs.consumer`). The consumer is Effect-free
- * and lives with the jobs (`jobs/consumer.ts`); this face exports it as it is.
+ * (`jobsConsumer`, `jobsDeadLetterConsumer`, `DurabilityJobs.consumer`): the Effect consumer
+ * (`jobs/JobsConsumer.ts`) run per batch with promise handlers (`jobs/consumer.ts`); this face exports it.
  */
 export {
   type DurableJobEnvelope,

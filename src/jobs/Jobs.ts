@@ -40,6 +40,7 @@ import type { AnyQueueDefinition, CurrentJobService, QueueDefinition } from "./d
 import * as Manage from "./manage.js"
 import type * as Options from "./options.js"
 import * as QueueCalls from "./queue.js"
+import * as Serve from "./serve.js"
 import type { Queue } from "./queue.js"
 import * as Setup from "./setup.js"
 import { CAPABILITY } from "./setup.js"
@@ -247,8 +248,21 @@ export const make = <const Defs extends Record<string, AnyQueueDefinition>>(
     yield* InspectionRegistry.register(JobsInspect.source(core, calls, capability.purgeBefore))
     // One queue's calls per definition, built over its name at run time: TS cannot relate a record
     // built key by key to the mapped type (each queue's payload and result types are its definition's).
-    return { ...Object.fromEntries(calls), flow: flow(core), purgeBefore: capability.purgeBefore } as JobsService<Defs>
+    const service = { ...Object.fromEntries(calls), flow: flow(core), purgeBefore: capability.purgeBefore } as JobsService<Defs>
+    Serve.register(service, new Set(calls.keys()))
+    return service
   })
+
+/**
+ * Answers one call of the jobs protocol (`JobsProtocol`) against the queues of `jobs` (what `make`
+ * returned): the Effect face's `DurabilityJobs.serve`, for the method a `JobsRouter` or `JobsConsumer`
+ * calls over RPC. A call that does not decode fails with `InvalidInputError` naming the field, nothing
+ * executed; a lease call's stale (or, from version 2, canceled) token is an answer, not a failure.
+ */
+export const serve = <Defs extends Record<string, AnyQueueDefinition>>(
+  jobs: JobsService<Defs>,
+  call: unknown
+): Effect.Effect<unknown, InvalidInputError | StorageError> => Serve.serveCall(jobs, call).pipe(Effect.withSpan("Jobs.serve"))
 
 /** Inserts a tree of jobs (across queues) in one transaction. */
 const flow = (core: Core.Core) => (root: Types.FlowNode) =>

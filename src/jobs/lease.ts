@@ -102,6 +102,26 @@ const stale = (queue: QueueRuntime, id: string, token: number) =>
   })
 
 /**
+ * A write under `token` that found no lease: stale, and said to be canceled when the job was canceled
+ * while this token held it (its last lease is `token`'s), so the worker's next heartbeat tells it to stop.
+ */
+const refused = (core: Core, queue: QueueRuntime, id: string, token: number) =>
+  Effect.flatMap(readJob(core, `${queue.name}/${id}`), (row) => {
+    if (row === undefined || row.status !== "canceled" || Number(row.lease_token) !== token) return Effect.fail(stale(queue, id, token))
+    const reason = String(row.cancel_reason ?? "")
+    return Effect.fail(
+      new StaleLeaseError({
+        queue: queue.name,
+        id,
+        token,
+        canceled: { reason },
+        message: `Job "${id}" of queue "${queue.name}" was canceled${reason === "" ? "" : ` (${reason})`} while the lease with token ` +
+          `${token} held it; nothing was written`
+      })
+    )
+  })
+
+/**
  * Leases up to `limit` due jobs of the queue, by priority then insertion order, within its
  * concurrency (leases out at once), its rate limits and its pause, in one transaction.
  */
@@ -200,7 +220,7 @@ export const heartbeat = (
     const now = yield* Clock.currentTimeMillis
     // Only later: the alarm armed for the old end fires, finds nothing due and moves on.
     const [row] = yield* JobsTable.extendLease(core.storage, `${queue.name}/${id}`, held, now, now + extend, progress)
-    if (row === undefined) return yield* stale(queue, id, held)
+    if (row === undefined) return yield* refused(core, queue, id, held)
     if (progress !== null) yield* tell(core, [{ type: "progress", queue: queue.name, id, progress: options.progress }])
     return { leaseUntil: Number(row.leased_until) }
   }).pipe(Effect.withSpan("Jobs.heartbeat"))
@@ -213,7 +233,7 @@ export const log = (core: Core, queue: QueueRuntime, id: string, token: number, 
     const line = yield* logLine(message)
     const now = yield* Clock.currentTimeMillis
     const appended = yield* appendLog(core, `${queue.name}/${id}`, line, now, queue.options.keepLogs, JobsTable.leaseHeld(held, now))
-    if (!appended) return yield* stale(queue, id, held)
+    if (!appended) return yield* refused(core, queue, id, held)
   }).pipe(Effect.withSpan("Jobs.leaseLog"))
 
 /** The leased job as stored, when `token` still holds it; the settle's guard checks it again in its transaction. */

@@ -115,11 +115,24 @@ export interface Queue<P, R> {
 
 const idOf = (id: unknown) => Validate.key("id", id)
 
+type ShardPageOf = (options: Types.JobListOptions) => ReturnType<typeof Read.shardPage>
+
+// A queue's shard page is for the router's protocol only (`serve`), not a call of the public `Queue`.
+const shardPages = new WeakMap<Queue<unknown, unknown>, ShardPageOf>()
+
+/** A page of `queue` for a router: its jobs with the list cursor after each (one read; see `Read.shardPage`). */
+export const shardPage = (queue: Queue<unknown, unknown>, options: Types.JobListOptions): ReturnType<typeof Read.shardPage> => {
+  const page = shardPages.get(queue)
+  return page === undefined
+    ? Effect.fail(new InvalidInputError({ field: "queue", kind: "type", message: "Not a queue made by Jobs.make" }))
+    : page(options)
+}
+
 /** The calls of one queue. */
 export const calls = (core: Core.Core, queue: Core.QueueRuntime): Queue<unknown, unknown> => {
   const withId = <A, E>(name: string, body: (id: string) => Effect.Effect<A, E>) => (id: string) =>
     Effect.flatMap(idOf(id), body).pipe(Effect.withSpan(`Jobs.${name}`))
-  return {
+  const made: Queue<unknown, unknown> = {
     // Untraced: the hot path (a span costs more than the insert).
     add: (options) =>
       Effect.gen(function*() {
@@ -185,4 +198,6 @@ export const calls = (core: Core.Core, queue: Core.QueueRuntime): Queue<unknown,
           : Manage.redrive(core, queue, options.ids).pipe(Effect.withSpan("Jobs.redrive"))
     }
   }
+  shardPages.set(made, (options) => Read.shardPage(core, queue, options))
+  return made
 }

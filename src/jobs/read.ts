@@ -53,8 +53,8 @@ export const get = (core: Core, queue: QueueRuntime, id: string): Effect.Effect<
     return row === undefined ? undefined : yield* info(core, queue, row, yield* Clock.currentTimeMillis)
   })
 
-/** The queue's jobs in the order they were added, filtered by state. */
-export const list = (core: Core, queue: QueueRuntime, options: JobListOptions = {}): Effect.Effect<JobPage, InvalidInputError | StorageError> =>
+/** A page of the queue's jobs with the insertion order (`seq`) of each, and whether more follow. */
+const readPage = (core: Core, queue: QueueRuntime, options: JobListOptions) =>
   Effect.gen(function*() {
     if (typeof options !== "object" || options === null) return yield* invalid("options", "type", "options must be an object")
     const limit = yield* limitOf(options.limit, DEFAULT_PAGE)
@@ -81,9 +81,30 @@ export const list = (core: Core, queue: QueueRuntime, options: JobListOptions = 
     })
     const page = rows.slice(0, limit)
     const items = yield* Effect.forEach(page, (row) => info(core, queue, row, now))
-    const last = page[page.length - 1]
-    return rows.length > limit && last !== undefined ? { items, cursor: String(last.seq) } : { items }
+    return { items, seqs: page.map((row) => Number(row.seq)), more: rows.length > limit }
   })
+
+/** The queue's jobs in the order they were added, filtered by state. */
+export const list = (core: Core, queue: QueueRuntime, options: JobListOptions = {}): Effect.Effect<JobPage, InvalidInputError | StorageError> =>
+  Effect.map(readPage(core, queue, options), ({ items, more, seqs }) => {
+    const last = seqs[seqs.length - 1]
+    return more && last !== undefined ? { items, cursor: String(last) } : { items }
+  })
+
+/**
+ * A shard's page for a router: one read of up to `limit` jobs, each with the list cursor just after it
+ * (a job's cursor is its insertion order), so the router's merge can stop after any of them.
+ */
+export const shardPage = (
+  core: Core,
+  queue: QueueRuntime,
+  options: JobListOptions
+): Effect.Effect<{ readonly items: ReadonlyArray<{ readonly info: JobInfo; readonly after?: string }>; readonly more: boolean }, InvalidInputError | StorageError> =>
+  Effect.map(readPage(core, queue, options), ({ items, more, seqs }) => ({
+    // The last item of the shard has no cursor after it: the shard is read to its end there.
+    items: items.map((info, index) => (index === items.length - 1 && !more ? { info } : { info, after: String(seqs[index]) })),
+    more
+  }))
 
 /** How many jobs of the queue are in each state. */
 export const counts = (core: Core, queue: QueueRuntime): Effect.Effect<Record<JobState, number>, StorageError> =>

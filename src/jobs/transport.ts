@@ -17,6 +17,7 @@ import { DurableAttemptTimeoutError, NonRetryableError, type StorageError } from
 import type { Row, StorageService } from "../engine/StorageService.js"
 import * as Json from "../shared/json.js"
 import * as JobsTable from "./jobsTable.js"
+import * as Protocol from "./JobsProtocol.js"
 import type * as Options from "./options.js"
 import * as OutboxTable from "./outboxTable.js"
 
@@ -33,17 +34,8 @@ interface QueueRuntime {
   readonly options: Options.Resolved
 }
 
-/** What a consumer receives: where the job lives and the lease to start it with. */
-export interface Envelope {
-  readonly v: 1
-  /** The owning object's id (`ctx.id.toString()`). */
-  readonly object: string
-  readonly queue: string
-  readonly jobId: string
-  readonly token: number
-  /** Only when the queue opted in (`includePayload`). */
-  readonly payload?: unknown
-}
+/** What a consumer receives: where the job lives and the lease to start it with (the protocol's envelope). */
+export type Envelope = Protocol.Envelope
 
 /** Cloudflare Queues' limits per `sendBatch`. */
 export const MAX_BATCH_MESSAGES = 100
@@ -86,7 +78,7 @@ export const dispatch = (
         Effect.gen(function*() {
           const token = Number(leased.lease_token)
           const envelope: Envelope = {
-            v: 1,
+            v: Protocol.ENVELOPE_VERSION,
             object: objectId,
             queue: queue.name,
             jobId: String(leased.id),

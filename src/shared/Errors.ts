@@ -111,10 +111,18 @@ export class JobCanceledError extends /* @__PURE__ */ Schema.TaggedError<JobCanc
 /**
  * A call with a lease's token (`heartbeat`, `log`, `complete`, `fail`) that no longer holds the job: its
  * lease expired or was reclaimed, the job was leased again, settled, canceled or removed. Nothing was written.
+ * `canceled` is set (on `heartbeat` and `log`) when the job was canceled while this token held it, so a
+ * worker can tell "stop, the job is canceled" from "stop, another holder has it".
  */
 export class StaleLeaseError extends /* @__PURE__ */ Schema.TaggedError<StaleLeaseError>("durability/StaleLeaseError")(
   "StaleLeaseError",
-  { message: Schema.String, queue: Schema.String, id: Schema.String, token: Schema.Number }
+  {
+    message: Schema.String,
+    queue: Schema.String,
+    id: Schema.String,
+    token: Schema.Number,
+    canceled: Schema.optional(Schema.Struct({ reason: Schema.String }))
+  }
 ) {}
 
 /** A leased job whose leases expired more than its queue's `maxStalled` times: it fails for good. */

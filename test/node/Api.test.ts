@@ -29,6 +29,8 @@ describe("the public surface", () => {
       "Inspector",
       "Jobs",
       "JobsConsumer",
+      "JobsProtocol",
+      "JobsRouter",
       "Lifecycle",
       "Logging",
       "Migrations",

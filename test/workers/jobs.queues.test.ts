@@ -154,7 +154,7 @@ describe("jobs through Cloudflare Queues", () => {
     await expectSettled(stub, 1)
   }, TEST_MS)
 
-  it("a job canceled while its consumer runs it: the next heartbeat is stale, the consumer stops and acks", async () => {
+  it("a job canceled while its consumer runs it: the next heartbeat answers canceled, the handler's signal aborts with JobCanceledError, the consumer acks", async () => {
     const { stub, work } = fresh()
     // Its gate never opens: only the lost lease ends the consumer's work.
     await stub.add("dropped", work({ tag: "d", hold: "never" }))
@@ -162,10 +162,39 @@ describe("jobs through Cloudflare Queues", () => {
     expect(await stub.cancel("dropped")).toBe(true)
     const deliveries = await waitFor(() => stub.deliveries(), (list) => list.length === 1, DELIVERY_MS)
     expect(deliveries.map((delivery) => delivery.outcome)).toEqual(["ack"])
+    // The delivery's token (2): its heartbeat was answered "canceled" (protocol version 2), and the handler saw it.
+    expect(await stub.aborts()).toEqual([{ id: "dropped", token: 2, reason: "JobCanceledError" }])
+    // Fenced by the token: version 2 callers are told it was canceled, version 1 callers that it is stale; a late
+    // complete is refused as stale and writes nothing.
+    expect(await stub.jobsCall({ v: 2, op: "heartbeat", queue: "email", id: "dropped", token: 2 })).toMatchObject({ status: "canceled" })
+    expect(await stub.jobsCall({ v: 1, op: "heartbeat", queue: "email", id: "dropped", token: 2 })).toMatchObject({ status: "stale" })
+    expect(await stub.jobsCall({ v: 2, op: "heartbeat", queue: "email", id: "dropped", token: 1 })).toMatchObject({ status: "stale" })
+    expect(await stub.jobsCall({ v: 2, op: "complete", queue: "email", id: "dropped", token: 2, result: { late: true } })).toMatchObject({ status: "stale" })
     const info = (await stub.info("dropped")) as DurableJobInfo<QueuedWork> | undefined
     expect(info).toMatchObject({ state: "canceled", attempt: 1 })
     expect(info?.result).toBeUndefined()
     await expectSettled(stub, 1)
+  }, TEST_MS)
+
+  it("the Effect consumer (JobsConsumer): a job completes; a job canceled while its handler runs has the handler interrupted", async () => {
+    const { stub, work } = fresh()
+    await stub.add("fx-done", work({ tag: "e" }), "effectful")
+    const done = () => stub.info("fx-done", "effectful") as Promise<DurableJobInfo<QueuedWork> | undefined>
+    expect(await waitFor(done, (info) => info?.state === "completed", DELIVERY_MS)).toMatchObject({
+      result: { tag: "e", attempt: 1 }
+    })
+    await stub.add("fx-dropped", work({ tag: "x", hold: "never" }), "effectful")
+    await waitFor(() => stub.calls(), (calls) => calls.some((call) => call.id === "fx-dropped"), DELIVERY_MS)
+    expect(await stub.cancel("fx-dropped", "effectful")).toBe(true)
+    const deliveries = await waitFor(() => stub.deliveries(), (list) => list.length === 2, DELIVERY_MS)
+    expect(deliveries.map(({ job_id, outcome }) => ({ job_id, outcome }))).toEqual([
+      { job_id: "fx-done", outcome: "ack" },
+      { job_id: "fx-dropped", outcome: "ack" }
+    ])
+    // Interrupted at the heartbeat answered "canceled", with the signal aborted by JobCanceledError.
+    expect(await stub.aborts()).toEqual([{ id: "fx-dropped", token: 2, reason: "interrupted:JobCanceledError" }])
+    expect(await stub.info("fx-dropped", "effectful")).toMatchObject({ state: "canceled", attempt: 1 })
+    await expectSettled(stub, 2)
   }, TEST_MS)
 
   it("an object its consumer cannot reach: Queues retries, then the dead-letter consumer records the job undelivered", async () => {

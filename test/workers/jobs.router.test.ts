@@ -190,6 +190,34 @@ describe("jobs router: bad input", () => {
     expect((await rowsOf("bad")).flat()).toEqual([])
   })
 
+  it("a page costs one call per shard not read to its end, whatever its limit", async () => {
+    const router = routerOf("paged")
+    const task = router.queue("task")
+    await task.pause()
+    const ids = Array.from({ length: 40 }, (_, i) => `p-${String(i).padStart(2, "0")}`)
+    await task.addBulk(ids.map((id) => ({ id, payload: { tag: id } })))
+    const pageCalls = async () =>
+      (await Promise.all(Array.from({ length: SHARDS }, (_, shard) => stubOf("paged", shard).protocolCalls()))).flat().filter((op) => op === "page").length
+    const seen: Array<string> = []
+    const perPage: Array<number> = []
+    let cursor: string | undefined
+    for (let page = 0; page < 100; page++) {
+      const before = await pageCalls()
+      const result = await task.list({ limit: 15, ...(cursor === undefined ? {} : { cursor }) })
+      perPage.push((await pageCalls()) - before)
+      seen.push(...result.items.map((item) => item.id))
+      if (result.cursor === undefined) break
+      cursor = result.cursor
+    }
+    expect(seen.sort()).toEqual(ids)
+    // 40 jobs by 15: 3 pages (4 when a shard's last item ends a page exactly), never more than one call per shard each.
+    expect(perPage.length).toBeLessThanOrEqual(4)
+    for (const count of perPage) expect(count).toBeLessThanOrEqual(SHARDS)
+    await task.resume()
+    await waitFor(() => task.counts(), (counts) => counts.completed === 40)
+    await expectIdle("paged")
+  })
+
   it("the shard refuses an unknown queue and a malformed call, naming them", async () => {
     const stub = stubOf("refuse", 0)
     await runInDurableObject(stub, async (instance: ShardedJobsObject) => {

@@ -114,7 +114,7 @@ describe("jobsConsumer: outcomes", () => {
     const { consumer, env, handled, objects } = setup((call) => call.op === "start" ? { status: "stale", message: "leased again" } : normal(call))
     const message = messageOf(envelope())
     await consumer(batchOf(message), env)
-    expect(objects.calls).toEqual([{ v: 1, op: "start", queue: "email", id: "j1", token: 7, object: "obj-1" }])
+    expect(objects.calls).toEqual([{ v: 2, op: "start", queue: "email", id: "j1", token: 7, object: "obj-1" }])
     expect(handled).toEqual([])
     expect(message.outcomes).toEqual(["ack"])
   })
@@ -125,7 +125,7 @@ describe("jobsConsumer: outcomes", () => {
     await consumer(batchOf(message), env)
     expect(objects.ops()).toEqual(["start", "complete"])
     // After `start`, the calls carry the token it gave this delivery (8), not the envelope's (7).
-    expect(objects.calls[1]).toEqual({ v: 1, op: "complete", queue: "email", id: "j1", token: 8, result: { sent: "ann" }, object: "obj-1" })
+    expect(objects.calls[1]).toEqual({ v: 2, op: "complete", queue: "email", id: "j1", token: 8, result: { sent: "ann" }, object: "obj-1" })
     expect(message.outcomes).toEqual(["ack"])
     const [job] = handled
     expect(job).toMatchObject({
@@ -213,10 +213,10 @@ describe("jobsConsumer: outcomes", () => {
     })
     await consumer(batchOf(messageOf(envelope())), env)
     expect(objects.calls.map(({ object: _o, ...call }) => call)).toEqual([
-      { v: 1, op: "start", queue: "email", id: "j1", token: 7 },
-      { v: 1, op: "heartbeat", queue: "email", id: "j1", token: 8, extendMs: LEASE_MS, progress: { step: 1 } },
-      { v: 1, op: "log", queue: "email", id: "j1", token: 8, message: "rendered" },
-      { v: 1, op: "complete", queue: "email", id: "j1", token: 8, result: "done" }
+      { v: 2, op: "start", queue: "email", id: "j1", token: 7 },
+      { v: 2, op: "heartbeat", queue: "email", id: "j1", token: 8, extendMs: LEASE_MS, progress: { step: 1 } },
+      { v: 2, op: "log", queue: "email", id: "j1", token: 8, message: "rendered" },
+      { v: 2, op: "complete", queue: "email", id: "j1", token: 8, result: "done" }
     ])
   })
 
@@ -464,7 +464,7 @@ describe("jobsConsumer: messages it cannot run", () => {
     const message = messageOf(envelope({ queue: "sms" }))
     await consumer(batchOf(message), env)
     expect(objects.calls).toEqual([{
-      v: 1,
+      v: 2,
       op: "undelivered",
       queue: "sms",
       id: "j1",
@@ -501,7 +501,7 @@ describe("jobsDeadLetterConsumer", () => {
     const message = messageOf(envelope({ payload: { to: "ann" } }))
     await consumer({ queue: "durability-test-jobs-dlq", messages: [message] }, { objects: objects.namespace })
     expect(objects.calls).toEqual([{
-      v: 1,
+      v: 2,
       op: "undelivered",
       queue: "email",
       id: "j1",
@@ -542,7 +542,7 @@ describe("JobsConsumer (the Effect face)", () => {
     const consume = JobsConsumer.make<Env, Mailer>({
       namespace: (env: Env) => env.objects,
       handlers: {
-        email: (job: DurableQueuedJob<{ readonly to: string }>) => Effect.flatMap(Mailer, (mailer) => mailer.send(job.payload.to))
+        email: (job: JobsConsumer.QueuedJob<{ readonly to: string }>) => Effect.flatMap(Mailer, (mailer) => mailer.send(job.payload.to))
       },
       log: () => undefined
     })

@@ -6,6 +6,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { type AddOptions, JOB_STATES } from "../../../src/jobs/types.js"
 import * as Router from "../../../src/jobs/router.js"
+// The promise face's router, over the Effect `JobsRouter`.
+import { Router as PromiseRouter } from "../../../src/facade/jobsRouter.js"
 
 describe("router: the routing hash", () => {
   it("FNV-1a 32-bit of the UTF-8 bytes, as fixed vectors", () => {
@@ -133,20 +135,26 @@ describe("router: a shard call's checks", () => {
       { v: 1, op: "resume", queue: "email" },
       { v: 1, op: "flow", root: { queue: "report", payload: null } }
     ]
-    for (const call of calls) expect(Router.parseCall(call, queues)).toBe(call)
+    for (const call of calls) expect(Router.parseCall(call, queues)).toEqual(call)
+    // Every version of the protocol an object answers.
+    for (const v of [1, 2]) expect(Router.parseCall({ v, op: "heartbeat", queue: "email", id: "x", token: 3 }, queues)).toEqual({ v, op: "heartbeat", queue: "email", id: "x", token: 3 })
   })
 
   it("names what is wrong", () => {
     const cases: ReadonlyArray<readonly [unknown, string]> = [
-      [null, "A jobs shard call must be an object, got null"],
-      [{ op: "add" }, "must have v: 1, got undefined"],
+      [null, "A jobs call must be an object, got null"],
+      [{ op: "add" }, "must have v: 1 or 2 (this object's protocol versions), got undefined"],
+      [{ v: 3, op: "add" }, "must have v: 1 or 2 (this object's protocol versions), got 3"],
       [{ v: 1, op: "drop", queue: "email" }, "op must be one of flow, add, addBulk, get, page, counts, pause, resume, start, heartbeat, log, complete, fail, undelivered, got \"drop\""],
       [{ v: 1, op: "add", queue: "sms", job: {} }, "Unknown queue \"sms\": this object's queues are \"email\", \"report\""],
       [{ v: 1, op: "add", queue: "email" }, "job must be an object"],
       [{ v: 1, op: "addBulk", queue: "email", jobs: {} }, "jobs must be an array"],
       [{ v: 1, op: "get", queue: "email", id: 3 }, "id must be a string, got 3"],
       [{ v: 1, op: "page", queue: "email", page: { limit: 0 } }, "page.limit must be an integer from 1 to 1000, got 0"],
-      [{ v: 1, op: "flow", root: "x" }, "root must be an object"]
+      [{ v: 1, op: "flow", root: "x" }, "root must be an object"],
+      [{ v: 2, op: "heartbeat", queue: "email", id: "x", token: 0 }, "token must be the positive integer of the lease, got 0"],
+      [{ v: 2, op: "fail", queue: "email", id: "x", token: 1, error: {} }, "error.message must be a string, got undefined"],
+      [{ v: 2, op: "page", queue: "email", page: { limit: 5, states: [] } }, "page.states must be a non-empty array"]
     ]
     for (const [call, message] of cases) expect(() => Router.parseCall(call, queues)).toThrow(message)
   })
@@ -180,7 +188,7 @@ const fakeNamespace = () => {
 describe("router: over fake shards", () => {
   it("routes by id, generates missing ids first, and keeps the caller's order in addBulk", async () => {
     const { calls, namespace } = fakeNamespace()
-    const router = new Router.Router({ namespace, shards: 3 })
+    const router = new PromiseRouter({ namespace, shards: 3 })
     const queue = router.queue("email")
     expect(await queue.add({ id: "job-42", payload: 1 })).toEqual({ id: "job-42", state: "waiting", deduplicated: false })
     expect(calls[0]!.name).toBe(`jobs:${Router.shardOf("job-42", 3)}`)
@@ -200,29 +208,29 @@ describe("router: over fake shards", () => {
 
   it("a shard's error about jobs[k] names the caller's index", async () => {
     const { namespace } = fakeNamespace()
-    const router = new Router.Router({ namespace, shards: 3 })
+    const router = new PromiseRouter({ namespace, shards: 3 })
     const jobs = Array.from({ length: 9 }, (_, i) => ({ id: `b-${i}`, payload: { bad: i === 7 } }))
     await expect(router.queue("email").addBulk(jobs)).rejects.toThrow(new RangeError("jobs[7].payload is too big"))
   })
 
   it("a custom key routes by it; counts sum and pause only when all are", async () => {
     const { calls, namespace } = fakeNamespace()
-    const router = new Router.Router({ namespace, shards: 3, key: (job) => (job.payload as { tenant: string }).tenant, name: "mail" })
+    const router = new PromiseRouter({ namespace, shards: 3, key: (job) => (job.payload as { tenant: string }).tenant, name: "mail" })
     await router.queue("email").add({ id: "x", payload: { tenant: "acme" } })
     expect(calls[0]!.name).toBe(`mail:${Router.shardOf("acme", 3)}`)
-    const counts = await new Router.Router({ namespace, shards: 3 }).queue("email").counts()
+    const counts = await new PromiseRouter({ namespace, shards: 3 }).queue("email").counts()
     expect(counts).toEqual({ ...Object.fromEntries(JOB_STATES.map((state) => [state, 3])), paused: false })
-    expect((await new Router.Router({ namespace, shards: 2 }).queue("email").counts()).paused).toBe(true)
+    expect((await new PromiseRouter({ namespace, shards: 2 }).queue("email").counts()).paused).toBe(true)
   })
 
   it("bad options and input throw before any call, naming the field", async () => {
     const { calls, namespace } = fakeNamespace()
-    expect(() => new Router.Router({ namespace: {} as never, shards: 2 })).toThrow(new TypeError("namespace must be a Durable Object namespace (with idFromName and get)"))
-    expect(() => new Router.Router({ namespace, shards: 0 })).toThrow(new RangeError("shards must be an integer from 1 to 10000, got 0"))
-    expect(() => new Router.Router({ namespace, shards: 1.5 })).toThrow(RangeError)
-    expect(() => new Router.Router({ namespace, shards: 2, key: "id" as never })).toThrow("key must be a function")
-    expect(() => new Router.Router({ namespace, shards: 2, name: "" })).toThrow("name must be a non-empty string")
-    const router = new Router.Router({ namespace, shards: 2, key: () => 5 as never })
+    expect(() => new PromiseRouter({ namespace: {} as never, shards: 2 })).toThrow(new TypeError("namespace must be a Durable Object namespace (with idFromName and get)"))
+    expect(() => new PromiseRouter({ namespace, shards: 0 })).toThrow(new RangeError("shards must be an integer from 1 to 10000, got 0"))
+    expect(() => new PromiseRouter({ namespace, shards: 1.5 })).toThrow(RangeError)
+    expect(() => new PromiseRouter({ namespace, shards: 2, key: "id" as never })).toThrow("key must be a function")
+    expect(() => new PromiseRouter({ namespace, shards: 2, name: "" })).toThrow("name must be a non-empty string")
+    const router = new PromiseRouter({ namespace, shards: 2, key: () => 5 as never })
     const queue = router.queue("email")
     await expect(queue.add({ id: "x", payload: 1 })).rejects.toThrow(new TypeError("key(job) must return a string, got 5"))
     await expect(queue.add(null as never)).rejects.toThrow(new TypeError("options must be an object"))

@@ -10,6 +10,8 @@
  * numbered `holdAttempt` waits until the test opens the gate `hold` (a durable flag; polled).
  */
 import { DurableObject } from "cloudflare:workers"
+import { Effect } from "effect"
+import { JobsConsumer } from "../../../src/effect.js"
 import { Deliveries, type Idleness } from "./idle.js"
 import {
   type AlarmInvocationInfo,
@@ -53,7 +55,7 @@ export interface QueuedWork {
   readonly holdAttempt?: number
 }
 
-export type QueueName = "email" | "lossy" | "limited" | "outboxed" | "severed"
+export type QueueName = "email" | "lossy" | "limited" | "outboxed" | "severed" | "effectful"
 
 export interface QueuesEnv {
   readonly JOBS_QUEUE: Queue
@@ -96,6 +98,7 @@ const CREATE = `
     queue_name TEXT NOT NULL, outcome TEXT NOT NULL
   );
   CREATE TABLE IF NOT EXISTS gates (name TEXT PRIMARY KEY);
+  CREATE TABLE IF NOT EXISTS aborts (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, token INTEGER NOT NULL, reason TEXT NOT NULL);
 `
 
 export class QueuesJobsObject extends DurableObject<QueuesEnv> {
@@ -119,7 +122,9 @@ export class QueuesJobsObject extends DurableObject<QueuesEnv> {
       // Its consumer is cut off after `start` until the gate "severed-reachable" opens (see jobsCall).
       severed: { processing: { queue: this.env.JOBS_QUEUE }, leaseMs: TRANSPORT.leaseMs },
       // Its sends fail until this instance is reset (`failSends`): an outbox whose send was interrupted.
-      outboxed: { processing: { queue: this.flakyProducer() }, leaseMs: 60_000 }
+      outboxed: { processing: { queue: this.flakyProducer() }, leaseMs: 60_000 },
+      // Consumed by the Effect consumer (`JobsConsumer`): its handler is an Effect, interrupted when the lease is lost.
+      effectful: { processing: { queue: this.env.JOBS_QUEUE }, leaseMs: TRANSPORT.leaseMs }
     }
   })
 
@@ -190,8 +195,8 @@ export class QueuesJobsObject extends DurableObject<QueuesEnv> {
     return this.jobs[queue].get(id) as Promise<DurableJobInfo<QueuedWork> | undefined>
   }
 
-  cancel(id: string): Promise<boolean> {
-    return this.jobs.email.cancel(id, "canceled by the scenario")
+  cancel(id: string, queue: QueueName = "email"): Promise<boolean> {
+    return this.jobs[queue].cancel(id, "canceled by the scenario")
   }
 
   logs(id: string): Promise<DurableJobLogs> {
@@ -224,6 +229,19 @@ export class QueuesJobsObject extends DurableObject<QueuesEnv> {
     )
   }
 
+  noteAbort(id: string, token: number, reason: string): void {
+    this.ctx.storage.sql.exec("INSERT INTO aborts (id, token, reason) VALUES (?, ?, ?)", id, token, reason)
+  }
+
+  /** The handlers' signals the consumer aborted, with their reason's name. */
+  aborts(): ReadonlyArray<{ readonly id: string; readonly token: number; readonly reason: string }> {
+    return this.ctx.storage.sql.exec("SELECT id, token, reason FROM aborts ORDER BY seq").toArray() as unknown as ReadonlyArray<{
+      readonly id: string
+      readonly token: number
+      readonly reason: string
+    }>
+  }
+
   calls(): ReadonlyArray<ConsumerCall> {
     return this.ctx.storage.sql.exec("SELECT * FROM consumer_calls ORDER BY seq").toArray() as unknown as ReadonlyArray<ConsumerCall>
   }
@@ -249,9 +267,16 @@ const ownerOf = (env: QueuesEnv, id: string) => env.QUEUES_JOBS_OBJECT.get(env.Q
 
 const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
+// Signals the consumer aborted during a batch, by message body's job id: recorded in the owner once the batch is done
+// (the consumer does not wait for a handler whose lease it lost, so the handler cannot be relied on to record it).
+const aborted = new Map<string, { readonly token: number; readonly reason: string }>()
+
 /** The test handler of both queues (see the module). */
 const work = async (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => {
   const owner = ownerOf(env, job.object)
+  job.signal.addEventListener("abort", () => {
+    aborted.set(job.id, { token: job.token, reason: (job.signal.reason as Error).name })
+  }, { once: true })
   await owner.noteCall(job.id, job.attempt, job.token)
   await job.log(`attempt ${job.attempt} with token ${job.token}`)
   if (job.payload.hold !== undefined && job.attempt === (job.payload.holdAttempt ?? 1)) {
@@ -275,6 +300,28 @@ const consumer = jobsConsumer({
     limited: (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => work(job, env),
     outboxed: (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => work(job, env),
     severed: (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => work(job, env)
+  }
+})
+
+// The `effectful` queue's consumer: the same work as an Effect; an interruption is recorded with the signal's reason.
+const effectful = JobsConsumer.make({
+  namespace: (env: QueuesEnv) => env.QUEUES_JOBS_OBJECT,
+  retryDelaySeconds: 0,
+  log: () => {},
+  handlers: {
+    effectful: (job: JobsConsumer.QueuedJob<QueuedWork>, env: QueuesEnv) =>
+      Effect.onInterrupt(
+        Effect.gen(function*() {
+          const owner = ownerOf(env, job.object)
+          yield* Effect.promise(() => owner.noteCall(job.id, job.attempt, job.token))
+          yield* job.log(`attempt ${job.attempt} with token ${job.token}`)
+          if (job.payload.hold !== undefined) {
+            while (!(yield* Effect.promise(() => owner.isOpen(job.payload.hold!)))) yield* Effect.sleep(20)
+          }
+          return { tag: job.payload.tag ?? null, attempt: job.attempt }
+        }),
+        () => Effect.sync(() => aborted.set(job.id, { token: job.token, reason: `interrupted:${(job.signal.reason as Error).name}` }))
+      )
   }
 })
 
@@ -302,10 +349,20 @@ export const queuesJobsQueueHandler = async (batch: MessageBatch, env: QueuesEnv
       }
     }))
   }
-  await (batch.queue === TRANSPORT.deadLetterQueue ? deadLetters : consumer)(watched, env)
+  if (batch.queue === TRANSPORT.deadLetterQueue) await deadLetters(watched, env)
+  else {
+    const isEffectful = (message: { readonly body: unknown }) => (message.body as { readonly queue?: unknown } | null)?.queue === "effectful"
+    await Promise.all([
+      consumer({ ...watched, messages: watched.messages.filter((message) => !isEffectful(message)) }, env),
+      Effect.runPromise(effectful({ ...watched, messages: watched.messages.filter(isEffectful) }, env))
+    ])
+  }
   await Promise.all(batch.messages.map(async (message) => {
     const body = message.body as { readonly object?: unknown; readonly jobId?: unknown; readonly token?: unknown } | null
     if (typeof body?.object !== "string" || typeof body.jobId !== "string") return
+    const abort = aborted.get(body.jobId)
+    aborted.delete(body.jobId)
+    if (abort !== undefined) await ownerOf(env, body.object).noteAbort(body.jobId, abort.token, abort.reason)
     await ownerOf(env, body.object).noteDelivery(message.id, body.jobId, Number(body.token), batch.queue, outcomes.get(message.id) ?? "none")
   }))
 }

@@ -69,9 +69,18 @@ export class ShardedJobsObject extends DurableObject {
     }
   }
 
+  // The ops of the protocol calls this instance answered (in memory: the scenarios count a listing's calls).
+  private readonly answered: Array<string> = []
+
   /** The router's entry point. */
   jobsCall(call: unknown): Promise<unknown> {
+    this.answered.push(String((call as { readonly op?: unknown } | null)?.op))
     return DurabilityJobs.serve(this.jobs, call)
+  }
+
+  /** The ops of the protocol calls this instance answered, oldest first. */
+  protocolCalls(): ReadonlyArray<string> {
+    return this.answered
   }
 
   override async alarm(info?: AlarmInvocationInfo): Promise<void> {
