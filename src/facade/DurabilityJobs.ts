@@ -11,7 +11,7 @@ import * as Jobs from "../jobs/Jobs.js"
 import * as Steps from "../steps/Steps.js"
 import type { AnyQueueDefinition } from "../jobs/definition.js"
 import * as Router from "../jobs/router.js"
-import type { GroupRateLimit, Retention, Transport } from "../jobs/options.js"
+import type { GroupRateLimit, KeyedConcurrency, Retention, Transport } from "../jobs/options.js"
 import type { Lease as JobLease, LeaseOptions as JobLeaseOptions } from "../jobs/lease.js"
 import type * as Types from "../jobs/types.js"
 import type * as JobsCore from "../jobs/core.js"
@@ -77,8 +77,11 @@ export interface DurabilityQueueOptions<P = unknown> extends DurabilityMethodOpt
   readonly leaseMs?: number | undefined
   /** An external queue's expired leases a job survives before it fails (`JobStalledError`; default 1). */
   readonly maxStalled?: number | undefined
-  /** Jobs of this queue running at once, inside the scheduler's shared permits. Default: no own limit. */
-  readonly concurrency?: number | undefined
+  /**
+   * Jobs of this queue running at once, inside the scheduler's shared permits; or a limit per key of the
+   * payload (`{ key, limit, total? }`, e.g. one running job per customer). Default: no own limit.
+   */
+  readonly concurrency?: number | KeyedConcurrency<P> | undefined
   /** A token bucket for the whole queue: a job starts only with a token, so bursts are bounded. */
   readonly rateLimit?: Types.RateLimit | undefined
   /**

@@ -75,7 +75,7 @@ export type {
   RateLimit
 } from "./types.js"
 export { JOB_STATES } from "./types.js"
-export type { GroupRateLimit, QueueOptions, Retention } from "./options.js"
+export type { GroupRateLimit, KeyedConcurrency, QueueOptions, Retention } from "./options.js"
 export type { AnyQueueDefinition, QueueDefinition } from "./definition.js"
 export { DEFAULT_KEEP_LOGS, DEFAULT_MAX_PAYLOAD_BYTES, MAX_ENTRY_BYTES } from "./options.js"
 export { MAX_FLOW_JOBS } from "./add.js"
@@ -97,10 +97,11 @@ export const step = Steps.step
 
 /** Defines a queue: its handler, optional payload/result schemas (checked at `add`, decoded when run) and options. */
 export const queue = <P, R, E = never, Req = never, PI = P, RI = R>(
-  options: Policy.ExecutionOptions & Omit<Options.QueueOptions, "groupRateLimit"> & {
+  options: Policy.ExecutionOptions & Omit<Options.QueueOptions, "groupRateLimit" | "concurrency"> & {
     readonly payload?: Schema.Schema<P, PI> | undefined
     readonly result?: Schema.Schema<R, RI> | undefined
     readonly groupRateLimit?: Options.GroupRateLimit<P> | undefined
+    readonly concurrency?: number | Options.KeyedConcurrency<NoInfer<P>> | undefined
     readonly handler: (job: Types.JobContext<P>) => Effect.Effect<R, E, Req>
   }
   // NoInfer: inferred from the options only. Inline in `make({ … })`, the contextual type (any queue,
@@ -121,10 +122,11 @@ export const queue = <P, R, E = never, Req = never, PI = P, RI = R>(
  * jobs wait for `lease`, and the lease's holder settles them (`complete`/`fail`) with its token.
  */
 export const externalQueue = <P = unknown, R = unknown, PI = P, RI = R>(
-  options: Policy.ExecutionOptions & Omit<Options.QueueOptions, "groupRateLimit" | "processing"> & {
+  options: Policy.ExecutionOptions & Omit<Options.QueueOptions, "groupRateLimit" | "processing" | "concurrency"> & {
     readonly payload?: Schema.Schema<P, PI> | undefined
     readonly result?: Schema.Schema<R, RI> | undefined
     readonly groupRateLimit?: Options.GroupRateLimit<P> | undefined
+    readonly concurrency?: number | Options.KeyedConcurrency<NoInfer<P>> | undefined
     /** Deliver the leased jobs through a Cloudflare Queue (`{ queue: env.EMAIL_QUEUE }`) instead of waiting for `lease`. */
     readonly processing?: Options.Transport | undefined
   }

@@ -35,6 +35,7 @@ import * as BucketsTable from "./bucketsTable.js"
 import type { AnyQueueDefinition, CurrentJobTag } from "./definition.js"
 import * as Flow from "./flow.js"
 import * as JobsTable from "./jobsTable.js"
+import * as Keyed from "./keyed.js"
 import * as LogsTable from "./logsTable.js"
 import * as Options from "./options.js"
 import * as Rows from "./rows.js"
@@ -52,6 +53,8 @@ export interface QueueRuntime {
   readonly options: Options.Resolved
   readonly maxAttempts: number
   readonly slot: RankedSlot | undefined
+  /** An inline queue's concurrency by key: its jobs running here, by key (see `keyed.ts`). */
+  readonly keys?: Keyed.KeyState | undefined
   /** `setRateLimit`'s stored override: a limit, `null` for none, `undefined` for the definition's. */
   override: RateLimit | null | undefined
   /**
@@ -342,9 +345,66 @@ const expired = (core: Core, row: Row, now: number): LeaseExpiry => {
       // A transport's job is dispatched again at once; one it held back at the queue's concurrency too.
       if (settings.transport === undefined) return []
       const freed = queue.options.concurrency === undefined ? [] : yield* Transport.freeSlot(core, queue, now)
-      return [String(row.key), ...freed.map((made) => String(made.key))].map((key) => ({ key, at: now, start: true }))
+      // Its key's first waiting job looks again now (this job itself is due again at once: one of them waits again).
+      const waiting = typeof row.concurrency_key === "string" ? yield* JobsTable.freeKey(core.storage, queue.name, row.concurrency_key, now) : []
+      return [String(row.key), ...[...freed, ...waiting].map((made) => String(made.key))].map((key) => ({ key, at: now, start: true }))
     })
   })
+}
+
+/** Runs one attempt of a job; succeeds with the result's stored JSON. */
+const runJob = <I>(
+  core: Core,
+  context: Context.Context<unknown>,
+  currentJob: CurrentJobTag<I>,
+  execution: Execution
+): Effect.Effect<string, unknown> => {
+  const canceled = () => {
+    const reason = core.canceling.get(execution.key)
+    return reason === undefined ? undefined : new JobCanceledError({ message: canceledMessage(execution.row, reason) })
+  }
+  const name = String(execution.row.queue)
+  const queue = core.queues.get(name)
+  const steps = stepsOf(core, execution)
+  const plain = queue === undefined ? undefined : Plain.plainOf<PlainJobHandler>(queue.definition)
+  if (
+    plain !== undefined && queue!.options.external === undefined &&
+    queue!.definition.payload.identity === true && queue!.definition.result.identity === true
+  ) {
+    // No schema either way: the promise face's handler is called here, and a plain value settles with no fiber.
+    const job = jobContext(core, execution, queue!, Json.decode(String(execution.row.payload)))
+    let returned: unknown
+    try {
+      returned = plain(job, steps, execution.runtime)
+    } catch (error) {
+      const reason = canceled()
+      return Exit.fail(reason === undefined || error instanceof JobCanceledError ? error : reason)
+    }
+    if (Plain.maybeThenable(returned)) {
+      return endsCanceled(canceled, Effect.flatMap(Plain.awaitReturned(returned), (value) => storedResult(name, value)))
+    }
+    const reason = canceled()
+    return reason === undefined ? storedResult(name, returned) : Exit.fail(reason)
+  }
+  const body = Effect.gen(function*() {
+    if (queue === undefined) return yield* new NonRetryableError({ message: `No queue "${name}" is defined any more` })
+    // Never claimed here: a lease claims them (`expired` ends the ones whose leases expired).
+    if (queue.options.external !== undefined) {
+      return yield* new NonRetryableError({ message: `Job "${String(execution.row.id)}" of queue "${name}" is processed externally, not here` })
+    }
+    const payload = yield* Effect.mapError(
+      queue.definition.payload.decode(Json.decode(String(execution.row.payload))),
+      (cause) => new NonRetryableError({ message: `The stored payload of a job of queue "${name}" does not decode`, cause })
+    )
+    const job = jobContext(core, execution, queue, payload)
+    // Both in one provide: one context update per attempt, as before steps.
+    const handled = queue.definition.handler(job as JobContext<never>).pipe(
+      Effect.provide(Context.add(Context.make(currentJob, { job }), Steps.CurrentCall, steps()))
+    ) as Effect.Effect<unknown, unknown, unknown>
+    const value = yield* provideCaptured(handled, context)
+    return yield* Effect.mapError(Json.encodeStored(queue.definition.result, value, "result"), (failure) => unstorableResult(name, failure))
+  })
+  return endsCanceled(canceled, body)
 }
 
 /** What the capability attaches: how a job runs, completes, is gated and what its end changes. */
@@ -355,54 +415,20 @@ export const participant = <I>(
 ): Pick<DurableTable<string>, "run" | "complete" | "completeMany" | "describe" | "entity" | "completesInOneStatement" | "dispatch" | "holds" | "admission" | "settled" | "timers" | "leases"> =>
   // A queue may have timers or leases: the engine's support for them comes with the jobs.
   TimerSupport.withTimers({
-    // Succeeds with the result's stored JSON.
+    // Succeeds with the result's stored JSON. A job of a queue with a concurrency by key gives its key back once
+    // its handler ended.
     run: (execution) => {
-      const canceled = () => {
-        const reason = core.canceling.get(execution.key)
-        return reason === undefined ? undefined : new JobCanceledError({ message: canceledMessage(execution.row, reason) })
+      const queue = core.queues.get(String(execution.row.queue))
+      if (queue?.keys === undefined) return runJob(core, context, currentJob, execution)
+      const ended = Keyed.ended(core, queue, queue.keys, execution)
+      let returned: Effect.Effect<string, unknown>
+      try {
+        returned = runJob(core, context, currentJob, execution)
+      } catch (defect) {
+        returned = Exit.die(defect)
       }
-      const name = String(execution.row.queue)
-      const queue = core.queues.get(name)
-      const steps = stepsOf(core, execution)
-      const plain = queue === undefined ? undefined : Plain.plainOf<PlainJobHandler>(queue.definition)
-      if (
-        plain !== undefined && queue!.options.external === undefined &&
-        queue!.definition.payload.identity === true && queue!.definition.result.identity === true
-      ) {
-        // No schema either way: the promise face's handler is called here, and a plain value settles with no fiber.
-        const job = jobContext(core, execution, queue!, Json.decode(String(execution.row.payload)))
-        let returned: unknown
-        try {
-          returned = plain(job, steps, execution.runtime)
-        } catch (error) {
-          const reason = canceled()
-          return Exit.fail(reason === undefined || error instanceof JobCanceledError ? error : reason)
-        }
-        if (Plain.maybeThenable(returned)) {
-          return endsCanceled(canceled, Effect.flatMap(Plain.awaitReturned(returned), (value) => storedResult(name, value)))
-        }
-        const reason = canceled()
-        return reason === undefined ? storedResult(name, returned) : Exit.fail(reason)
-      }
-      const body = Effect.gen(function*() {
-        if (queue === undefined) return yield* new NonRetryableError({ message: `No queue "${name}" is defined any more` })
-        // Never claimed here: a lease claims them (`expired` ends the ones whose leases expired).
-        if (queue.options.external !== undefined) {
-          return yield* new NonRetryableError({ message: `Job "${String(execution.row.id)}" of queue "${name}" is processed externally, not here` })
-        }
-        const payload = yield* Effect.mapError(
-          queue.definition.payload.decode(Json.decode(String(execution.row.payload))),
-          (cause) => new NonRetryableError({ message: `The stored payload of a job of queue "${name}" does not decode`, cause })
-        )
-        const job = jobContext(core, execution, queue, payload)
-        // Both in one provide: one context update per attempt, as before steps.
-        const handled = queue.definition.handler(job as JobContext<never>).pipe(
-          Effect.provide(Context.add(Context.make(currentJob, { job }), Steps.CurrentCall, steps()))
-        ) as Effect.Effect<unknown, unknown, unknown>
-        const value = yield* provideCaptured(handled, context)
-        return yield* Effect.mapError(Json.encodeStored(queue.definition.result, value, "result"), (failure) => unstorableResult(name, failure))
-      })
-      return endsCanceled(canceled, body)
+      // A plain handler's value (an Exit) becomes an effect here: its key is given back before it settles.
+      return Effect.ensuring(returned, ended)
     },
     complete: (execution, text, settledAt) =>
       Effect.map(JobsTable.complete(core.storage, execution, text, settledAt), (rows) => rows.length > 0),
@@ -440,18 +466,32 @@ export const participant = <I>(
       mayApply: (key) => {
         const queue = core.queues.get(queueOfKey(key))
         return queue !== undefined &&
-          (queue.options.external !== undefined || rateLimitOf(queue) !== undefined || queue.options.groupRateLimit !== undefined)
+          (queue.options.external !== undefined || rateLimitOf(queue) !== undefined || queue.options.groupRateLimit !== undefined ||
+            queue.options.keyed !== undefined)
       },
       of: (row) => {
         const queue = core.queues.get(String(row.queue))
         if (queue === undefined) return undefined
         const buckets = bucketsOf(queue, row)
+        const tokens = buckets.length === 0 ? undefined : gate(core, queue, buckets, String(row.key))
         if (queue.options.external !== undefined) {
           if (queue.options.external.transport === undefined || core.objectId === undefined) return undefined
-          const limits = buckets.length === 0 ? undefined : gate(core, queue, buckets, String(row.key))
+          // Its key's room first: a job that waits for its key takes no token.
+          const limits = queue.options.keyed === undefined ? tokens : (now: number) =>
+            Effect.flatMap(Keyed.transportWait(core, queue, row, now), (waits) =>
+              waits !== undefined ? Effect.succeed(waits) : tokens === undefined ? Effect.succeed(Admission.Run()) : tokens(now))
           return Transport.dispatch(core, queue, row, core.objectId, limits)
         }
-        return buckets.length === 0 ? undefined : gate(core, queue, buckets, String(row.key))
+        const keys = queue.keys
+        if (keys === undefined) return tokens
+        const admitted = Keyed.admit(core, queue, keys, row)
+        if (tokens === undefined) return admitted
+        // Its key's room first (a job that waits for its key takes no token); a job its tokens defer gives it back.
+        return (now) =>
+          Effect.flatMap(admitted(now), (decision) =>
+            decision._tag !== "Run" ? Effect.succeed(decision) : Effect.tap(tokens(now), (limited) => {
+              if (limited._tag !== "Run") Keyed.forget(keys, row)
+            }))
       }
     },
     settled: (row, settlement) => settled(core, row, settlement),

@@ -177,5 +177,20 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
       DROP INDEX IF EXISTS ${JOBS}_queue_leased_idx;
       DROP INDEX IF EXISTS ${JOBS}_queue_due_idx;`,
     presentWhen: MigrationSql.indexExists(`${JOBS}_queue_due_idx`)
+  },
+  {
+    name: "durability_0019_jobs_concurrency_keys",
+    // A queue's concurrency by key: each job's key, computed from its payload at `add` (so it is durable), and
+    // whether it waits for a running job of its key to end (`waiting_key`). Both indexes are partial, as small as
+    // the jobs waiting for their key and the leases out: what a release and a lease's count read.
+    up: `ALTER TABLE ${JOBS} ADD COLUMN concurrency_key TEXT;
+      ALTER TABLE ${JOBS} ADD COLUMN waiting_key INTEGER NOT NULL DEFAULT 0;
+      CREATE INDEX ${JOBS}_key_waiting_idx ON ${JOBS} (queue, concurrency_key, priority DESC, seq) WHERE waiting_key = 1;
+      CREATE INDEX ${JOBS}_key_leased_idx ON ${JOBS} (queue, concurrency_key) WHERE leased_until IS NOT NULL`,
+    down: `DROP INDEX IF EXISTS ${JOBS}_key_leased_idx;
+      DROP INDEX IF EXISTS ${JOBS}_key_waiting_idx;
+      ALTER TABLE ${JOBS} DROP COLUMN waiting_key;
+      ALTER TABLE ${JOBS} DROP COLUMN concurrency_key;`,
+    presentWhen: MigrationSql.columnExists(JOBS, "concurrency_key")
   }
 ]
