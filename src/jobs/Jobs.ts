@@ -35,6 +35,7 @@ import * as Add from "./add.js"
 import * as InspectionRegistry from "../inspection/InspectionRegistry.js"
 import * as JobsInspect from "./inspection.js"
 import * as JobsTable from "./jobsTable.js"
+import * as Keyed from "./keyed.js"
 import * as Core from "./core.js"
 import type { AnyQueueDefinition, CurrentJobService, QueueDefinition } from "./definition.js"
 import * as Manage from "./manage.js"
@@ -227,7 +228,8 @@ export const make = <const Defs extends Record<string, AnyQueueDefinition>>(
       canceling,
       retained: new Map(),
       flow: { storage, queueOf: (name) => queues.get(name)?.options },
-      objectId
+      objectId,
+      ...([...queues.values()].some((queue) => queue.options.keyed !== undefined) ? { rounds: Keyed.makeRounds() } : {})
     }, attached)
     const capability = yield* Capability.make(
       Setup.spec(

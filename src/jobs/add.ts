@@ -146,7 +146,8 @@ const insert = (
   now: number,
   flow?: { readonly parentKey: string | null; readonly onFailure: string; readonly children: number }
 ): Effect.Effect<boolean, StorageError> =>
-  JobsTable.insert(core.storage, {
+  Effect.flatMap(Keyed.floorOf(core), (floor) =>
+    JobsTable.insert(core.storage, {
     key: job.key,
     queue: job.queue.name,
     id: job.id,
@@ -161,8 +162,9 @@ const insert = (
     parentKey: flow?.parentKey ?? null,
     onFailure: flow?.onFailure ?? "fail",
     children: flow?.children ?? 0,
-    createdAt: now
-  })
+    createdAt: now,
+    floor
+  }))
 
 interface Added {
   readonly result: AddResult

@@ -79,6 +79,8 @@ export interface Core {
   readonly flow: Flow.Context
   /** The object's id, for the envelopes of a Queues transport (`SchedulerConfig.objectId`). */
   readonly objectId: string | undefined
+  /** Set when a queue has a concurrency by key: the rounds its keys take turns by (see `keyed.ts`). */
+  readonly rounds?: Keyed.Rounds | undefined
   /** The table's handle, once attached (as `watchers` and `seq`: see `setup.ts`). */
   readonly handle: TableHandle
 }
@@ -95,8 +97,8 @@ export const tell = (core: Core, events: ReadonlyArray<JobEventDraft>, finished:
 
 export const queueOfKey = (key: string): string => key.slice(0, key.indexOf("/"))
 
-/** A job's place among those waiting for its queue's slot: higher priority first, then first added. */
-export const rankOf = (row: Row): ReadonlyArray<number> => [-Number(row.priority), Number(row.seq)]
+/** A job's place among those waiting for its queue's slot: higher priority first, then its round, then first added. */
+export const rankOf = (row: Row): ReadonlyArray<number> => [-Number(row.priority), Number(row.turn ?? 0), Number(row.seq)]
 
 /** The stored job under `key`, if any. */
 export const readJob = (core: Core, key: string): Effect.Effect<Row | undefined, StorageError> => JobsTable.read(core.storage, key)

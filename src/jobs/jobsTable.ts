@@ -55,11 +55,14 @@ export const holding = (key: string, condition: Condition): Condition => ({
 /** A job's step memo is written under this (`StepMemo.runner`; bindings: key, generation). */
 export const IS_CURRENT = `SELECT 1 FROM ${JOBS} WHERE ${CURRENT}`
 
-/** Start order: higher priority first, then first added. */
-export const START_ORDER = "priority DESC, seq"
+/**
+ * Start order: higher priority first, then the earlier round (`turn`: a queue with keys gives each key's jobs
+ * successive rounds; 0 in objects without keys), then first added.
+ */
+export const START_ORDER = "priority DESC, turn, seq"
 
 /** The columns a job's place among those waiting for its queue's slot is read from (`core.rankOf`). */
-export const RANK_COLUMNS = "priority, seq"
+export const RANK_COLUMNS = "priority, turn, seq"
 
 /**
  * What the engine may claim: a job of a running inline queue, or of a transport's queue (its admission
@@ -127,6 +130,11 @@ export interface NewJob {
   readonly group: string | null
   /** Its key under its queue's concurrency by key (`KeyedConcurrency`). */
   readonly concurrencyKey: string | null
+  /**
+   * In an object with keys, the round it starts at the soonest (the round being started now): its key's next
+   * round when it has a key. Undefined elsewhere (round 0).
+   */
+  readonly floor: number | undefined
   readonly parentKey: string | null
   readonly onFailure: string
   readonly children: number
@@ -138,10 +146,17 @@ const INSERT = `INSERT INTO ${JOBS} (key, queue, id, generation_id, status, atte
   VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
   ON CONFLICT (key) DO NOTHING RETURNING key`
 
+/** `INSERT` with the job's round: its key's next (after the last stored), not before `floor` (bindings at the end). */
+const INSERT_ROUND = `INSERT INTO ${JOBS} (key, queue, id, generation_id, status, attempt, next_attempt_at, run_at, priority, seq,
+    payload, group_key, concurrency_key, parent_key, on_failure, children_pending, created_at, turn)
+  VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+    MAX(?, COALESCE((SELECT MAX(turn) + 1 FROM ${JOBS} WHERE queue = ? AND concurrency_key = ?), 0)))
+  ON CONFLICT (key) DO NOTHING RETURNING key`
+
 /** Inserts the job, unless its key is taken; true when inserted. */
 export const insert = (storage: StorageService, job: NewJob): Effect.Effect<boolean, StorageError> =>
   Effect.map(
-    storage.exec(INSERT, [
+    storage.exec(job.floor === undefined ? INSERT : INSERT_ROUND, [
       job.key,
       job.queue,
       job.id,
@@ -157,9 +172,17 @@ export const insert = (storage: StorageService, job: NewJob): Effect.Effect<bool
       job.parentKey,
       job.onFailure,
       job.children,
-      job.createdAt
+      job.createdAt,
+      ...(job.floor === undefined ? [] : [job.floor, job.queue, job.concurrencyKey])
     ]),
     (rows) => rows.length > 0
+  )
+
+/** The last round given to a job without a key (0 when none): rounds never go back for them, so they keep their order. */
+export const lastKeylessRound = (storage: StorageService): Effect.Effect<number, StorageError> =>
+  Effect.map(
+    storage.exec(`SELECT MAX(turn) AS turn FROM ${JOBS} WHERE concurrency_key IS NULL AND turn > 0`),
+    ([row]) => Number(row?.turn ?? 0)
   )
 
 /** A dead letter's job added again (`redrive` of a job removed since it failed), unless its key is taken. */
@@ -174,13 +197,15 @@ export const insertRedriven = (
     readonly seq: number
     readonly payload: string
     readonly concurrencyKey: string | null
+    /** Its round (the round being started now, in an object with keys). */
+    readonly turn: number
   }
 ): Rows =>
   storage.exec(
     `INSERT INTO ${JOBS} (key, queue, id, generation_id, status, attempt, next_attempt_at, run_at, priority, seq, payload, created_at,
-       concurrency_key)
-     VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, 0, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING key`,
-    [job.key, job.queue, job.id, job.generation, job.at, job.at, job.seq, job.payload, job.at, job.concurrencyKey]
+       concurrency_key, turn)
+     VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, 0, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING key`,
+    [job.key, job.queue, job.id, job.generation, job.at, job.at, job.seq, job.payload, job.at, job.concurrencyKey, job.turn]
   )
 
 /** The job holding the queue's dedup key (`job_id`, `expires_at`), if one is stored. */
@@ -289,10 +314,10 @@ export const leasedSummary = (storage: StorageService, queue: string): Rows =>
     [queue]
   )
 
-/** The queue's first `take` jobs due by `now` and not leased (`key`, `group_key`, `concurrency_key`), in start order. */
+/** The queue's first `take` jobs due by `now` and not leased (`key`, `group_key`, `concurrency_key`, `turn`), in start order. */
 export const leasable = (storage: StorageService, queue: string, now: number, take: number): Rows =>
   storage.exec(
-    `SELECT key, group_key, concurrency_key FROM ${JOBS} WHERE queue = ? AND status = 'pending' AND leased_until IS NULL AND next_attempt_at <= ?
+    `SELECT key, group_key, concurrency_key, turn FROM ${JOBS} WHERE queue = ? AND status = 'pending' AND leased_until IS NULL AND next_attempt_at <= ?
      ORDER BY ${START_ORDER} LIMIT ?`,
     [queue, now, take]
   )

@@ -31,6 +31,37 @@ interface Core {
   readonly storage: StorageService
   readonly handle: TableHandle
   readonly background: Background.Background
+  readonly rounds?: Rounds | undefined
+}
+
+/**
+ * The rounds of an object with keys: each key's jobs take successive rounds (`turn`), and start order goes
+ * round by round, so a key with many jobs waiting takes turns with the others instead of going first. `floor`
+ * is the latest round started: a new job starts no sooner (a key that was idle does not jump ahead with rounds
+ * it did not use), and a job without a key takes it, behind the jobs of earlier rounds. Read lazily: after an
+ * eviction, from the last round a job without a key took, so their order never goes back.
+ */
+export interface Rounds {
+  floor: number | undefined
+}
+
+export const makeRounds = (): Rounds => ({ floor: undefined })
+
+/** The round a job added now starts at the soonest, in an object with keys (undefined elsewhere). */
+export const floorOf = (core: Core): Effect.Effect<number | undefined, StorageError> => {
+  const rounds = core.rounds
+  if (rounds === undefined) return Effect.succeed(undefined)
+  if (rounds.floor !== undefined) return Effect.succeed(rounds.floor)
+  return Effect.map(JobsTable.lastKeylessRound(core.storage), (last) => {
+    rounds.floor = Math.max(rounds.floor ?? 0, last)
+    return rounds.floor
+  })
+}
+
+/** A job of round `turn` started (or was leased): later jobs start no sooner than its round. */
+export const started = (core: Core, turn: unknown): void => {
+  const rounds = core.rounds
+  if (rounds !== undefined && typeof turn === "number" && turn > (rounds.floor ?? 0)) rounds.floor = turn
 }
 
 interface QueueRuntime {
@@ -110,6 +141,7 @@ export const admit = (core: Core, queue: QueueRuntime, state: KeyState, row: Row
     // and never counted as running for long (it is not executing any more).
     if (Number(row.waiting_key) === 1) yield* JobsTable.keyAdmitted(core.storage, self)
     running.set(self, now + state.attemptTimeoutMs)
+    started(core, row.turn)
     return Admission.Run()
   })
 
@@ -157,7 +189,10 @@ export const transportWait = (core: Core, queue: QueueRuntime, row: Row, now: nu
     const limit = queue.options.keyed?.limit
     if (concurrencyKey === undefined || limit === undefined) return undefined
     const [out] = yield* JobsTable.leasedOfKey(core.storage, queue.name, concurrencyKey)
-    if (Number(out?.n ?? 0) < limit) return undefined
+    if (Number(out?.n ?? 0) < limit) {
+      started(core, row.turn)
+      return undefined
+    }
     yield* JobsTable.waitForKey(core.storage, String(row.key), String(row.generation_id))
     return Admission.Defer({ at: Math.max(now + 1, Number(out?.soonest ?? now + 1)) })
   })

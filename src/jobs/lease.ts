@@ -165,7 +165,9 @@ export const lease = (core: Core, queue: QueueRuntime, options: LeaseOptions = {
       for (const key of chosen) {
         // The engine's claim (the attempt counted, the lease's timer set), with this queue's lease state.
         const row = yield* core.handle.lease(key, until, now, JobsTable.leaseState(until, workerId))
-        if (row !== undefined) leased.push(row)
+        if (row === undefined) continue
+        leased.push(row)
+        Keyed.started(core, row.turn)
       }
       return leased
     })

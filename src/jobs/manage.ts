@@ -254,7 +254,8 @@ export const redrive = (core: Core, queue: QueueRuntime, ids: ReadonlyArray<stri
               at: now,
               seq: core.seq.next++,
               payload: String(letter.payload),
-              concurrencyKey: yield* Keyed.storedKeyOf(queue, String(letter.payload))
+              concurrencyKey: yield* Keyed.storedKeyOf(queue, String(letter.payload)),
+              turn: (yield* Keyed.floorOf(core)) ?? 0
             })
             // Otherwise the id belongs to a job that is unfinished again (retried meanwhile): that is the redrive.
             if (again !== undefined) made.push({ key, at: now, start: true })

@@ -241,4 +241,48 @@ describe("concurrency by key", () => {
       const leased = yield* rows(object, "SELECT concurrency_key, COUNT(*) AS n FROM durability_jobs WHERE leased_until IS NOT NULL GROUP BY concurrency_key")
       expect(leased.every((row) => Number(row.n) <= 1)).toBe(true)
     }))
+
+  it.scoped("fairness: with the queue's total binding, keys take turns round by round; a busy key does not go first", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make({ scheduler: { alarmConcurrency: 10 } })
+      const { held, jobs, started } = yield* setup(object, { key: tenant(""), limit: 100, total: 2 })
+      const hot = Array.from({ length: 8 }, (_, i) => ({ id: `h${i + 1}`, payload: { tenant: "h" } }))
+      const others = ["a", "b", "c"].flatMap((t) => [1, 2, 3].map((i) => ({ id: `${t}${i}`, payload: { tenant: t } })))
+      yield* object.run(jobs.tenants.addBulk([...hot, ...others]))
+      // Each key's jobs take successive rounds: h1 0, h2 1, …; a1 0, a2 1, a3 2.
+      expect((yield* jobRow(object, "tenants", "h5"))?.turn).toBe(4)
+      expect((yield* jobRow(object, "tenants", "c3"))?.turn).toBe(2)
+      yield* TestClock.adjust(0)
+      for (let i = 0; i < 17; i++) {
+        yield* held.open(started[i]!)
+        yield* TestClock.adjust(0)
+      }
+      // The first two took the free slots as they were added; from then on, round by round.
+      expect(started.map((name) => name.replace("#1", ""))).toEqual([
+        "h1", "h2", "a1", "b1", "c1", "a2", "b2", "c2", "h3", "a3", "b3", "c3", "h4", "h5", "h6", "h7", "h8"
+      ])
+    }))
+
+  it.scoped("rounds never go back for jobs without a key: a queue without keys keeps its order after an eviction", () =>
+    Effect.gen(function*() {
+      const first = yield* TestDurability.make()
+      const make = (object: TestObject, log: Array<string>) =>
+        object.run(Jobs.make({
+          keyed: Jobs.queue({ concurrency: { key: (payload: Payload) => payload.tenant, limit: 1 }, handler: () => Effect.void }),
+          plain: Jobs.queue({ concurrency: 1, handler: (job: Jobs.JobContext<null>) => Effect.sync(() => void log.push(job.id)) })
+        }))
+      const log: Array<string> = []
+      const before = yield* make(first, log)
+      yield* first.run(before.keyed.addBulk([1, 2, 3, 4].map((i) => ({ id: `k${i}`, payload: { tenant: "t" } }))))
+      yield* TestClock.adjust(0)
+      yield* first.run(before.plain.addBulk([{ id: "p1", payload: null, delayMs: 60_000 }]))
+      const second = yield* first.restart
+      const after = yield* make(second, log)
+      yield* second.run(after.plain.addBulk([{ id: "p2", payload: null, delayMs: 60_000 }]))
+      const turns = yield* rows(second, "SELECT id, turn FROM durability_jobs WHERE queue = 'plain' ORDER BY seq")
+      // p1 was added once k4 (round 3) had started; p2, after the eviction, no sooner.
+      expect(turns.map((row) => Number(row.turn))).toEqual([3, 3])
+      yield* TestClock.adjust(60_000)
+      expect(log).toEqual(["p1", "p2"])
+    }))
 })
