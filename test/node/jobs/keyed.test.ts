@@ -285,4 +285,48 @@ describe("concurrency by key", () => {
       yield* TestClock.adjust(60_000)
       expect(log).toEqual(["p1", "p2"])
     }))
+
+  it.scoped("Queues transport: one lease out per key; a settle sends the next job of the key at once, an expiry by its end", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(1_000)
+      const sent: Array<{ readonly jobId: string; readonly token: number }> = []
+      const binding = {
+        sendBatch: (messages: Iterable<{ readonly body: unknown }>) => {
+          for (const message of messages) sent.push(message.body as { readonly jobId: string; readonly token: number })
+          return Promise.resolve()
+        }
+      }
+      const settle = Effect.gen(function*() {
+        for (let i = 0; i < 5; i++) {
+          yield* Effect.promise(() => Promise.resolve())
+          yield* TestClock.adjust(0)
+        }
+      })
+      const object = yield* TestDurability.make({ scheduler: { objectId: "object-1", alarmMinDelayMs: 1_000 } })
+      const jobs = yield* object.run(Jobs.make({
+        email: Jobs.externalQueue({
+          leaseMs: 10_000,
+          maxStalled: 3,
+          processing: { queue: binding },
+          concurrency: { key: (payload: Payload) => payload.tenant, limit: 1 }
+        })
+      }))
+      yield* object.run(jobs.email.addBulk(["a1", "a2", "a3", "b1"].map((id) => ({ id, payload: { tenant: id.slice(0, 1) } }))))
+      yield* settle
+      expect(sent.map((envelope) => envelope.jobId)).toEqual(["a1", "b1"])
+      expect(yield* jobRow(object, "email", "a2")).toMatchObject({ waiting_key: 1, attempt: 0, leased_until: null })
+      // a1's settle makes room: a2 is leased and sent at once.
+      const started = yield* object.run(jobs.email.start("a1", 1))
+      yield* object.run(jobs.email.complete("a1", started.token, null))
+      yield* settle
+      expect(sent.map((envelope) => envelope.jobId)).toEqual(["a1", "b1", "a2"])
+      // The leases of a2 and b1 expire (their workers died): each key has one job sent again at the lease's end
+      // (a2 first: it was due first), never two at once; a3 still waits for its key.
+      yield* TestClock.adjust(10_000)
+      yield* settle
+      expect(sent.map((envelope) => envelope.jobId)).toEqual(["a1", "b1", "a2", "a2", "b1"])
+      const leased = yield* rows(object, "SELECT id FROM durability_jobs WHERE leased_until IS NOT NULL ORDER BY id")
+      expect(leased.map((row) => row.id)).toEqual(["a2", "b1"])
+      expect(yield* jobRow(object, "email", "a3")).toMatchObject({ waiting_key: 1, attempt: 0 })
+    }))
 })
