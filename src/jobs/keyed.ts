@@ -137,8 +137,8 @@ export const admit = (core: Core, queue: QueueRuntime, state: KeyState, row: Row
       yield* JobsTable.waitForKey(core.storage, self, String(row.generation_id))
       return Admission.Defer({ at: Math.max(now + MIN_RECHECK_MS, Math.min(...running.values())) })
     }
-    // The claim follows in this transaction (the engine checked its attempts); past them, it is exhausted
-    // and never counted as running for long (it is not executing any more).
+    // The claim follows in this transaction. Should it not match (the job is past its attempts: exhausted), the
+    // job stops executing at once, and the next admission of its key drops it (above).
     if (Number(row.waiting_key) === 1) yield* JobsTable.keyAdmitted(core.storage, self)
     running.set(self, now + state.attemptTimeoutMs)
     started(core, row.turn)
