@@ -354,61 +354,6 @@ const expired = (core: Core, row: Row, now: number): LeaseExpiry => {
   })
 }
 
-/** Runs one attempt of a job; succeeds with the result's stored JSON. */
-const runJob = <I>(
-  core: Core,
-  context: Context.Context<unknown>,
-  currentJob: CurrentJobTag<I>,
-  execution: Execution
-): Effect.Effect<string, unknown> => {
-  const canceled = () => {
-    const reason = core.canceling.get(execution.key)
-    return reason === undefined ? undefined : new JobCanceledError({ message: canceledMessage(execution.row, reason) })
-  }
-  const name = String(execution.row.queue)
-  const queue = core.queues.get(name)
-  const steps = stepsOf(core, execution)
-  const plain = queue === undefined ? undefined : Plain.plainOf<PlainJobHandler>(queue.definition)
-  if (
-    plain !== undefined && queue!.options.external === undefined &&
-    queue!.definition.payload.identity === true && queue!.definition.result.identity === true
-  ) {
-    // No schema either way: the promise face's handler is called here, and a plain value settles with no fiber.
-    const job = jobContext(core, execution, queue!, Json.decode(String(execution.row.payload)))
-    let returned: unknown
-    try {
-      returned = plain(job, steps, execution.runtime)
-    } catch (error) {
-      const reason = canceled()
-      return Exit.fail(reason === undefined || error instanceof JobCanceledError ? error : reason)
-    }
-    if (Plain.maybeThenable(returned)) {
-      return endsCanceled(canceled, Effect.flatMap(Plain.awaitReturned(returned), (value) => storedResult(name, value)))
-    }
-    const reason = canceled()
-    return reason === undefined ? storedResult(name, returned) : Exit.fail(reason)
-  }
-  const body = Effect.gen(function*() {
-    if (queue === undefined) return yield* new NonRetryableError({ message: `No queue "${name}" is defined any more` })
-    // Never claimed here: a lease claims them (`expired` ends the ones whose leases expired).
-    if (queue.options.external !== undefined) {
-      return yield* new NonRetryableError({ message: `Job "${String(execution.row.id)}" of queue "${name}" is processed externally, not here` })
-    }
-    const payload = yield* Effect.mapError(
-      queue.definition.payload.decode(Json.decode(String(execution.row.payload))),
-      (cause) => new NonRetryableError({ message: `The stored payload of a job of queue "${name}" does not decode`, cause })
-    )
-    const job = jobContext(core, execution, queue, payload)
-    // Both in one provide: one context update per attempt, as before steps.
-    const handled = queue.definition.handler(job as JobContext<never>).pipe(
-      Effect.provide(Context.add(Context.make(currentJob, { job }), Steps.CurrentCall, steps()))
-    ) as Effect.Effect<unknown, unknown, unknown>
-    const value = yield* provideCaptured(handled, context)
-    return yield* Effect.mapError(Json.encodeStored(queue.definition.result, value, "result"), (failure) => unstorableResult(name, failure))
-  })
-  return endsCanceled(canceled, body)
-}
-
 /** What the capability attaches: how a job runs, completes, is gated and what its end changes. */
 export const participant = <I>(
   core: Core,
@@ -417,20 +362,54 @@ export const participant = <I>(
 ): Pick<DurableTable<string>, "run" | "complete" | "completeMany" | "describe" | "entity" | "completesInOneStatement" | "dispatch" | "holds" | "admission" | "settled" | "timers" | "leases"> =>
   // A queue may have timers or leases: the engine's support for them comes with the jobs.
   TimerSupport.withTimers({
-    // Succeeds with the result's stored JSON. A job of a queue with a concurrency by key gives its key back once
-    // its handler ended.
+    // Succeeds with the result's stored JSON.
     run: (execution) => {
-      const queue = core.queues.get(String(execution.row.queue))
-      if (queue?.keys === undefined) return runJob(core, context, currentJob, execution)
-      const ended = Keyed.ended(core, queue, queue.keys, execution)
-      let returned: Effect.Effect<string, unknown>
-      try {
-        returned = runJob(core, context, currentJob, execution)
-      } catch (defect) {
-        returned = Exit.die(defect)
+      const canceled = () => {
+        const reason = core.canceling.get(execution.key)
+        return reason === undefined ? undefined : new JobCanceledError({ message: canceledMessage(execution.row, reason) })
       }
-      // A plain handler's value (an Exit) becomes an effect here: its key is given back before it settles.
-      return Effect.ensuring(returned, ended)
+      const name = String(execution.row.queue)
+      const queue = core.queues.get(name)
+      const steps = stepsOf(core, execution)
+      const plain = queue === undefined ? undefined : Plain.plainOf<PlainJobHandler>(queue.definition)
+      if (
+        plain !== undefined && queue!.options.external === undefined &&
+        queue!.definition.payload.identity === true && queue!.definition.result.identity === true
+      ) {
+        // No schema either way: the promise face's handler is called here, and a plain value settles with no fiber.
+        const job = jobContext(core, execution, queue!, Json.decode(String(execution.row.payload)))
+        let returned: unknown
+        try {
+          returned = plain(job, steps, execution.runtime)
+        } catch (error) {
+          const reason = canceled()
+          return Exit.fail(reason === undefined || error instanceof JobCanceledError ? error : reason)
+        }
+        if (Plain.maybeThenable(returned)) {
+          return endsCanceled(canceled, Effect.flatMap(Plain.awaitReturned(returned), (value) => storedResult(name, value)))
+        }
+        const reason = canceled()
+        return reason === undefined ? storedResult(name, returned) : Exit.fail(reason)
+      }
+      const body = Effect.gen(function*() {
+        if (queue === undefined) return yield* new NonRetryableError({ message: `No queue "${name}" is defined any more` })
+        // Never claimed here: a lease claims them (`expired` ends the ones whose leases expired).
+        if (queue.options.external !== undefined) {
+          return yield* new NonRetryableError({ message: `Job "${String(execution.row.id)}" of queue "${name}" is processed externally, not here` })
+        }
+        const payload = yield* Effect.mapError(
+          queue.definition.payload.decode(Json.decode(String(execution.row.payload))),
+          (cause) => new NonRetryableError({ message: `The stored payload of a job of queue "${name}" does not decode`, cause })
+        )
+        const job = jobContext(core, execution, queue, payload)
+        // Both in one provide: one context update per attempt, as before steps.
+        const handled = queue.definition.handler(job as JobContext<never>).pipe(
+          Effect.provide(Context.add(Context.make(currentJob, { job }), Steps.CurrentCall, steps()))
+        ) as Effect.Effect<unknown, unknown, unknown>
+        const value = yield* provideCaptured(handled, context)
+        return yield* Effect.mapError(Json.encodeStored(queue.definition.result, value, "result"), (failure) => unstorableResult(name, failure))
+      })
+      return endsCanceled(canceled, body)
     },
     complete: (execution, text, settledAt) =>
       Effect.map(JobsTable.complete(core.storage, execution, text, settledAt), (rows) => rows.length > 0),

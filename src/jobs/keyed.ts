@@ -68,6 +68,7 @@ interface QueueRuntime {
   readonly name: string
   readonly options: Options.Resolved
   readonly definition: { readonly payload: AnyCodec }
+  readonly keys?: KeyState | undefined
 }
 
 /** What this isolate knows of a keyed queue: its jobs running here, by key, with when each attempt ends at the latest. */
@@ -144,6 +145,32 @@ export const admit = (core: Core, queue: QueueRuntime, state: KeyState, row: Row
     started(core, row.turn)
     return Admission.Run()
   })
+
+/**
+ * The jobs' table with keys given back: the run of a job of a queue with a concurrency by key gives its key
+ * back once its handler ended (`ended`). The table as it is when no queue has one.
+ */
+export const givingKeysBack = <T extends { readonly run: (execution: Execution) => Effect.Effect<string, unknown> }>(
+  core: Core & { readonly queues: ReadonlyMap<string, QueueRuntime> },
+  table: T
+): T => {
+  if (![...core.queues.values()].some((queue) => queue.keys !== undefined)) return table
+  const run = table.run
+  return Object.assign(table, {
+    run: (execution: Execution): Effect.Effect<string, unknown> => {
+      const queue = core.queues.get(String(execution.row.queue))
+      if (queue?.keys === undefined) return run(execution)
+      let returned: Effect.Effect<string, unknown>
+      try {
+        returned = run(execution)
+      } catch (defect) {
+        returned = Effect.die(defect)
+      }
+      // A plain handler's value (an Exit) becomes an effect here: its key is given back before it settles.
+      return Effect.ensuring(returned, ended(core, queue, queue.keys, execution))
+    }
+  })
+}
 
 /** The job admitted for its key did not start after all (its rate limit deferred it): it no longer counts. */
 export const forget = (state: KeyState, row: Row): void => {

@@ -146,5 +146,5 @@ export const spec = <I>(
   isTerminal: () => isTerminal,
   releaseKeysOnPurge: true,
   purgeReason: () => new JobCanceledError({ message: "The job was purged" }),
-  participant: () => Core.participant(core, context, currentJob)
+  participant: () => Keyed.givingKeysBack(core, Core.participant(core, context, currentJob))
 })
