@@ -639,13 +639,13 @@ it("eviction chaos: jobs, flows, dedup and rate limits survive random resets, no
 
     // Concurrency by key: within an instance (a reset ends every call of the one before), the calls of one tenant
     // never overlap, and at most the queue's total overlap; a call cut by a reset lasted until its instance ended.
+    // Calls are recorded as they start (`seq` is start order: the clock has millisecond ties); one that starts in
+    // the millisecond another ended counts as after it.
     const keyedCalls = state.calls.filter((call) => call.queue === "keyed")
     figures.keyedCalls = keyedCalls.length
     for (const call of keyedCalls) {
       const end = call.ended_at ?? Number.POSITIVE_INFINITY
-      const during = keyedCalls.filter((other) =>
-        other.instance === call.instance && other.seq !== call.seq && other.started_at >= call.started_at && other.started_at < end
-      )
+      const during = keyedCalls.filter((other) => other.instance === call.instance && other.seq > call.seq && other.started_at < end)
       const sameTenant = during.filter((other) => other.tenant === call.tenant)
       if (sameTenant.length > 0) {
         verdict.violation(`keyed tenant ${call.tenant}: ${sameTenant.map((other) => other.id).join()} started while ${call.id}#${call.attempt} ran`)
