@@ -263,6 +263,26 @@ describe("concurrency by key", () => {
       ])
     }))
 
+  it.scoped("fairness when a rate limit binds: each token goes to the next key in round order", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make({ scheduler: { alarmConcurrency: 10 } })
+      const started: Array<string> = []
+      const jobs = yield* object.run(Jobs.make({
+        tenants: Jobs.queue({
+          concurrency: { key: tenant(""), limit: 100 },
+          rateLimit: { capacity: 1, refillPerSecond: 1 },
+          handler: (job: Jobs.JobContext<Payload>) => Effect.sync(() => void started.push(job.id))
+        })
+      }))
+      yield* object.run(jobs.tenants.addBulk([
+        ...[1, 2, 3, 4].map((i) => ({ id: `h${i}`, payload: { tenant: "h" } })),
+        ...["a", "b"].flatMap((t) => [1, 2].map((i) => ({ id: `${t}${i}`, payload: { tenant: t } })))
+      ]))
+      for (let second = 0; second < 10; second++) yield* TestClock.adjust(1_000)
+      // h1 took the full bucket's token as it was added; then one token a second, round by round.
+      expect(started).toEqual(["h1", "a1", "b1", "h2", "a2", "b2", "h3", "h4"])
+    }))
+
   it.scoped("rounds never go back for jobs without a key: a queue without keys keeps its order after an eviction", () =>
     Effect.gen(function*() {
       const first = yield* TestDurability.make()
