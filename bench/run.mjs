@@ -69,7 +69,7 @@ const settings = smoke
     b5: { small: 100, large: 1_000, n: 100, batch: 100, reps: 1 },
     j1: { n: 200, batch: 100 },
     j8: { n: 100, batch: 50 },
-    j2: { runMs: 1_000, windowsMs: [1_000], queued: { j2: 40, j2fast: 80 } },
+    j2: { runMs: 1_000, windowsMs: [1_000], queued: { j2: 40, j2fast: 80 }, keys: { each: 10, keys: 9 } },
     j3: { jobs: 8, leadMs: 300, spreadMs: 400, seed: 0x5eed, loadBatch: 5, loadEveryMs: 100 },
     // BullMQ's J1 checks the child-process path; pg-boss's PostgreSQL start (initdb) alone takes seconds.
     jobsPeer: { n: 200, only: ["J1"], peers: ["bullmq"] },
@@ -92,7 +92,7 @@ const settings = smoke
     // As bench/jobs-peer/run.mjs's J1–J3 (same sizes, concurrency 10, seed and spread).
     j1: { n: 10_000, batch: 100 },
     j8: { n: 2_000, batch: 100 },
-    j2: { runMs: 5_000, windowsMs: [1_000, 2_000, 5_000], queued: { j2: 200, j2fast: 400 } },
+    j2: { runMs: 5_000, windowsMs: [1_000, 2_000, 5_000], queued: { j2: 200, j2fast: 400 }, keys: { each: 40, keys: 9 } },
     j3: { jobs: 64, leadMs: 500, spreadMs: 2_000, seed: 0x5eed, loadBatch: 10, loadEveryMs: 100 },
     jobsPeer: { n: 10_000, only: ["J1", "J2", "J3"], peers: ["bullmq", "pgboss"] },
     // J5: the Queues path (local Miniflare queue, batches of up to 100, no batch wait).
@@ -1134,7 +1134,10 @@ try {
         }
         log(`J2 library ${queue} ${JSON.stringify(run.limit)}: per second ${j2[queue].perSecond.join(" ")}, ratio from first ${j2[queue].minRatioFromFirst}..${j2[queue].maxRatioFromFirst}, worst sliding ${j2[queue].worstRatio}`)
       }
-      results.scenarios.J2 = { library: j2 }
+      // With a concurrency by key: one hot key with 10x the jobs of each other key, the queue's total binding.
+      const keyed = await call("jobs", "j2keys", { name: fresh("jobs", "j2keys"), ...settings.j2.keys })
+      log(`J2 library keyed ${JSON.stringify(keyed.limit)}: most running per key ${keyed.mostRunningPerKey}, in all ${keyed.mostRunning}; shares over the first ${keyed.fairWindow} starts ${JSON.stringify(keyed.shares)}, worst deviation from equal ${keyed.worstDeviation}`)
+      results.scenarios.J2 = { library: j2, keyed }
     }
 
     if (wanted("J3")) {
@@ -2008,6 +2011,16 @@ if (s.J2) {
     const met = figures.worstRatio <= 1 && figures.minRatioFromFirst >= 0.95
     goals.push({ goal: `J2 ${label}: never above the bound, >= 95 % of it`, value: { worst: figures.worstRatio, min: figures.minRatioFromFirst }, met })
   }
+}
+if (s.J2?.keyed) {
+  const k = s.J2.keyed
+  const label = `by key (limit ${k.limit.limit}, total ${k.limit.total}; ${k.keys} keys, the hot one ${k.hot} jobs, the others ${k.each})`
+  jobRow("J2", `${label}: most running for one key / in all`, `${k.mostRunningPerKey} / ${k.mostRunning}`, "-", "-", `<= ${k.limit.limit} / ${k.limit.total}`, k.mostRunningPerKey <= k.limit.limit && k.mostRunning <= k.limit.total)
+  goals.push({ goal: `J2 ${label}: running per key never above the limit`, value: k.mostRunningPerKey, met: k.mostRunningPerKey <= k.limit.limit })
+  jobRow("J2", `${label}: share of starts per key while every key has work waiting (first ${k.fairWindow} starts)`, Object.entries(k.shares).map(([key, share]) => `${key} ${share}`).join(", "), "-", "-", "", undefined)
+  jobRow("J2", `${label}: worst deviation of a key's share from equal`, fmt(k.worstDeviation, 3), "-", "-", "<= 0.10", k.worstDeviation <= 0.1)
+  goals.push({ goal: `J2 ${label}: shares within 10 % of equal among keys with work waiting`, value: k.worstDeviation, met: k.worstDeviation <= 0.1 })
+  jobRow("J2", `${label}: SQL statements / transactions per job`, `${fmt(k.statementsPerJob, 2)} / ${fmt(k.transactionsPerJob, 2)}`, "-", "-", "", undefined)
 }
 if (s.J3) {
   for (const [label, f] of Object.entries(s.J3.library)) {

@@ -14,8 +14,10 @@ import {
 } from "../../src/index.js"
 import { Counter, countingContext } from "./counting.js"
 import {
+  J2_KEYS,
   J2_LIMITS,
   type J1Progress,
+  type J2KeysRun,
   type J2Queue,
   type J8Progress,
   type J8Queue,
@@ -62,6 +64,12 @@ class Tracker {
   readonly waiters = new Waiters()
   j1 = { handled: 0, firstStartAt: null as number | null, lastHandledAt: null as number | null }
   j2Starts: Array<number> = []
+  /** J2 with keys: each start's key, what runs per key now, and the most seen. */
+  keyStarts: Array<string> = []
+  keyRunning = new Map<string, number>()
+  keyMost = 0
+  keyMostAll = 0
+  keyDone = 0
   j3Samples: Array<J3Sample> = []
   j3LoadDone = 0
   j8 = 0
@@ -70,6 +78,11 @@ class Tracker {
     this.j8 = 0
     this.j1 = { handled: 0, firstStartAt: null, lastHandledAt: null }
     this.j2Starts = []
+    this.keyStarts = []
+    this.keyRunning = new Map()
+    this.keyMost = 0
+    this.keyMostAll = 0
+    this.keyDone = 0
     this.j3Samples = []
     this.j3LoadDone = 0
   }
@@ -101,6 +114,24 @@ const queues = (tracker: Tracker) => {
     },
     j2: { concurrency: CONCURRENCY, rateLimit: J2_LIMITS.j2, handler: j2 },
     j2fast: { concurrency: CONCURRENCY, rateLimit: J2_LIMITS.j2fast, handler: j2 },
+    j2keys: {
+      concurrency: { key: (payload: { readonly key: string }) => payload.key, limit: J2_KEYS.limit, total: J2_KEYS.total },
+      handler: async (job: DurableJob<{ readonly key: string }>) => {
+        const key = job.payload.key
+        const running = (tracker.keyRunning.get(key) ?? 0) + 1
+        tracker.keyRunning.set(key, running)
+        tracker.keyMost = Math.max(tracker.keyMost, running)
+        tracker.keyMostAll = Math.max(tracker.keyMostAll, [...tracker.keyRunning.values()].reduce((a, b) => a + b, 0))
+        tracker.keyStarts.push(key)
+        try {
+          await sleep(J2_KEYS.holdMs)
+        } finally {
+          tracker.keyRunning.set(key, tracker.keyRunning.get(key)! - 1)
+        }
+        tracker.keyDone++
+        tracker.waiters.wake()
+      }
+    },
     // J8: the same ten pieces, each a durable step (memoised: stored once, replayed on a retry) or inline.
     j8steps: {
       concurrency: CONCURRENCY,
@@ -281,6 +312,24 @@ export class JobsBench extends DurableObject<Record<string, unknown>> implements
     const starts = [...this.tracker.j2Starts]
     await this.jobs.purgeBefore(Date.now() + 1)
     return starts
+  }
+
+  /** J2 with keys: one job per entry of `keys` (its key), in one `addBulk`. */
+  async addJ2Keys(keys: ReadonlyArray<string>): Promise<void> {
+    await this.jobs.j2keys.addBulk(keys.map((key) => ({ payload: { key } })))
+  }
+
+  async waitJ2Keys(count: number, timeoutMs: number): Promise<J2KeysRun> {
+    await this.tracker.waiters.until(() => this.tracker.keyDone >= count, timeoutMs)
+    return {
+      starts: this.tracker.keyStarts,
+      mostRunningPerKey: this.tracker.keyMost,
+      mostRunning: this.tracker.keyMostAll,
+      counts: (({ statements, transactions }) => ({
+        statements: Object.values(statements).reduce((sum, statement) => sum + statement.n, 0),
+        transactions
+      }))(this.counter.snapshot())
+    }
   }
 
   /** J3: the delayed jobs, each `{ i, due }` with `runAt: due`, in one `addBulk`. */

@@ -13,6 +13,20 @@ export const J2_LIMITS = {
 
 export type J2Queue = keyof typeof J2_LIMITS
 
+/**
+ * J2 with a concurrency by key (`j2keys`): at most `limit` jobs of one key and `total` in all, each job
+ * holding `holdMs`, so the total binds and the keys take turns.
+ */
+export const J2_KEYS = { limit: 2, total: 4, holdMs: 2 } as const
+
+/** What the keyed J2 run saw: every start's key in start order, the most running for one key, the SQL counts. */
+export interface J2KeysRun {
+  readonly starts: ReadonlyArray<string>
+  readonly mostRunningPerKey: number
+  readonly mostRunning: number
+  readonly counts: { readonly statements: number; readonly transactions: number }
+}
+
 export interface J1Progress {
   readonly handled: number
   readonly firstStartAt: number | null
@@ -52,6 +66,8 @@ export interface JobsTarget {
   addJ2(queue: J2Queue, count: number): Promise<void>
   waitJ2Starts(count: number, timeoutMs: number): Promise<ReadonlyArray<number>>
   stopJ2(queue: J2Queue): Promise<ReadonlyArray<number>>
+  addJ2Keys(jobs: ReadonlyArray<string>): Promise<void>
+  waitJ2Keys(count: number, timeoutMs: number): Promise<J2KeysRun>
   addJ3Delayed(due: ReadonlyArray<number>): Promise<void>
   addJ3Load(start: number, count: number): Promise<void>
   waitJ3(delayed: number, load: number, timeoutMs: number): Promise<{ samples: ReadonlyArray<J3Sample>; loadDone: number }>
@@ -70,6 +86,10 @@ interface Params {
   readonly j8Queue?: J8Queue
   readonly queued?: number
   readonly runMs?: number
+  /** J2 with keys: jobs per key, keys besides the hot one, and the hot key's jobs. */
+  readonly each?: number
+  readonly keys?: number
+  readonly hot?: number
   readonly jobs?: number
   readonly leadMs?: number
   readonly spreadMs?: number
@@ -185,6 +205,55 @@ const scenarios: Record<string, (stub: JobsTarget, p: Params) => Promise<unknown
     await sleep(first + runMs + 100 - Date.now())
     const starts = await stub.stopJ2(queue)
     return { queue, limit: J2_LIMITS[queue], queued, runMs, addMs, starts }
+  },
+
+  /**
+   * J2 with keys: one hot key with `hot` jobs, then `keys` other keys with `each` jobs, added at once
+   * (the hot key's first); runs to the end. The shares of starts per key are counted over the starts
+   * made while every key still had work waiting (up to the start of the first key's last job).
+   */
+  async j2keys(stub, p) {
+    const each = p.each ?? 40
+    const keys = p.keys ?? 9
+    const hot = p.hot ?? each * 10
+    await stub.reset()
+    const jobs = [
+      ...Array.from({ length: hot }, () => "hot"),
+      ...Array.from({ length: keys }, (_, k) => Array.from({ length: each }, () => `k${k}`)).flat()
+    ]
+    const t0 = Date.now()
+    await stub.addJ2Keys(jobs)
+    const addMs = Date.now() - t0
+    const run = await stub.waitJ2Keys(jobs.length, 60_000)
+    const left = new Map<string, number>()
+    for (const key of jobs) left.set(key, (left.get(key) ?? 0) + 1)
+    const prefix = new Map<string, number>()
+    let n = 0
+    for (const key of run.starts) {
+      n++
+      prefix.set(key, (prefix.get(key) ?? 0) + 1)
+      left.set(key, left.get(key)! - 1)
+      if (left.get(key) === 0) break
+    }
+    const equal = n / left.size
+    const shares = Object.fromEntries([...prefix].map(([key, count]) => [key, Math.round((count / n) * 1000) / 1000]))
+    const worstDeviation = Math.max(...[...left.keys()].map((key) => Math.abs((prefix.get(key) ?? 0) - equal) / equal))
+    return {
+      limit: J2_KEYS,
+      jobs: jobs.length,
+      hot,
+      each,
+      keys: keys + 1,
+      addMs,
+      started: run.starts.length,
+      mostRunningPerKey: run.mostRunningPerKey,
+      mostRunning: run.mostRunning,
+      fairWindow: n,
+      shares,
+      worstDeviation: Math.round(worstDeviation * 1000) / 1000,
+      statementsPerJob: Math.round((run.counts.statements / jobs.length) * 100) / 100,
+      transactionsPerJob: Math.round((run.counts.transactions / jobs.length) * 100) / 100
+    }
   },
 
   /**

@@ -13,7 +13,7 @@ import type { AnyQueueDefinition } from "../jobs/definition.js"
 import * as Router from "./jobsRouter.js"
 import * as Protocol from "../jobs/JobsProtocol.js"
 import { serve } from "../jobs/serve.js"
-import type { GroupRateLimit, Retention, Transport } from "../jobs/options.js"
+import type { GroupRateLimit, KeyedConcurrency, Retention, Transport } from "../jobs/options.js"
 import type { Lease as JobLease, LeaseOptions as JobLeaseOptions } from "../jobs/lease.js"
 import type * as Types from "../jobs/types.js"
 import type * as JobsCore from "../jobs/core.js"
@@ -79,8 +79,11 @@ export interface DurabilityQueueOptions<P = unknown> extends DurabilityMethodOpt
   readonly leaseMs?: number | undefined
   /** An external queue's expired leases a job survives before it fails (`JobStalledError`; default 1). */
   readonly maxStalled?: number | undefined
-  /** Jobs of this queue running at once, inside the scheduler's shared permits. Default: no own limit. */
-  readonly concurrency?: number | undefined
+  /**
+   * Jobs of this queue running at once, inside the scheduler's shared permits; or a limit per key of the
+   * payload (`{ key, limit, total? }`, e.g. one running job per customer). Default: no own limit.
+   */
+  readonly concurrency?: number | KeyedConcurrency<P> | undefined
   /** A token bucket for the whole queue: a job starts only with a token, so bursts are bounded. */
   readonly rateLimit?: Types.RateLimit | undefined
   /**

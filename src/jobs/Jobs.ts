@@ -35,6 +35,7 @@ import * as Add from "./add.js"
 import * as InspectionRegistry from "../inspection/InspectionRegistry.js"
 import * as JobsInspect from "./inspection.js"
 import * as JobsTable from "./jobsTable.js"
+import * as Keyed from "./keyed.js"
 import * as Core from "./core.js"
 import type { AnyQueueDefinition, CurrentJobService, QueueDefinition } from "./definition.js"
 import * as Manage from "./manage.js"
@@ -76,7 +77,7 @@ export type {
   RateLimit
 } from "./types.js"
 export { JOB_STATES } from "./types.js"
-export type { GroupRateLimit, QueueOptions, Retention } from "./options.js"
+export type { GroupRateLimit, KeyedConcurrency, QueueOptions, Retention } from "./options.js"
 export type { AnyQueueDefinition, QueueDefinition } from "./definition.js"
 export { DEFAULT_KEEP_LOGS, DEFAULT_MAX_PAYLOAD_BYTES, MAX_ENTRY_BYTES } from "./options.js"
 export { MAX_FLOW_JOBS } from "./add.js"
@@ -98,10 +99,11 @@ export const step = Steps.step
 
 /** Defines a queue: its handler, optional payload/result schemas (checked at `add`, decoded when run) and options. */
 export const queue = <P, R, E = never, Req = never, PI = P, RI = R>(
-  options: Policy.ExecutionOptions & Omit<Options.QueueOptions, "groupRateLimit"> & {
+  options: Policy.ExecutionOptions & Omit<Options.QueueOptions, "groupRateLimit" | "concurrency"> & {
     readonly payload?: Schema.Schema<P, PI> | undefined
     readonly result?: Schema.Schema<R, RI> | undefined
     readonly groupRateLimit?: Options.GroupRateLimit<P> | undefined
+    readonly concurrency?: number | Options.KeyedConcurrency<NoInfer<P>> | undefined
     readonly handler: (job: Types.JobContext<P>) => Effect.Effect<R, E, Req>
   }
   // NoInfer: inferred from the options only. Inline in `make({ … })`, the contextual type (any queue,
@@ -122,10 +124,11 @@ export const queue = <P, R, E = never, Req = never, PI = P, RI = R>(
  * jobs wait for `lease`, and the lease's holder settles them (`complete`/`fail`) with its token.
  */
 export const externalQueue = <P = unknown, R = unknown, PI = P, RI = R>(
-  options: Policy.ExecutionOptions & Omit<Options.QueueOptions, "groupRateLimit" | "processing"> & {
+  options: Policy.ExecutionOptions & Omit<Options.QueueOptions, "groupRateLimit" | "processing" | "concurrency"> & {
     readonly payload?: Schema.Schema<P, PI> | undefined
     readonly result?: Schema.Schema<R, RI> | undefined
     readonly groupRateLimit?: Options.GroupRateLimit<P> | undefined
+    readonly concurrency?: number | Options.KeyedConcurrency<NoInfer<P>> | undefined
     /** Deliver the leased jobs through a Cloudflare Queue (`{ queue: env.EMAIL_QUEUE }`) instead of waiting for `lease`. */
     readonly processing?: Options.Transport | undefined
   }
@@ -226,7 +229,8 @@ export const make = <const Defs extends Record<string, AnyQueueDefinition>>(
       canceling,
       retained: new Map(),
       flow: { storage, queueOf: (name) => queues.get(name)?.options },
-      objectId
+      objectId,
+      ...([...queues.values()].some((queue) => queue.options.keyed !== undefined) ? { rounds: Keyed.makeRounds() } : {})
     }, attached)
     const capability = yield* Capability.make(
       Setup.spec(

@@ -16,6 +16,7 @@ import * as Validate from "../shared/validate.js"
 import { type Core, invalidInput, type QueueRuntime, readJob, tell, utf8Bytes } from "./core.js"
 import * as Flow from "./flow.js"
 import * as JobsTable from "./jobsTable.js"
+import * as Keyed from "./keyed.js"
 import { isObject } from "./options.js"
 import * as Rows from "./rows.js"
 import type { AddResult, FlowResult, JobEventDraft } from "./types.js"
@@ -38,6 +39,8 @@ export interface Prepared {
   readonly at: number
   readonly priority: number
   readonly group: string | null
+  /** Its key under the queue's concurrency by key (computed here, stored with the job). */
+  readonly concurrencyKey: string | null
   readonly dedup: { readonly key: string; readonly ttlMs: number | undefined; readonly replace: boolean } | undefined
 }
 
@@ -105,6 +108,7 @@ export const prepare = (
     const at = yield* dueAt(prefix, options, now)
     const priority = yield* priorityOf(`${prefix}priority`, options.priority)
     const group = yield* groupOf(queue, options.payload, prefix)
+    const concurrencyKey = yield* Keyed.keyOf(queue, options.payload, prefix)
     let dedup: Prepared["dedup"]
     if (options.dedup !== undefined) {
       if (!allowDedup) return yield* invalid(`${prefix}dedup`, "type", `${prefix}dedup is not taken by flows`)
@@ -117,7 +121,7 @@ export const prepare = (
       }
       dedup = { key, ttlMs, replace: given.mode === "replace" }
     }
-    return { queue, id, given, key: Flow.keyOf(queue.name, id), payload, at, priority, group, dedup }
+    return { queue, id, given, key: Flow.keyOf(queue.name, id), payload, at, priority, group, concurrencyKey, dedup }
   })
 
 /** The job's rate-limit group, from the queue's `groupRateLimit.key(payload)`. */
@@ -142,7 +146,8 @@ const insert = (
   now: number,
   flow?: { readonly parentKey: string | null; readonly onFailure: string; readonly children: number }
 ): Effect.Effect<boolean, StorageError> =>
-  JobsTable.insert(core.storage, {
+  Effect.flatMap(Keyed.floorOf(core), (floor) =>
+    JobsTable.insert(core.storage, {
     key: job.key,
     queue: job.queue.name,
     id: job.id,
@@ -153,11 +158,13 @@ const insert = (
     seq: core.seq.next++,
     payload: job.payload,
     group: job.group,
+    concurrencyKey: job.concurrencyKey,
     parentKey: flow?.parentKey ?? null,
     onFailure: flow?.onFailure ?? "fail",
     children: flow?.children ?? 0,
-    createdAt: now
-  })
+    createdAt: now,
+    floor
+  }))
 
 interface Added {
   readonly result: AddResult

@@ -35,6 +35,7 @@ import * as BucketsTable from "./bucketsTable.js"
 import type { AnyQueueDefinition, CurrentJobTag } from "./definition.js"
 import * as Flow from "./flow.js"
 import * as JobsTable from "./jobsTable.js"
+import * as Keyed from "./keyed.js"
 import * as LogsTable from "./logsTable.js"
 import * as Options from "./options.js"
 import * as Rows from "./rows.js"
@@ -52,6 +53,8 @@ export interface QueueRuntime {
   readonly options: Options.Resolved
   readonly maxAttempts: number
   readonly slot: RankedSlot | undefined
+  /** An inline queue's concurrency by key: its jobs running here, by key (see `keyed.ts`). */
+  readonly keys?: Keyed.KeyState | undefined
   /** `setRateLimit`'s stored override: a limit, `null` for none, `undefined` for the definition's. */
   override: RateLimit | null | undefined
   /**
@@ -76,6 +79,8 @@ export interface Core {
   readonly flow: Flow.Context
   /** The object's id, for the envelopes of a Queues transport (`SchedulerConfig.objectId`). */
   readonly objectId: string | undefined
+  /** Set when a queue has a concurrency by key: the rounds its keys take turns by (see `keyed.ts`). */
+  readonly rounds?: Keyed.Rounds | undefined
   /** The table's handle, once attached (as `watchers` and `seq`: see `setup.ts`). */
   readonly handle: TableHandle
 }
@@ -92,8 +97,8 @@ export const tell = (core: Core, events: ReadonlyArray<JobEventDraft>, finished:
 
 export const queueOfKey = (key: string): string => key.slice(0, key.indexOf("/"))
 
-/** A job's place among those waiting for its queue's slot: higher priority first, then first added. */
-export const rankOf = (row: Row): ReadonlyArray<number> => [-Number(row.priority), Number(row.seq)]
+/** A job's place among those waiting for its queue's slot: higher priority first, then its round, then first added. */
+export const rankOf = (row: Row): ReadonlyArray<number> => [-Number(row.priority), Number(row.turn ?? 0), Number(row.seq)]
 
 /** The stored job under `key`, if any. */
 export const readJob = (core: Core, key: string): Effect.Effect<Row | undefined, StorageError> => JobsTable.read(core.storage, key)
@@ -342,7 +347,9 @@ const expired = (core: Core, row: Row, now: number): LeaseExpiry => {
       // A transport's job is dispatched again at once; one it held back at the queue's concurrency too.
       if (settings.transport === undefined) return []
       const freed = queue.options.concurrency === undefined ? [] : yield* Transport.freeSlot(core, queue, now)
-      return [String(row.key), ...freed.map((made) => String(made.key))].map((key) => ({ key, at: now, start: true }))
+      // Its key's first waiting job looks again now (this job itself is due again at once: one of them waits again).
+      const waiting = typeof row.concurrency_key === "string" ? yield* JobsTable.freeKey(core.storage, queue.name, row.concurrency_key, now) : []
+      return [String(row.key), ...[...freed, ...waiting].map((made) => String(made.key))].map((key) => ({ key, at: now, start: true }))
     })
   })
 }
@@ -440,18 +447,32 @@ export const participant = <I>(
       mayApply: (key) => {
         const queue = core.queues.get(queueOfKey(key))
         return queue !== undefined &&
-          (queue.options.external !== undefined || rateLimitOf(queue) !== undefined || queue.options.groupRateLimit !== undefined)
+          (queue.options.external !== undefined || rateLimitOf(queue) !== undefined || queue.options.groupRateLimit !== undefined ||
+            queue.options.keyed !== undefined)
       },
       of: (row) => {
         const queue = core.queues.get(String(row.queue))
         if (queue === undefined) return undefined
         const buckets = bucketsOf(queue, row)
+        const tokens = buckets.length === 0 ? undefined : gate(core, queue, buckets, String(row.key))
         if (queue.options.external !== undefined) {
           if (queue.options.external.transport === undefined || core.objectId === undefined) return undefined
-          const limits = buckets.length === 0 ? undefined : gate(core, queue, buckets, String(row.key))
+          // Its key's room first: a job that waits for its key takes no token.
+          const limits = queue.options.keyed === undefined ? tokens : (now: number) =>
+            Effect.flatMap(Keyed.transportWait(core, queue, row, now), (waits) =>
+              waits !== undefined ? Effect.succeed(waits) : tokens === undefined ? Effect.succeed(Admission.Run()) : tokens(now))
           return Transport.dispatch(core, queue, row, core.objectId, limits)
         }
-        return buckets.length === 0 ? undefined : gate(core, queue, buckets, String(row.key))
+        const keys = queue.keys
+        if (keys === undefined) return tokens
+        const admitted = Keyed.admit(core, queue, keys, row)
+        if (tokens === undefined) return admitted
+        // Its key's room first (a job that waits for its key takes no token); a job its tokens defer gives it back.
+        return (now) =>
+          Effect.flatMap(admitted(now), (decision) =>
+            decision._tag !== "Run" ? Effect.succeed(decision) : Effect.tap(tokens(now), (limited) => {
+              if (limited._tag !== "Run") Keyed.forget(keys, row)
+            }))
       }
     },
     settled: (row, settlement) => settled(core, row, settlement),

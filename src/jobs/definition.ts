@@ -16,7 +16,9 @@ export interface CurrentJobService {
 
 export type CurrentJobTag<I> = Context.Tag<I, CurrentJobService>
 
-export interface QueueDefinition<P, R, E, Req> extends Policy.ExecutionOptions, Omit<Options.QueueOptions, "groupRateLimit"> {
+export interface QueueDefinition<P, R, E, Req>
+  extends Policy.ExecutionOptions, Omit<Options.QueueOptions, "groupRateLimit" | "concurrency">
+{
   /** Runs one attempt of a job; its success is the job's result, a failure is retried under the policy. */
   readonly handler: (job: JobContext<P>) => Effect.Effect<R, E, Req>
   /** How payloads are encoded for storage and decoded for the handler. */
@@ -25,6 +27,8 @@ export interface QueueDefinition<P, R, E, Req> extends Policy.ExecutionOptions, 
   readonly result: Codec.Codec<R>
   /** A token bucket per group of the payload (e.g. per tenant). */
   readonly groupRateLimit?: Options.GroupRateLimit<P> | undefined
+  /** Jobs running at once: in all, or per key of the payload. */
+  readonly concurrency?: number | Options.KeyedConcurrency<P> | undefined
 }
 
 export interface AnyQueueDefinition extends Policy.ExecutionOptions, Omit<Options.QueueOptions, "groupRateLimit"> {

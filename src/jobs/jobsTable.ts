@@ -55,11 +55,14 @@ export const holding = (key: string, condition: Condition): Condition => ({
 /** A job's step memo is written under this (`StepMemo.runner`; bindings: key, generation). */
 export const IS_CURRENT = `SELECT 1 FROM ${JOBS} WHERE ${CURRENT}`
 
-/** Start order: higher priority first, then first added. */
-export const START_ORDER = "priority DESC, seq"
+/**
+ * Start order: higher priority first, then the earlier round (`turn`: a queue with keys gives each key's jobs
+ * successive rounds; 0 in objects without keys), then first added.
+ */
+export const START_ORDER = "priority DESC, turn, seq"
 
 /** The columns a job's place among those waiting for its queue's slot is read from (`core.rankOf`). */
-export const RANK_COLUMNS = "priority, seq"
+export const RANK_COLUMNS = "priority, turn, seq"
 
 /**
  * What the engine may claim: a job of a running inline queue, or of a transport's queue (its admission
@@ -125,6 +128,13 @@ export interface NewJob {
   readonly seq: number
   readonly payload: string
   readonly group: string | null
+  /** Its key under its queue's concurrency by key (`KeyedConcurrency`). */
+  readonly concurrencyKey: string | null
+  /**
+   * In an object with keys, the round it starts at the soonest (the round being started now): its key's next
+   * round when it has a key. Undefined elsewhere (round 0).
+   */
+  readonly floor: number | undefined
   readonly parentKey: string | null
   readonly onFailure: string
   readonly children: number
@@ -132,14 +142,21 @@ export interface NewJob {
 }
 
 const INSERT = `INSERT INTO ${JOBS} (key, queue, id, generation_id, status, attempt, next_attempt_at, run_at, priority, seq,
-    payload, group_key, parent_key, on_failure, children_pending, created_at)
-  VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    payload, group_key, concurrency_key, parent_key, on_failure, children_pending, created_at)
+  VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+  ON CONFLICT (key) DO NOTHING RETURNING key`
+
+/** `INSERT` with the job's round: its key's next (after the last stored), not before `floor` (bindings at the end). */
+const INSERT_ROUND = `INSERT INTO ${JOBS} (key, queue, id, generation_id, status, attempt, next_attempt_at, run_at, priority, seq,
+    payload, group_key, concurrency_key, parent_key, on_failure, children_pending, created_at, turn)
+  VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+    MAX(?, COALESCE((SELECT MAX(turn) + 1 FROM ${JOBS} WHERE queue = ? AND concurrency_key = ?), 0)))
   ON CONFLICT (key) DO NOTHING RETURNING key`
 
 /** Inserts the job, unless its key is taken; true when inserted. */
 export const insert = (storage: StorageService, job: NewJob): Effect.Effect<boolean, StorageError> =>
   Effect.map(
-    storage.exec(INSERT, [
+    storage.exec(job.floor === undefined ? INSERT : INSERT_ROUND, [
       job.key,
       job.queue,
       job.id,
@@ -151,23 +168,44 @@ export const insert = (storage: StorageService, job: NewJob): Effect.Effect<bool
       job.seq,
       job.payload,
       job.group,
+      job.concurrencyKey,
       job.parentKey,
       job.onFailure,
       job.children,
-      job.createdAt
+      job.createdAt,
+      ...(job.floor === undefined ? [] : [job.floor, job.queue, job.concurrencyKey])
     ]),
     (rows) => rows.length > 0
+  )
+
+/** The last round given to a job without a key (0 when none): rounds never go back for them, so they keep their order. */
+export const lastKeylessRound = (storage: StorageService): Effect.Effect<number, StorageError> =>
+  Effect.map(
+    storage.exec(`SELECT MAX(turn) AS turn FROM ${JOBS} WHERE concurrency_key IS NULL AND turn > 0`),
+    ([row]) => Number(row?.turn ?? 0)
   )
 
 /** A dead letter's job added again (`redrive` of a job removed since it failed), unless its key is taken. */
 export const insertRedriven = (
   storage: StorageService,
-  job: { readonly key: string; readonly queue: string; readonly id: string; readonly generation: string; readonly at: number; readonly seq: number; readonly payload: string }
+  job: {
+    readonly key: string
+    readonly queue: string
+    readonly id: string
+    readonly generation: string
+    readonly at: number
+    readonly seq: number
+    readonly payload: string
+    readonly concurrencyKey: string | null
+    /** Its round (the round being started now, in an object with keys). */
+    readonly turn: number
+  }
 ): Rows =>
   storage.exec(
-    `INSERT INTO ${JOBS} (key, queue, id, generation_id, status, attempt, next_attempt_at, run_at, priority, seq, payload, created_at)
-     VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, 0, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING key`,
-    [job.key, job.queue, job.id, job.generation, job.at, job.at, job.seq, job.payload, job.at]
+    `INSERT INTO ${JOBS} (key, queue, id, generation_id, status, attempt, next_attempt_at, run_at, priority, seq, payload, created_at,
+       concurrency_key, turn)
+     VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, 0, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING key`,
+    [job.key, job.queue, job.id, job.generation, job.at, job.at, job.seq, job.payload, job.at, job.concurrencyKey, job.turn]
   )
 
 /** The job holding the queue's dedup key (`job_id`, `expires_at`), if one is stored. */
@@ -182,15 +220,25 @@ export const keepDedup = (storage: StorageService, queue: string, dedupKey: stri
     [queue, dedupKey, jobId, expiresAt]
   )
 
-/** A dedup `replace`: the waiting job takes the new payload, time, priority and group. */
+/**
+ * A dedup `replace`: the waiting job takes the new payload, time, priority, group and concurrency key (due at
+ * its new time, it no longer waits for its old key).
+ */
 export const replace = (
   storage: StorageService,
   key: string,
-  job: { readonly payload: string; readonly at: number; readonly priority: number; readonly group: string | null }
+  job: {
+    readonly payload: string
+    readonly at: number
+    readonly priority: number
+    readonly group: string | null
+    readonly concurrencyKey: string | null
+  }
 ): Rows =>
   storage.exec(
-    `UPDATE ${JOBS} SET payload = ?, next_attempt_at = ?, run_at = ?, priority = ?, group_key = ? WHERE key = ?`,
-    [job.payload, job.at, job.at, job.priority, job.group, key]
+    `UPDATE ${JOBS} SET payload = ?, next_attempt_at = ?, run_at = ?, priority = ?, group_key = ?, concurrency_key = ?, waiting_key = 0
+     WHERE key = ?`,
+    [job.payload, job.at, job.at, job.priority, job.group, job.concurrencyKey, key]
   )
 
 // A job's run (the engine's participant).
@@ -266,10 +314,10 @@ export const leasedSummary = (storage: StorageService, queue: string): Rows =>
     [queue]
   )
 
-/** The queue's first `take` jobs due by `now` and not leased (`key`, `group_key`), in start order. */
+/** The queue's first `take` jobs due by `now` and not leased (`key`, `group_key`, `concurrency_key`, `turn`), in start order. */
 export const leasable = (storage: StorageService, queue: string, now: number, take: number): Rows =>
   storage.exec(
-    `SELECT key, group_key FROM ${JOBS} WHERE queue = ? AND status = 'pending' AND leased_until IS NULL AND next_attempt_at <= ?
+    `SELECT key, group_key, concurrency_key, turn FROM ${JOBS} WHERE queue = ? AND status = 'pending' AND leased_until IS NULL AND next_attempt_at <= ?
      ORDER BY ${START_ORDER} LIMIT ?`,
     [queue, now, take]
   )
@@ -282,7 +330,7 @@ export const leaseState = (until: number, workerId: string | null): LeaseState =
 
 /** A transport's job's lease state (a new token, until `until`), no longer waiting for a slot. */
 export const transportLeaseState = (until: number): LeaseState => ({
-  columns: "lease_token = lease_token + 1, leased_until = ?, next_attempt_at = ?, waiting_slot = 0",
+  columns: "lease_token = lease_token + 1, leased_until = ?, next_attempt_at = ?, waiting_slot = 0, waiting_key = 0",
   bindings: [until, until]
 })
 
@@ -338,6 +386,42 @@ export const freeSlot = (storage: StorageService, queue: string, now: number): R
      ) RETURNING key`,
     [now, queue]
   )
+
+// Concurrency by key (see `keyed.ts`).
+
+/** How many of the queue's jobs with key `concurrencyKey` have a lease out (`n`), and when the first ends (`soonest`). */
+export const leasedOfKey = (storage: StorageService, queue: string, concurrencyKey: string): Rows =>
+  storage.exec(
+    `SELECT COUNT(*) AS n, MIN(leased_until) AS soonest FROM ${JOBS}
+     WHERE queue = ? AND concurrency_key = ? AND leased_until IS NOT NULL AND status = 'pending'`,
+    [queue, concurrencyKey]
+  )
+
+/** The queue's leases out by key (`concurrency_key`, `n`). */
+export const leasedByKey = (storage: StorageService, queue: string): Rows =>
+  storage.exec(
+    `SELECT concurrency_key, COUNT(*) AS n FROM ${JOBS}
+     WHERE queue = ? AND leased_until IS NOT NULL AND status = 'pending' AND concurrency_key IS NOT NULL GROUP BY concurrency_key`,
+    [queue]
+  )
+
+/** The job waits for a running job of its key to end (or for `at`, when it looks again), its attempt not counted. */
+export const waitForKey = (storage: StorageService, key: string, generation: string): Rows =>
+  storage.exec(`UPDATE ${JOBS} SET waiting_key = 1 WHERE key = ? AND ${UNFINISHED}`, [key, generation])
+
+/** The first job (in start order) waiting for its key is due at `now`; returns its key. */
+export const freeKey = (storage: StorageService, queue: string, concurrencyKey: string, now: number): Rows =>
+  storage.exec(
+    `UPDATE ${JOBS} SET next_attempt_at = ?, waiting_key = 0 WHERE key = (
+       SELECT key FROM ${JOBS} WHERE queue = ? AND concurrency_key = ? AND waiting_key = 1 AND status = 'pending'
+       ORDER BY ${START_ORDER} LIMIT 1
+     ) RETURNING key`,
+    [now, queue, concurrencyKey]
+  )
+
+/** The job no longer waits for its key (it was admitted or leased). */
+export const keyAdmitted = (storage: StorageService, key: string): Rows =>
+  storage.exec(`UPDATE ${JOBS} SET waiting_key = 0 WHERE key = ? AND waiting_key = 1`, [key])
 
 // Flows: a job's end, told to its parent and its descendants.
 

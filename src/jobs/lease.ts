@@ -32,6 +32,7 @@ import {
   tell
 } from "./core.js"
 import * as JobsTable from "./jobsTable.js"
+import * as Keyed from "./keyed.js"
 import * as Options from "./options.js"
 import * as QueuesTable from "./queuesTable.js"
 import * as Transport from "./transport.js"
@@ -151,10 +152,14 @@ export const lease = (core: Core, queue: QueueRuntime, options: LeaseOptions = {
       }
       if (room <= 0) return []
       const limited = rateLimitOf(queue) !== undefined || queue.options.groupRateLimit !== undefined
-      // With group limits some candidates may be skipped for an empty group bucket: look a little further.
-      const candidates = yield* JobsTable.leasable(storage, queue.name, now, limited ? Math.min(room * 4, 400) : room)
+      // Each key's leases out, counted from the rows: a key at its limit is skipped.
+      const keyRoom = yield* Keyed.leaseRoom(core, queue)
+      // With group or key limits some candidates may be skipped: look a little further.
+      const further = limited || keyRoom !== undefined
+      const found = yield* JobsTable.leasable(storage, queue.name, now, further ? Math.min(room * 4, 400) : room)
+      const candidates = keyRoom === undefined || limited ? found : found.filter(keyRoom)
       const chosen: Array<string> = []
-      if (!limited) chosen.push(...candidates.map((row) => String(row.key)))
+      if (!limited) chosen.push(...candidates.slice(0, room).map((row) => String(row.key)))
       else {
         const states = new Map<string, Bucket.State | undefined>()
         for (const row of yield* BucketsTable.readAll(storage, queue.name)) {
@@ -166,6 +171,8 @@ export const lease = (core: Core, queue: QueueRuntime, options: LeaseOptions = {
           const queueEmpty = decisions.some((entry) => entry.bucket.key === "" && !entry.decision.take)
           if (queueEmpty) break
           if (decisions.some((entry) => !entry.decision.take)) continue
+          // Its key's room is taken only with its tokens.
+          if (keyRoom !== undefined && !keyRoom(row)) continue
           for (const { bucket, decision } of decisions) if (decision.take) states.set(bucket.key, decision.after)
           chosen.push(String(row.key))
         }
@@ -178,7 +185,9 @@ export const lease = (core: Core, queue: QueueRuntime, options: LeaseOptions = {
       for (const key of chosen) {
         // The engine's claim (the attempt counted, the lease's timer set), with this queue's lease state.
         const row = yield* core.handle.lease(key, until, now, JobsTable.leaseState(until, workerId))
-        if (row !== undefined) leased.push(row)
+        if (row === undefined) continue
+        leased.push(row)
+        Keyed.started(core, row.turn)
       }
       return leased
     })
@@ -268,18 +277,26 @@ export const complete = (core: Core, queue: QueueRuntime, id: string, token: num
         : Validate.unstorableInput("result", failure))
     const { guard, row } = yield* held(core, queue, id, fence)
     yield* core.handle.settle(row, { _tag: "Success", value: text }, guard)
-    yield* afterSettle(core, queue)
+    yield* afterSettle(core, queue, row)
   }).pipe(Effect.withSpan("Jobs.complete"))
 
-/** A transport queue at its concurrency dispatches the job it held back, now that a lease ended. */
-const afterSettle = (core: Core, queue: QueueRuntime) =>
-  queue.options.external?.transport === undefined || queue.options.concurrency === undefined
-    ? Effect.void
-    : Effect.flatMap(Clock.currentTimeMillis, (now) =>
-      Effect.asVoid(core.handle.writePending(
-        Transport.freeSlot(core, queue, now),
-        (rows) => rows.map((row) => ({ key: String(row.key), at: now, start: true }))
-      )))
+/**
+ * A transport queue at its concurrency dispatches the job it held back, now that a lease ended; at a
+ * concurrency by key, the first job waiting for the settled job's key.
+ */
+const afterSettle = (core: Core, queue: QueueRuntime, settled: Row) =>
+  Effect.zipRight(
+    queue.options.external?.transport === undefined || queue.options.concurrency === undefined
+      ? Effect.void
+      : Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        Effect.asVoid(core.handle.writePending(
+          Transport.freeSlot(core, queue, now),
+          (rows) => rows.map((row) => ({ key: String(row.key), at: now, start: true }))
+        ))),
+    queue.options.external?.transport === undefined || typeof settled.concurrency_key !== "string"
+      ? Effect.void
+      : Keyed.release(core, queue, settled.concurrency_key)
+  )
 
 /**
  * Fails the leased attempt with `error`: retried under the queue's policy (it waits for a later lease
@@ -311,7 +328,7 @@ export const fail = (
     const failure = Object.assign(new Error(described.message), { name: described.name })
     const { guard, row } = yield* held(core, queue, id, fence)
     yield* core.handle.settle(row, { _tag: "Failure", error: failure, terminal: options?.retryable === false }, guard)
-    yield* afterSettle(core, queue)
+    yield* afterSettle(core, queue, row)
   }).pipe(Effect.withSpan("Jobs.fail"))
 
 /** A consumer's first call about an envelope: the job and this delivery's own token, if `token` still holds it. */

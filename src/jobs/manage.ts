@@ -15,6 +15,7 @@ import { canceledMessage, type Core, invalidInput, type QueueRuntime, rankOf, re
 import * as DeadLettersTable from "./deadLettersTable.js"
 import * as Flow from "./flow.js"
 import * as JobsTable from "./jobsTable.js"
+import * as Keyed from "./keyed.js"
 import * as Options from "./options.js"
 import * as QueuesTable from "./queuesTable.js"
 import type { CleanOptions, RateLimit } from "./types.js"
@@ -252,7 +253,9 @@ export const redrive = (core: Core, queue: QueueRuntime, ids: ReadonlyArray<stri
               generation: crypto.randomUUID(),
               at: now,
               seq: core.seq.next++,
-              payload: String(letter.payload)
+              payload: String(letter.payload),
+              concurrencyKey: yield* Keyed.storedKeyOf(queue, String(letter.payload)),
+              turn: (yield* Keyed.floorOf(core)) ?? 0
             })
             // Otherwise the id belongs to a job that is unfinished again (retried meanwhile): that is the redrive.
             if (again !== undefined) made.push({ key, at: now, start: true })

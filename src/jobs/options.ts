@@ -24,6 +24,23 @@ export interface GroupRateLimit<P = unknown> extends RateLimit {
 }
 
 /**
+ * A queue's concurrency per key (e.g. per customer): at most `limit` of its jobs with one key run at
+ * once, `total` of the queue's jobs in all. `key` is computed from the payload when the job is added
+ * and stored with it, so the limit holds across evictions and for external workers' leases.
+ */
+export interface KeyedConcurrency<P = unknown> {
+  /**
+   * The key a job's payload belongs to (e.g. its tenant); called once, at `add`. (A method: a queue's options
+   * typed for any payload still fit a queue of one.)
+   */
+  key(payload: P): string
+  /** Jobs with one key running (or leased) at once: 1 makes each key a singleton. */
+  readonly limit: number
+  /** Jobs of the queue running at once whatever their keys, as a plain `concurrency`. Default: no own limit. */
+  readonly total?: number | undefined
+}
+
+/**
  * How many finished jobs a queue keeps: the newest `count`, none older than `ageMs`. `Time`: a
  * Duration or milliseconds on the Effect face, milliseconds (`Retention<number>`) on the promise face.
  */
@@ -36,8 +53,11 @@ export interface Retention<Time = Duration.DurationInput> {
 
 /** A queue's own options: its concurrency, rate limits, retention, logs and how its jobs are processed. */
 export interface QueueOptions {
-  /** Jobs of this queue running at once, inside the scheduler's shared permits. Default: no own limit. */
-  readonly concurrency?: number | undefined
+  /**
+   * Jobs of this queue running at once, inside the scheduler's shared permits; or a limit per key of the
+   * payload (`{ key, limit, total? }`). Default: no own limit.
+   */
+  readonly concurrency?: number | KeyedConcurrency<never> | undefined
   /** A token bucket for the whole queue: a job starts only with a token, so bursts are bounded. */
   readonly rateLimit?: RateLimit | undefined
   /**
@@ -95,7 +115,10 @@ export const MIN_LEASE_MS = 1_000
 export const MAX_LEASE_MS = 86_400_000
 
 export interface Resolved {
+  /** The queue's own limit, whatever the keys (a keyed concurrency's `total`). */
   readonly concurrency: number | undefined
+  /** Set for a concurrency by key. */
+  readonly keyed: { readonly key: (payload: unknown) => string; readonly limit: number } | undefined
   readonly rateLimit: RateLimit | undefined
   readonly groupRateLimit: GroupRateLimit<unknown> | undefined
   readonly removeOnComplete: Retention<number> | undefined
@@ -159,13 +182,34 @@ const retention = (field: string, value: unknown): Effect.Effect<Retention<numbe
   })
 }
 
+/** A queue's `concurrency` checked: a number, or a limit per key (`field` names it in messages). */
+const concurrencyOf = (
+  field: string,
+  value: unknown
+): Effect.Effect<Pick<Resolved, "concurrency" | "keyed">, InvalidOptionError> => {
+  if (value === undefined) return Effect.succeed({ concurrency: undefined, keyed: undefined })
+  if (typeof value === "number") {
+    return isPositiveInteger(value)
+      ? Effect.succeed({ concurrency: value, keyed: undefined })
+      : Effect.fail(invalid(field, "range", "must be a positive integer", value))
+  }
+  if (!isObject(value)) return Effect.fail(invalid(field, "type", "must be a positive integer or an object { key, limit, total? }", value))
+  if (typeof value.key !== "function") return Effect.fail(invalid(`${field}.key`, "type", "must be a function (payload) => string", value.key))
+  if (!isPositiveInteger(value.limit)) return Effect.fail(invalid(`${field}.limit`, "range", "must be a positive integer", value.limit))
+  if (value.total !== undefined && !isPositiveInteger(value.total)) {
+    return Effect.fail(invalid(`${field}.total`, "range", "must be a positive integer", value.total))
+  }
+  return Effect.succeed({
+    concurrency: value.total as number | undefined,
+    keyed: { key: value.key as (payload: unknown) => string, limit: value.limit as number }
+  })
+}
+
 /** The queue's options, checked; `prefix` is e.g. "queues.email.". */
 export const resolve = (prefix: string, options: QueueOptions): Effect.Effect<Resolved, InvalidOptionError> =>
   Effect.gen(function*() {
-    const { concurrency, deadLetter, groupRateLimit, keepLogs, maxPayloadBytes, rateLimit } = options
-    if (concurrency !== undefined && !isPositiveInteger(concurrency)) {
-      return yield* invalid(`${prefix}concurrency`, "range", "must be a positive integer", concurrency)
-    }
+    const { deadLetter, groupRateLimit, keepLogs, maxPayloadBytes, rateLimit } = options
+    const { concurrency, keyed } = yield* concurrencyOf(`${prefix}concurrency`, options.concurrency)
     if (rateLimit !== undefined) {
       const problem = rateLimitProblem(`${prefix}rateLimit`, rateLimit)
       if (problem !== undefined) return yield* Effect.fail(problem as InvalidOptionError)
@@ -236,6 +280,7 @@ export const resolve = (prefix: string, options: QueueOptions): Effect.Effect<Re
         }
         : undefined,
       concurrency,
+      keyed,
       rateLimit: rateLimit === undefined ? undefined : { capacity: rateLimit.capacity, refillPerSecond: rateLimit.refillPerSecond },
       groupRateLimit: groupRateLimit as GroupRateLimit<unknown> | undefined,
       removeOnComplete: yield* retention(`${prefix}removeOnComplete`, options.removeOnComplete),

@@ -177,5 +177,32 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
       DROP INDEX IF EXISTS ${JOBS}_queue_leased_idx;
       DROP INDEX IF EXISTS ${JOBS}_queue_due_idx;`,
     presentWhen: MigrationSql.indexExists(`${JOBS}_queue_due_idx`)
+  },
+  {
+    name: "durability_0019_jobs_concurrency_keys",
+    // A queue's concurrency by key: each job's key, computed from its payload at `add` (so it is durable), whether
+    // it waits for a running job of its key to end (`waiting_key`), and its round (`turn`: a key's jobs take
+    // successive rounds, so start order goes round by round across keys; 0 in objects without keys). The start
+    // order's index takes the round (0 everywhere else: the same order, the same plan). The others are partial, as
+    // small as the jobs with a key, those waiting for it, the leases out, and the rounds of jobs without a key.
+    up: `ALTER TABLE ${JOBS} ADD COLUMN concurrency_key TEXT;
+      ALTER TABLE ${JOBS} ADD COLUMN waiting_key INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE ${JOBS} ADD COLUMN turn INTEGER NOT NULL DEFAULT 0;
+      DROP INDEX IF EXISTS ${JOBS}_order_idx;
+      CREATE INDEX ${JOBS}_order_turn_idx ON ${JOBS} (status, priority DESC, turn, seq);
+      CREATE INDEX ${JOBS}_key_turn_idx ON ${JOBS} (queue, concurrency_key, turn) WHERE concurrency_key IS NOT NULL;
+      CREATE INDEX ${JOBS}_key_waiting_idx ON ${JOBS} (queue, concurrency_key, priority DESC, turn, seq) WHERE waiting_key = 1;
+      CREATE INDEX ${JOBS}_key_leased_idx ON ${JOBS} (queue, concurrency_key) WHERE leased_until IS NOT NULL;
+      CREATE INDEX ${JOBS}_keyless_turn_idx ON ${JOBS} (turn) WHERE concurrency_key IS NULL AND turn > 0`,
+    down: `DROP INDEX IF EXISTS ${JOBS}_keyless_turn_idx;
+      DROP INDEX IF EXISTS ${JOBS}_key_leased_idx;
+      DROP INDEX IF EXISTS ${JOBS}_key_waiting_idx;
+      DROP INDEX IF EXISTS ${JOBS}_key_turn_idx;
+      DROP INDEX IF EXISTS ${JOBS}_order_turn_idx;
+      CREATE INDEX ${JOBS}_order_idx ON ${JOBS} (status, priority DESC, seq);
+      ALTER TABLE ${JOBS} DROP COLUMN turn;
+      ALTER TABLE ${JOBS} DROP COLUMN waiting_key;
+      ALTER TABLE ${JOBS} DROP COLUMN concurrency_key;`,
+    presentWhen: MigrationSql.columnExists(JOBS, "concurrency_key")
   }
 ]

@@ -28,6 +28,7 @@ import * as StepMemo from "../steps/memo.js"
 import type * as Watchers from "../engine/watchers.js"
 import * as Core from "./core.js"
 import type { AnyQueueDefinition, CurrentJobTag } from "./definition.js"
+import * as Keyed from "./keyed.js"
 import * as Options from "./options.js"
 import * as JobsSchema from "./schema.js"
 import type * as Types from "./types.js"
@@ -54,6 +55,7 @@ export const queuesOf = (definitions: unknown, options: Policy.ExecutionOptions)
         options: resolved,
         maxAttempts: policy.maxAttempts,
         slot: resolved.concurrency === undefined ? undefined : Slot.make(resolved.concurrency),
+        ...(resolved.keyed === undefined || resolved.external !== undefined ? {} : { keys: Keyed.makeState(policy.attemptTimeoutMs) }),
         override: undefined,
         paused: false
       })
@@ -144,5 +146,5 @@ export const spec = <I>(
   isTerminal: () => isTerminal,
   releaseKeysOnPurge: true,
   purgeReason: () => new JobCanceledError({ message: "The job was purged" }),
-  participant: () => Core.participant(core, context, currentJob)
+  participant: () => Keyed.givingKeysBack(core, Core.participant(core, context, currentJob))
 })

@@ -2,7 +2,8 @@
  * Model test of the job queues (issue 13, reliability).
  *
  * A seeded PRNG draws a long history for one object with four queues: `work` (plain), `parent`
- * (flow parents), `limited` (a queue token bucket and one bucket per tenant, concurrency 2) and
+ * (flow parents), `limited` (a queue token bucket and one bucket per tenant, concurrency 2),
+ * `keyed` (a concurrency by tenant: one running job per tenant, 2 in all; its keys take turns) and
  * `kept` (retention by count; some flow parents too). Steps: add (generated or repeated ids, delays, priorities), add with
  * a dedup key (drop while unfinished, throttle by ttl, replace while not started), addBulk (some
  * items sharing a dedup key), flows of two levels whose children fail (`onFailure` fail or ignore),
@@ -20,7 +21,8 @@
  * unfinished job per live dedup key, a throttled key accepts one job per ttl, retention bound held,
  * no lost wake-up for a due job, a rejected call changed nothing; in the handlers: at most one run
  * per job at a time, no run of a paused queue, a parent runs only once its children finished and
- * none of its `fail` children failed, a replaced payload is the one that runs. At the end, after
+ * none of its `fail` children failed, a replaced payload is the one that runs, at most one run per tenant
+ * and two in all in the keyed queue. At the end, after
  * time ran out (queues resumed, faults cleared, the object's own wake-ups): every job ended in
  * one final state its handler runs explain, one ledger effect per completed job, at most one
  * `completed` event per job, and the runs of the rate-limited queue fit its buckets over every
@@ -59,8 +61,10 @@ const TTL_MS = 5_000
 /** Simulated time the drain may take at the end (rate-limited backlogs wait for tokens). */
 const DRAIN_MS = 6 * 3_600_000
 
-type QueueName = "work" | "parent" | "limited" | "kept"
-const QUEUES: ReadonlyArray<QueueName> = ["work", "parent", "limited", "kept"]
+type QueueName = "work" | "parent" | "limited" | "keyed" | "kept"
+const QUEUES: ReadonlyArray<QueueName> = ["work", "parent", "limited", "keyed", "kept"]
+/** The keyed queue's concurrency: one running job per tenant, two in all. */
+const KEYED = { limit: 1, total: 2 }
 
 /**
  * What a job's handler does on attempt n: `ok` succeeds; `flaky` fails (retryable) on attempt 1;
@@ -127,6 +131,8 @@ interface Figures {
   rateLimitedStarts: number
   /** The fullest any window of the limited queue's buckets came to its bound (1 = at the bound). */
   fullestWindow: number
+  /** The most runs of one tenant of the keyed queue at once (its limit is 1). */
+  keyedMost: number
   retentionRemoved: number
   duplicateSuccessfulRuns: number
   violations: number
@@ -229,6 +235,16 @@ const runSeed = (seed: number, steps: number, figures: Figures, verdict: Verdict
         const running = (active.get(key) ?? 0) + 1
         active.set(key, running)
         expectThat(running === 1, () => `${running} runs of ${key} at once`)
+        const tenant = queue === "keyed" ? `keyed/${job.payload.tenant ?? "none"}` : undefined
+        if (tenant !== undefined) {
+          const ofTenant = (active.get(tenant) ?? 0) + 1
+          active.set(tenant, ofTenant)
+          const ofQueue = (active.get("keyed") ?? 0) + 1
+          active.set("keyed", ofQueue)
+          figures.keyedMost = Math.max(figures.keyedMost, ofTenant)
+          expectThat(ofTenant <= KEYED.limit, () => `${ofTenant} runs of ${tenant} at once (limit ${KEYED.limit})`)
+          expectThat(ofQueue <= KEYED.total, () => `${ofQueue} runs of the keyed queue at once (total ${KEYED.total})`)
+        }
         expectThat(job.attempt <= MAX_ATTEMPTS, () => `${key} ran attempt ${job.attempt} > ${MAX_ATTEMPTS}`)
         const since = paused.get(queue)
         // A claim made at the instant of the pause may still start: only later starts are wrong.
@@ -243,6 +259,10 @@ const runSeed = (seed: number, steps: number, figures: Figures, verdict: Verdict
           Effect.onExit((exit) =>
             Effect.sync(() => {
               active.set(key, (active.get(key) ?? 1) - 1)
+              if (tenant !== undefined) {
+                active.set(tenant, (active.get(tenant) ?? 1) - 1)
+                active.set("keyed", (active.get("keyed") ?? 1) - 1)
+              }
               run.faultsAtEnd = storage.injected.length
               if (Exit.isSuccess(exit)) run.outcome = "ok"
               else if (Exit.isInterrupted(exit)) run.outcome = "interrupted"
@@ -300,6 +320,11 @@ const runSeed = (seed: number, steps: number, figures: Figures, verdict: Verdict
         rateLimit: LIMIT,
         groupRateLimit: { ...GROUP_LIMIT, key: (payload: Payload) => payload.tenant ?? "none" },
         handler: handlerOf("limited")
+      }),
+      keyed: Jobs.queue({
+        retries,
+        concurrency: { key: (payload: Payload) => payload.tenant ?? "none", ...KEYED },
+        handler: handlerOf("keyed")
       }),
       kept: Jobs.queue({
         retries,
@@ -413,10 +438,12 @@ const runSeed = (seed: number, steps: number, figures: Figures, verdict: Verdict
         }
       })
 
-    const addBulk = (where: string, queue: "work" | "limited", count: number) =>
+    const addBulk = (where: string, queue: "work" | "limited" | "keyed", count: number) =>
       Effect.gen(function*() {
         const items = Array.from({ length: count }, () => {
-          const payload = queue === "limited"
+          const payload = queue === "keyed"
+            ? payloadOf(["ok", "flaky", "slow", "doomed", "exhaust"], random.pick(["a", "b", "c"]))
+            : queue === "limited"
             ? payloadOf(["ok", "ok", "flaky", "slow"], random.pick(["a", "b", "c"]))
             : payloadOf(["ok", "flaky", "doomed", "slow", "exhaust"])
           const shared = queue === "work" && random.chance(0.3)
@@ -621,9 +648,12 @@ const runSeed = (seed: number, steps: number, figures: Figures, verdict: Verdict
       } else if (roll < 37) {
         where += " flow"
         yield* flow(where)
-      } else if (roll < 46) {
+      } else if (roll < 42) {
         where += " add limited"
         yield* addBulk(where, "limited", 1 + random.int(5))
+      } else if (roll < 46) {
+        where += " add keyed"
+        yield* addBulk(where, "keyed", 1 + random.int(5))
       } else if (roll < 52) {
         const payload = payloadOf(["ok", "ok", "flaky", "doomed"])
         where += ` add kept ${JSON.stringify(payload)}`
@@ -818,6 +848,7 @@ describe("jobs model", () => {
       replaced: 0,
       rateLimitedStarts: 0,
       fullestWindow: 0,
+      keyedMost: 0,
       retentionRemoved: 0,
       duplicateSuccessfulRuns: 0,
       violations: 0,

@@ -6,7 +6,7 @@
  * some delayed or prioritized; adds with dedup keys (drop while unfinished, throttle by ttl,
  * replace while not started); flows of two levels whose children fail with `onFailure` fail or
  * ignore; a rate-limited queue (a queue bucket and one per tenant) that is paused for a while; a
- * queue with retention by count, holding some flow parents too; and cancels of jobs in any state. One add, flow or cancel per
+ * queue with a concurrency by tenant (one at a time per tenant, two in all); a queue with retention by count, holding some flow parents too; and cancels of jobs in any state. One add, flow or cancel per
  * RPC, as separate requests would. While they drain, through the engine's timers, real platform
  * alarms and `runDurableObjectAlarm`, a seeded PRNG resets the object (`state.abort()`) at random
  * moments: in adds, in alarm passes, in handlers. Each reset is followed by an audit of the stored
@@ -21,7 +21,8 @@
  * child finished and none of its `fail` children failed, and was never left waiting; the jobs of
  * one dedup key never unfinished together, one throttled job per ttl; no start of the paused queue
  * while paused; over every window t of the rate-limited queue's claims, started ≤ capacity +
- * refill × t for the queue's bucket and each tenant's, across every reset.
+ * refill × t for the queue's bucket and each tenant's, across every reset; no two handlers of one tenant of the
+ * keyed queue at once, nor more than its total.
  *
  * A run reports three things apart (test/shared/Verdict.ts): invariant violations, the only failures
  * called so; harness problems (a call of the driver unanswered through its retries, a premise of the run
@@ -58,6 +59,7 @@ const WORK_JOBS = 100
 const DEDUP_ADDS = 30
 const LIMITED_JOBS = 60
 const KEPT_JOBS = 30
+const KEYED_JOBS = 30
 const FLOWS = 12
 const CANCELS = 10
 const BATCH = 16
@@ -139,6 +141,8 @@ it("eviction chaos: jobs, flows, dedup and rate limits survive random resets, no
     platformAlarmDeliveries: 0,
     calls: 0,
     callsCutByResets: 0,
+    keyedCalls: 0,
+    keyedMostAtOnce: 0,
     completed: 0,
     failed: {} as Record<string, number>,
     canceled: 0,
@@ -278,6 +282,16 @@ it("eviction chaos: jobs, flows, dedup and rate limits survive random resets, no
         queue: "limited",
         id: `l-${n}`,
         payload: { behaviour: pick(["ok", "ok", "ok", "flaky", "slow"] as const), tenant: pick(["a", "a", "a", "b", "b", "c"]) }
+      }
+    })
+  }
+  for (let n = 0; n < KEYED_JOBS; n++) {
+    steps.push({
+      _tag: "add",
+      spec: {
+        queue: "keyed",
+        id: `q-${n}`,
+        payload: { behaviour: pick(["ok", "ok", "slow", "slow", "flaky", "doomed"] as const), tenant: pick(["a", "a", "a", "b", "c"]) }
       }
     })
   }
@@ -621,6 +635,27 @@ it("eviction chaos: jobs, flows, dedup and rate limits survive random resets, no
     windows("limited queue bucket", claims.map((call) => call.claimed_at), JOBS_CHAOS.rateLimit)
     for (const tenant of ["a", "b", "c"]) {
       windows(`limited tenant ${tenant}`, claims.filter((call) => call.tenant === tenant).map((call) => call.claimed_at), JOBS_CHAOS.groupRateLimit)
+    }
+
+    // Concurrency by key: within an instance (a reset ends every call of the one before), the calls of one tenant
+    // never overlap, and at most the queue's total overlap; a call cut by a reset lasted until its instance ended.
+    // Calls are recorded as they start (`seq` is start order: the clock has millisecond ties); one that starts in
+    // the millisecond another ended counts as after it.
+    const keyedCalls = state.calls.filter((call) => call.queue === "keyed")
+    figures.keyedCalls = keyedCalls.length
+    for (const call of keyedCalls) {
+      const end = call.ended_at ?? Number.POSITIVE_INFINITY
+      const during = keyedCalls.filter((other) => other.instance === call.instance && other.seq > call.seq && other.started_at < end)
+      const sameTenant = during.filter((other) => other.tenant === call.tenant)
+      if (sameTenant.length > 0) {
+        verdict.violation(`keyed tenant ${call.tenant}: ${sameTenant.map((other) => other.id).join()} started while ${call.id}#${call.attempt} ran`)
+      }
+      const overlapping = 1 + keyedCalls.filter((other) =>
+        other.instance === call.instance && other.seq < call.seq && other.started_at <= call.started_at &&
+        (other.ended_at ?? Number.POSITIVE_INFINITY) > call.started_at
+      ).length
+      figures.keyedMostAtOnce = Math.max(figures.keyedMostAtOnce, overlapping)
+      if (overlapping > JOBS_CHAOS.keyedTotal) verdict.violation(`keyed: ${overlapping} calls at once as ${call.id} started (total ${JOBS_CHAOS.keyedTotal})`)
     }
 
     // The premises of what the run is meant to exercise: unmet, the run proves less (a harness problem).

@@ -3,7 +3,7 @@
  *
  * A `LeasesChaosObject` (objects/LeasesChaosObject.ts, public promise API) holds two external queues
  * (`loose`: 5 attempts, 3 expired leases survived; `tight`: 3 attempts, 1 survived, 6 leases out at
- * most), with leases of 1 s. Simulated workers (async loops here, one RPC per call as a worker
+ * most and 2 per key, a concurrency by key), with leases of 1 s. Simulated workers (async loops here, one RPC per call as a worker
  * elsewhere would make) lease jobs and, as a seeded PRNG draws: finish honestly (an effect written to
  * the `EffectLedger` under the job's `idempotencyKey`, then `complete`); work long with heartbeats;
  * die (stop without settling, a new worker takes their place); finish late, after their lease ended
@@ -12,7 +12,7 @@
  * job was leased again). A call cut by a reset is sent again (another duplicate). Meanwhile the PRNG
  * resets the object (`state.abort()`); after each reset an audit of the stored state: every lease
  * out has the platform alarm by max(its end, now + `alarmMinDelayMs`) for its reclaim; no final job
- * holds a lease; no token behind its attempts; `tight` within its concurrency.
+ * holds a lease; no token behind its attempts; `tight` within its concurrency and its limit by key.
  *
  * At the end all workers stop, the leases they held expire and are reclaimed, a final honest worker
  * drains both queues. From the object's own history (each lease with its token, each write asked with
@@ -131,6 +131,7 @@ it("eviction chaos with external workers: deaths, late and duplicate deliveries,
   const figures = {
     seed,
     jobs: JOBS.loose + JOBS.tight,
+    tightMostPerKey: 0,
     workers: 0,
     deaths: 0,
     leases: 0,
@@ -203,6 +204,9 @@ it("eviction chaos with external workers: deaths, late and duplicate deliveries,
           for (const key of seen.tokenBehind) once("token behind", key, `${when}: ${key} has a token below its attempts`)
           const cap = LEASES_CHAOS.queues.tight.concurrency
           if (seen.tightLeased > cap) verdict.violation(`${when}: ${seen.tightLeased} leases out in tight (concurrency ${cap})`)
+          const perKey = LEASES_CHAOS.queues.tight.keyLimit
+          figures.tightMostPerKey = Math.max(figures.tightMostPerKey, seen.tightMostPerKey)
+          if (seen.tightMostPerKey > perKey) verdict.violation(`${when}: ${seen.tightMostPerKey} leases out for one key in tight (limit ${perKey})`)
         } else figures.auditsDuringAlarmDelivery++
         const latest = seen.leased === 0 || seen.earliestLeaseEnd === null
           ? null

@@ -254,6 +254,25 @@ describe("jobs through Cloudflare Queues: pause, rate limits, an interrupted sen
     await expectSettled(stub, 3)
   }, TEST_MS)
 
+  it("a concurrency by key holds on the transport path: one lease out per key, the next sent once it settles", async () => {
+    const { stub, work } = fresh()
+    await stub.add("k1", work({ tag: "t", hold: "k1-go" }), "keyed")
+    await stub.add("k2", work({ tag: "t" }), "keyed")
+    await stub.add("o1", work({ tag: "other" }), "keyed")
+    // k1 and o1 are sent and run; k2 waits for its key, neither leased nor counted.
+    await waitFor(() => stub.calls(), (calls) => ["k1", "o1"].every((id) => calls.some((call) => call.id === id)), DELIVERY_MS)
+    const k2 = (await stub.leaseRows()).find((row) => row.id === "k2")
+    expect(k2).toMatchObject({ attempt: 0, leased_until: null, waiting_key: 1 })
+    await stub.open("k1-go")
+    const info = (id: string) => () => stub.info(id, "keyed") as Promise<DurableJobInfo<QueuedWork> | undefined>
+    const k1Done = await waitFor(info("k1"), (job) => job?.state === "completed", DELIVERY_MS)
+    const k2Done = await waitFor(info("k2"), (job) => job?.state === "completed", DELIVERY_MS)
+    expect(k2Done).toMatchObject({ attempt: 1 })
+    // k2 was leased (its claim) once k1 had settled, not before.
+    expect(k2Done!.startedAt!).toBeGreaterThanOrEqual(k1Done!.finishedAt!)
+    await expectSettled(stub, 3)
+  }, TEST_MS)
+
   it("an object reset between its lease and the send: the envelope stays in the outbox and is sent after the reset", async () => {
     const { id, stub: first, work } = fresh()
     await first.failSends()

@@ -4,6 +4,7 @@
  * - `work`: plain jobs and the children of flows;
  * - `parent`: the parents of flows (they, and those in `kept`, check their children when they run);
  * - `limited`: a queue token bucket and one bucket per tenant, concurrency 3;
+ * - `keyed`: a concurrency by tenant: one running job per tenant, `keyedTotal` in all;
  * - `kept`: retention by count (`removeOnComplete`, `removeOnFail`); some flow parents too.
  * A job's payload says what its handler does (see `JobBehaviour`).
  *
@@ -39,7 +40,7 @@ import type { ApplyResult, EffectLedger } from "./EffectLedger.js"
  */
 export type JobBehaviour = "ok" | "flaky" | "doomed" | "slow" | "exhaust"
 
-export type JobsChaosQueue = "work" | "parent" | "limited" | "kept"
+export type JobsChaosQueue = "work" | "parent" | "limited" | "keyed" | "kept"
 
 export interface JobsChaosPayload {
   readonly behaviour: JobBehaviour
@@ -56,6 +57,7 @@ export const JOBS_CHAOS = {
   rateLimit: { capacity: 5, refillPerSecond: 8 },
   groupRateLimit: { capacity: 3, refillPerSecond: 4 },
   limitedConcurrency: 3,
+  keyedTotal: 2,
   kept: { completed: 5, failed: 3 }
 } as const
 
@@ -277,6 +279,11 @@ export class JobsChaosObject extends DurableObject<JobsChaosEnv> {
           rateLimit: JOBS_CHAOS.rateLimit,
           groupRateLimit: { ...JOBS_CHAOS.groupRateLimit, key: (payload: JobsChaosPayload) => payload.tenant ?? "none" },
           handler: (job: DurableJob<JobsChaosPayload>) => this.invoke("limited", job)
+        },
+        keyed: {
+          ...common,
+          concurrency: { key: (payload: JobsChaosPayload) => payload.tenant ?? "none", limit: 1, total: JOBS_CHAOS.keyedTotal },
+          handler: (job: DurableJob<JobsChaosPayload>) => this.invoke("keyed", job)
         },
         kept: {
           ...common,

@@ -13,6 +13,8 @@
  * - `retained`: keeps the newest `JOBS.retained` completed jobs; logs a line per job.
  * - `slow`: attempts up to `holdAttempts` wait for their signal (a cancel, or a reset of the object).
  * - `report`: a flow's parent; returns its children's values.
+ * - `keyed`: one running job per `tenant`, `JOBS.keyedTotal` in all; attempts up to `holdAttempts` wait for their
+ *   signal, `holdUntil` for its gate; each call notes how many of its tenant ran in this instance as it started.
  */
 import { DurableObject } from "cloudflare:workers"
 import { Gates } from "./gates.js"
@@ -46,10 +48,11 @@ export const JOBS = {
   limited: { capacity: 3, refillPerSecond: 4 },
   limitedGroup: { capacity: 2, refillPerSecond: 2 },
   retained: 5,
-  plainMaxPayloadBytes: 1_024
+  plainMaxPayloadBytes: 1_024,
+  keyedTotal: 2
 } as const
 
-export type QueueName = "plain" | "ordered" | "limited" | "flaky" | "retained" | "slow" | "report"
+export type QueueName = "plain" | "ordered" | "limited" | "flaky" | "retained" | "slow" | "report" | "keyed"
 
 export interface Work {
   readonly tag?: string
@@ -142,6 +145,9 @@ export interface JobRow {
   readonly result: string | null
   readonly progress: string | null
   readonly group_key: string | null
+  readonly concurrency_key: string | null
+  readonly waiting_key: number
+  readonly turn: number
   readonly parent_key: string | null
   readonly children_pending: number
   readonly last_error: string | null
@@ -281,6 +287,23 @@ export class JobsObject extends DurableObject {
       },
       report: {
         handler: (job: DurableJob<Work>) => this.call(job, async () => ({ children: await job.childrenValues() }))
+      },
+      keyed: {
+        concurrency: { key: (payload: Work) => payload.tenant ?? "none", limit: 1, total: JOBS.keyedTotal },
+        handler: (job: DurableJob<Work>) =>
+          this.call(job, async (note) => {
+            const tenant = `keyed/${job.payload.tenant ?? "none"}`
+            const running = (this.active.get(tenant) ?? 0) + 1
+            this.active.set(tenant, running)
+            note(`tenant ${running}`)
+            try {
+              if (job.attempt <= (job.payload.holdAttempts ?? 0)) await untilAborted(job.signal)
+              if (job.payload.holdUntil !== undefined) await this.gates.opened(job.payload.holdUntil)
+              return { tag: job.payload.tag ?? null }
+            } finally {
+              this.active.set(tenant, (this.active.get(tenant) ?? 1) - 1)
+            }
+          })
       }
     }
   })

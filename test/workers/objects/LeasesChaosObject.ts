@@ -4,7 +4,7 @@
  * here: workers elsewhere lease the jobs):
  * - `loose`: up to 5 attempts, a job survives 3 expired leases;
  * - `tight`: up to 3 attempts, 1 expired lease survived (the second fails it, `JobStalledError`),
- *   at most 6 leases out at once.
+ *   at most 6 leases out at once, and 2 per key (a concurrency by key: job n's key is `k<n % 3>`).
  *
  * Every lease handed out (job, token, attempt, lease end, worker) and every write a worker asks
  * (`heartbeat`, `complete`, `fail`, with its token) is recorded in the object's own table, which
@@ -29,8 +29,8 @@ export const LEASES_CHAOS = {
   alarmMinDelayMs: 1_000,
   retryDelayMs: 60,
   queues: {
-    loose: { maxAttempts: 5, maxStalled: 3, concurrency: undefined },
-    tight: { maxAttempts: 3, maxStalled: 1, concurrency: 6 }
+    loose: { maxAttempts: 5, maxStalled: 3, concurrency: undefined, keyLimit: undefined },
+    tight: { maxAttempts: 3, maxStalled: 1, concurrency: 6, keyLimit: 2 }
   }
 } as const
 
@@ -140,6 +140,8 @@ export interface LeasesChaosAudit {
   readonly tokenBehind: ReadonlyArray<string>
   /** Leases out in `tight`, against its concurrency. */
   readonly tightLeased: number
+  /** The most leases out in `tight` for one key, against its limit by key. */
+  readonly tightMostPerKey: number
   readonly unfinished: number
 }
 
@@ -182,13 +184,17 @@ const describe = (error: unknown): { readonly name: string; readonly message: st
   error instanceof Error ? { name: error.name, message: error.message } : { name: "Unknown", message: String(error) }
 
 const external = (queue: LeasesChaosQueue) => {
-  const { concurrency, maxAttempts, maxStalled } = LEASES_CHAOS.queues[queue]
+  const { concurrency, keyLimit, maxAttempts, maxStalled } = LEASES_CHAOS.queues[queue]
   return {
     processing: "external" as const,
     leaseMs: LEASES_CHAOS.leaseMs,
     maxStalled,
     retries: { maxAttempts, delay: () => LEASES_CHAOS.retryDelayMs },
-    ...(concurrency === undefined ? {} : { concurrency })
+    ...(concurrency === undefined
+      ? {}
+      : keyLimit === undefined
+      ? { concurrency }
+      : { concurrency: { key: (payload: LeasesChaosPayload) => `k${payload.n % 3}`, limit: keyLimit, total: concurrency } })
   }
 }
 
@@ -367,6 +373,10 @@ export class LeasesChaosObject extends DurableObject {
     const [unfinished] = sql.exec<{ n: number }>(
       "SELECT COUNT(*) AS n FROM durability_jobs WHERE status IN ('pending', 'waiting_children')"
     ).toArray()
+    const [perKey] = sql.exec<{ n: number | null }>(
+      `SELECT MAX(n) AS n FROM (SELECT COUNT(*) AS n FROM durability_jobs
+       WHERE queue = 'tight' AND status = 'pending' AND leased_until IS NOT NULL GROUP BY concurrency_key)`
+    ).toArray()
     const now = Date.now()
     const alarm = await this.ctx.storage.getAlarm()
     return {
@@ -378,6 +388,7 @@ export class LeasesChaosObject extends DurableObject {
       finalHolding,
       tokenBehind,
       tightLeased: leased!.tight ?? 0,
+      tightMostPerKey: perKey?.n ?? 0,
       unfinished: unfinished!.n
     }
   }

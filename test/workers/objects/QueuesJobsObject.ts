@@ -55,7 +55,7 @@ export interface QueuedWork {
   readonly holdAttempt?: number
 }
 
-export type QueueName = "email" | "lossy" | "limited" | "outboxed" | "severed" | "effectful"
+export type QueueName = "email" | "lossy" | "limited" | "outboxed" | "severed" | "effectful" | "keyed"
 
 export interface QueuesEnv {
   readonly JOBS_QUEUE: Queue
@@ -86,6 +86,8 @@ export interface LeaseRow {
   readonly attempt: number
   readonly lease_token: number
   readonly leased_until: number | null
+  /** Waits for its key (a concurrency by key). */
+  readonly waiting_key: number
 }
 
 const CREATE = `
@@ -121,6 +123,12 @@ export class QueuesJobsObject extends DurableObject<QueuesEnv> {
       limited: { processing: { queue: this.env.JOBS_QUEUE }, leaseMs: TRANSPORT.leaseMs, rateLimit: { capacity: 1, refillPerSecond: 1 } },
       // Its consumer is cut off after `start` until the gate "severed-reachable" opens (see jobsCall).
       severed: { processing: { queue: this.env.JOBS_QUEUE }, leaseMs: TRANSPORT.leaseMs },
+      // One lease out per `tag` (a concurrency by key): the next job of a tag is sent once the one out settles.
+      keyed: {
+        processing: { queue: this.env.JOBS_QUEUE },
+        leaseMs: TRANSPORT.leaseMs,
+        concurrency: { key: (payload: QueuedWork) => payload.tag ?? "none", limit: 1 }
+      },
       // Its sends fail until this instance is reset (`failSends`): an outbox whose send was interrupted.
       outboxed: { processing: { queue: this.flakyProducer() }, leaseMs: 60_000 },
       // Consumed by the Effect consumer (`JobsConsumer`): its handler is an Effect, interrupted when the lease is lost.
@@ -208,7 +216,9 @@ export class QueuesJobsObject extends DurableObject<QueuesEnv> {
   }
 
   leaseRows(): ReadonlyArray<LeaseRow> {
-    return this.ctx.storage.sql.exec("SELECT id, status, attempt, lease_token, leased_until FROM durability_jobs ORDER BY seq")
+    return this.ctx.storage.sql.exec(
+      "SELECT id, status, attempt, lease_token, leased_until, waiting_key FROM durability_jobs ORDER BY seq"
+    )
       .toArray() as unknown as ReadonlyArray<LeaseRow>
   }
 
@@ -299,7 +309,8 @@ const consumer = jobsConsumer({
     lossy: (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => work(job, env),
     limited: (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => work(job, env),
     outboxed: (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => work(job, env),
-    severed: (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => work(job, env)
+    severed: (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => work(job, env),
+    keyed: (job: DurableQueuedJob<QueuedWork>, env: QueuesEnv) => work(job, env)
   }
 })
 
