@@ -177,5 +177,13 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
       DROP INDEX IF EXISTS ${JOBS}_queue_leased_idx;
       DROP INDEX IF EXISTS ${JOBS}_queue_due_idx;`,
     presentWhen: MigrationSql.indexExists(`${JOBS}_queue_due_idx`)
+  },
+  {
+    name: "durability_0022_jobs_batches",
+    // A batched queue's open wait for more jobs (`batch.waitMs`): until when its due jobs wait, kept with the
+    // queue so an eviction during the wait neither loses it nor starts it over.
+    up: `ALTER TABLE ${QUEUES} ADD COLUMN batch_until INTEGER`,
+    down: `ALTER TABLE ${QUEUES} DROP COLUMN batch_until;`,
+    presentWhen: MigrationSql.columnExists(QUEUES, "batch_until")
   }
 ]
