@@ -75,8 +75,14 @@ export const join = (
     if (joined.members.length >= size) start(queue, joined, call, runtime)
     // The one who opened it starts it once the jobs started with it have joined, in a fiber of its own: a
     // cancel of the opener must not leave the others waiting.
-    else if (opens) Runtime.runFork(runtime)(Effect.zipRight(gather(joined), Effect.sync(() => start(queue, joined, call, runtime))))
-    return Effect.onInterrupt(Deferred.await(member.done), () => Effect.sync(() => leave(joined, member)))
+    else if (opens) Runtime.runFork(runtime)(Effect.interruptible(Effect.zipRight(gather(joined), Effect.sync(() => start(queue, joined, call, runtime)))))
+    // A job whose execution ended first (timeout, cancel, eviction) keeps it until the call really ended, as a
+    // handler that ignores its abort does: its retry never overlaps the call still working on it.
+    return Effect.onInterrupt(Deferred.await(member.done), () =>
+      Effect.suspend(() => {
+        leave(joined, member)
+        return joined.running === undefined ? Effect.void : Fiber.await(joined.running)
+      }))
   })
 
 /**
@@ -106,8 +112,12 @@ const start = (queue: object, batch: Batch, call: Call, runtime: Runtime.Runtime
         Deferred.unsafeDone(member.done, Exit.isSuccess(exit) ? exit.value[index]! : Exit.failCause(exit.cause))
       })
     })
+  // Interruptible whatever the region the engine's runtime was captured in (an execution's is not): the call is
+  // interrupted once none of its jobs waits, and its outcome is handed out whatever it is.
   batch.running = Runtime.runFork(runtime)(
-    Effect.uninterruptibleMask((restore) => Effect.flatMap(Effect.exit(restore(call(members.map((member) => member.job)))), settle))
+    Effect.interruptible(
+      Effect.uninterruptibleMask((restore) => Effect.flatMap(Effect.exit(restore(call(members.map((member) => member.job)))), settle))
+    )
   )
 }
 

@@ -22,6 +22,7 @@ const setup = (object: TestObject, batch: Jobs.Batch, calls: Array<Call>, option
   Effect.gen(function*() {
     const events = recorder()
     const release = Deferred.unsafeMake<void>(FiberId.none)
+    const signals = new Map<string, AbortSignal>()
     const jobs = yield* object.run(Jobs.make({
       work: Jobs.batchQueue({
         batch,
@@ -29,6 +30,7 @@ const setup = (object: TestObject, batch: Jobs.Batch, calls: Array<Call>, option
         handler: (batch: ReadonlyArray<Jobs.JobContext<string>>) =>
           Effect.gen(function*() {
             calls.push({ at: yield* Clock.currentTimeMillis, jobs: batch.map((job) => `${job.id}#${job.attempt}`) })
+            for (const job of batch) signals.set(job.id, job.signal)
             if (batch.some((job) => job.payload === "hold")) yield* Deferred.await(release)
             return batch.map((job) =>
               job.payload === "fail"
@@ -38,7 +40,7 @@ const setup = (object: TestObject, batch: Jobs.Batch, calls: Array<Call>, option
           })
       })
     }, { onLifecycleEvent: events.hook }))
-    return { jobs, events, release }
+    return { jobs, events, release, signals }
   })
 
 const ids = (prefix: string, n: number, payload = "ok") => Array.from({ length: n }, (_, i) => ({ id: `${prefix}${i}`, payload }))
@@ -118,17 +120,20 @@ describe("batched queues", () => {
       }
     }))
 
-  it.scoped("canceling one job of a running batch settles it canceled; the others complete with the call", () =>
+  it.scoped("canceling one job of a running batch aborts its signal at once and settles it canceled with the call; the others complete", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
       const calls: Array<Call> = []
-      const { events, jobs, release } = yield* setup(object, { size: 3 }, calls)
+      const { events, jobs, release, signals } = yield* setup(object, { size: 3 }, calls)
       yield* object.run(jobs.work.addBulk([{ id: "a", payload: "hold" }, { id: "b", payload: "ok" }, { id: "c", payload: "ok" }]))
       yield* TestClock.adjust(0)
       expect(calls.map((call) => call.jobs)).toEqual([["a#1", "b#1", "c#1"]])
       expect(yield* object.run(jobs.work.cancel("b", "not needed"))).toBeTruthy()
       yield* TestClock.adjust(0)
-      expect(yield* object.run(jobs.work.get("b"))).toMatchObject({ state: "canceled" })
+      expect(signals.get("b")?.aborted).toBe(true)
+      expect(signals.get("a")?.aborted).toBe(false)
+      // Its execution lasts as long as the call working on it (as a handler ignoring its abort does).
+      expect(yield* object.run(jobs.work.get("b"))).toMatchObject({ state: "active" })
       expect(yield* object.run(jobs.work.get("a"))).toMatchObject({ state: "active" })
       yield* Deferred.succeed(release, undefined)
       yield* TestClock.adjust(0)
@@ -190,6 +195,60 @@ describe("batched queues", () => {
       yield* TestClock.adjust(1)
       expect(calls).toEqual([{ at: 30_000, jobs: ["j0#1", "j1#1"] }])
       expect(yield* second.run(after.jobs.work.get("j1"))).toMatchObject({ state: "completed", result: "J1" })
+    }))
+
+  it.scoped("a call past attemptTimeoutMs: each job times out and is retried; the call is interrupted, and no retry overlaps it", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const calls: Array<Call> = []
+      let running = 0
+      let most = 0
+      const jobs = yield* object.run(Jobs.make({
+        work: Jobs.batchQueue({
+          batch: { size: 5 },
+          attemptTimeoutMs: 1_000,
+          retries: { maxAttempts: 2, delay: () => 500 },
+          handler: (batch: ReadonlyArray<Jobs.JobContext<null>>) =>
+            Effect.gen(function*() {
+              calls.push({ at: yield* Clock.currentTimeMillis, jobs: batch.map((job) => `${job.id}#${job.attempt}`) })
+              most = Math.max(most, ++running)
+              // The first call outlasts the timeout.
+              if (batch[0]!.attempt === 1) yield* Effect.sleep(10_000)
+              return batch.map((job) => Exit.succeed(job.attempt))
+            }).pipe(Effect.ensuring(Effect.sync(() => running--)))
+        })
+      }))
+      yield* object.run(jobs.work.addBulk([{ id: "a", payload: null }, { id: "b", payload: null }]))
+      yield* TestClock.adjust(1_000)
+      for (const id of ["a", "b"]) {
+        expect(yield* jobRow(object, "work", id)).toMatchObject({ status: "pending", attempt: 1, next_attempt_at: 1_500, last_error_name: "DurableAttemptTimeoutError" })
+      }
+      yield* TestClock.adjust(500)
+      expect(calls).toEqual([{ at: 0, jobs: ["a#1", "b#1"] }, { at: 1_500, jobs: ["a#2", "b#2"] }])
+      expect(most).toBe(1)
+      for (const id of ["a", "b"]) expect(yield* object.run(jobs.work.get(id))).toMatchObject({ state: "completed", result: 2 })
+    }))
+
+  it.scoped("a rate limit takes one token per job: a batch holds as many jobs as there are tokens", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const calls: Array<Call> = []
+      const jobs = yield* object.run(Jobs.make({
+        work: Jobs.batchQueue({
+          batch: { size: 5 },
+          rateLimit: { capacity: 2, refillPerSecond: 1 },
+          handler: (batch: ReadonlyArray<Jobs.JobContext<null>>) =>
+            Effect.gen(function*() {
+              calls.push({ at: yield* Clock.currentTimeMillis, jobs: batch.map((job) => job.id) })
+              return batch.map(() => Exit.void)
+            })
+        })
+      }))
+      yield* object.run(jobs.work.addBulk(["a", "b", "c", "d"].map((id) => ({ id, payload: null }))))
+      yield* TestClock.adjust(0)
+      expect(calls).toEqual([{ at: 0, jobs: ["a", "b"] }])
+      yield* TestClock.adjust(2_000)
+      expect(calls.slice(1)).toEqual([{ at: 1_000, jobs: ["c"] }, { at: 2_000, jobs: ["d"] }])
     }))
 
   it.scoped("bad batch options are refused, naming the field, before any write", () =>
