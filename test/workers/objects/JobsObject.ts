@@ -13,6 +13,8 @@
  * - `retained`: keeps the newest `JOBS.retained` completed jobs; logs a line per job.
  * - `slow`: attempts up to `holdAttempts` wait for their signal (a cancel, or a reset of the object).
  * - `report`: a flow's parent; returns its children's values.
+ * - `batched`: batches of up to `JOBS.batchSize`, waiting up to `JOBS.batchWaitMs` for more; each job's call
+ *   notes the ids of its batch, and fails as `flaky`'s do (`failTimes`).
  */
 import { DurableObject } from "cloudflare:workers"
 import { Gates } from "./gates.js"
@@ -21,6 +23,7 @@ import {
   type AlarmInvocationInfo,
   DurabilityJobs,
   DurabilityScheduler,
+  type DurableBatchJob,
   type DurableJob,
   type DurableJobAddOptions,
   type DurableJobAddResult,
@@ -46,10 +49,12 @@ export const JOBS = {
   limited: { capacity: 3, refillPerSecond: 4 },
   limitedGroup: { capacity: 2, refillPerSecond: 2 },
   retained: 5,
-  plainMaxPayloadBytes: 1_024
+  plainMaxPayloadBytes: 1_024,
+  batchSize: 4,
+  batchWaitMs: 500
 } as const
 
-export type QueueName = "plain" | "ordered" | "limited" | "flaky" | "retained" | "slow" | "report"
+export type QueueName = "plain" | "ordered" | "limited" | "flaky" | "retained" | "slow" | "report" | "batched"
 
 export interface Work {
   readonly tag?: string
@@ -281,6 +286,18 @@ export class JobsObject extends DurableObject {
       },
       report: {
         handler: (job: DurableJob<Work>) => this.call(job, async () => ({ children: await job.childrenValues() }))
+      },
+      batched: {
+        batch: { size: JOBS.batchSize, waitMs: JOBS.batchWaitMs },
+        batchHandler: (batch: ReadonlyArray<DurableBatchJob<Work>>) =>
+          Promise.all(batch.map((job) =>
+            this.call(job, async (note) => {
+              note(batch.map((other) => other.id).join(","))
+              const calls = this.callCount("batched", job.id)
+              if (calls <= (job.payload.failTimes ?? 0)) throw new FlakyError(`${job.id} failed on call ${calls}`)
+              return { tag: job.payload.tag ?? null, calls }
+            }).then((value) => ({ ok: true as const, value }), (error: unknown) => ({ ok: false as const, error }))
+          ))
       }
     }
   })
@@ -317,7 +334,7 @@ export class JobsObject extends DurableObject {
   }
 
   /** Runs one attempt, recording it in `jobs_calls`. */
-  private async call<A>(job: DurableJob<Work>, body: (note: (text: string) => void) => Promise<A>): Promise<A> {
+  private async call<A>(job: DurableBatchJob<Work>, body: (note: (text: string) => void) => Promise<A>): Promise<A> {
     const sql = this.ctx.storage.sql
     const running = (this.active.get(job.queue) ?? 0) + 1
     this.active.set(job.queue, running)
