@@ -4,6 +4,7 @@
  * holds due jobs durably for more, across an eviction; bad `batch` options are refused by field.
  */
 import { describe, expect, it } from "@effect/vitest"
+import { expectTypeOf } from "vitest"
 import { Clock, Deferred, Effect, Exit, FiberId, TestClock } from "effect"
 import * as Jobs from "../../../src/jobs/Jobs.js"
 import * as TestDurability from "../../../src/testing/TestDurability.js"
@@ -51,6 +52,9 @@ describe("batched queues", () => {
       const object = yield* TestDurability.make({ scheduler: { alarmConcurrency: 20 } })
       const calls: Array<Call> = []
       const { jobs } = yield* setup(object, { size: 4 }, calls)
+      // The payload's and the result's types come from the batch handler.
+      expectTypeOf(jobs.work.add).parameter(0).toHaveProperty("payload").toEqualTypeOf<string>()
+      expectTypeOf<Effect.Effect.Success<ReturnType<typeof jobs.work.get>>>().toEqualTypeOf<Jobs.JobInfo<string, string> | undefined>()
       yield* object.run(jobs.work.addBulk(ids("j", 6)))
       yield* TestClock.adjust(0)
       expect(calls.map((call) => call.jobs)).toEqual([["j0#1", "j1#1", "j2#1", "j3#1"], ["j4#1", "j5#1"]])
