@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { expectTypeOf } from "vitest"
-import { Clock, Deferred, Effect, Exit, FiberId, TestClock } from "effect"
+import { Clock, Deferred, Effect, Exit, Fiber, FiberId, TestClock } from "effect"
 import * as Jobs from "../../../src/jobs/Jobs.js"
 import * as TestDurability from "../../../src/testing/TestDurability.js"
 import { dump, jobRow, recorder, rows, type TestObject } from "./support.js"
@@ -253,6 +253,36 @@ describe("batched queues", () => {
       expect(calls).toEqual([{ at: 0, jobs: ["a", "b"] }])
       yield* TestClock.adjust(2_000)
       expect(calls.slice(1)).toEqual([{ at: 1_000, jobs: ["c"] }, { at: 2_000, jobs: ["d"] }])
+    }))
+
+  it.scoped("per job as for any queue: a batch in start order (priority, then first added), dead letters, wait()", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const calls: Array<ReadonlyArray<string>> = []
+      const jobs = yield* object.run(Jobs.make({
+        work: Jobs.batchQueue({
+          batch: { size: 10, waitMs: 100 },
+          deadLetter: true,
+          retries: { maxAttempts: 1 },
+          handler: (batch: ReadonlyArray<Jobs.JobContext<string>>) =>
+            Effect.sync(() => {
+              calls.push(batch.map((job) => job.id))
+              return batch.map((job) => job.payload === "fail" ? Exit.fail(new Error(`${job.id} failed`)) : Exit.succeed(job.payload))
+            })
+        })
+      }))
+      yield* object.run(jobs.work.addBulk([
+        { id: "low", payload: "ok", priority: -1 },
+        { id: "first", payload: "ok" },
+        { id: "high", payload: "fail", priority: 5 },
+        { id: "second", payload: "ok" }
+      ]))
+      const waited = yield* Effect.fork(object.run(jobs.work.wait("second", { timeoutMs: 1_000 })))
+      yield* TestClock.adjust(100)
+      expect(calls).toEqual([["high", "first", "second", "low"]])
+      expect((yield* Fiber.join(waited))?.state).toBe("completed")
+      const letters = yield* object.run(jobs.work.deadLetters.list())
+      expect(letters.items.map((letter) => [letter.id, letter.error.message])).toEqual([["high", "high failed"]])
     }))
 
   it.scoped("bad batch options are refused, naming the field, before any write", () =>
