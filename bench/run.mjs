@@ -2,7 +2,7 @@
 /**
  * `npm run bench`: this library, the Agents SDK scheduler (the peer) and a raw-SQL floor, side by
  * side in one real workerd (Miniflare, local, no account), scenario by scenario in alternation
- * (B1–B6); then the job queues (J1–J4: this library's `DurabilityJobs` in the same workerd, BullMQ and
+ * (B1–B6); then the job queues (J1–J4, J8, J9: this library's `DurabilityJobs` in the same workerd, BullMQ and
  * pg-boss from bench/jobs-peer as a child process, on their own local servers); then jobs beyond one
  * object (J5–J7: the Cloudflare Queues path through a local Miniflare queue, the router's overhead
  * over 16 objects, the reclaim of expired leases; the library alone); then what the inspector costs
@@ -52,7 +52,7 @@ const smoke = flag("--smoke")
 const only = option("--only")?.split(",").map((name) => name.trim().toUpperCase())
 const wanted = (scenario) => only === undefined || only.includes(scenario)
 const wantB = ["B1", "B2", "B3", "B4", "B5", "B6"].some(wanted)
-const wantJ = ["J1", "J2", "J3", "J4", "J8"].some(wanted)
+const wantJ = ["J1", "J2", "J3", "J4", "J8", "J9"].some(wanted)
 // Jobs beyond one object (issue 15): Queues transport, router, lease reclaim; their own worker.
 const wantX = ["J5", "J6", "J7"].some(wanted)
 // The inspector's cost (issue 16): its own worker.
@@ -69,6 +69,7 @@ const settings = smoke
     b5: { small: 100, large: 1_000, n: 100, batch: 100, reps: 1 },
     j1: { n: 200, batch: 100 },
     j8: { n: 100, batch: 50 },
+    j9: { n: 100, batch: 50 },
     j2: { runMs: 1_000, windowsMs: [1_000], queued: { j2: 40, j2fast: 80 }, keys: { each: 10, keys: 9 } },
     j3: { jobs: 8, leadMs: 300, spreadMs: 400, seed: 0x5eed, loadBatch: 5, loadEveryMs: 100 },
     // BullMQ's J1 checks the child-process path; pg-boss's PostgreSQL start (initdb) alone takes seconds.
@@ -92,6 +93,8 @@ const settings = smoke
     // As bench/jobs-peer/run.mjs's J1–J3 (same sizes, concurrency 10, seed and spread).
     j1: { n: 10_000, batch: 100 },
     j8: { n: 2_000, batch: 100 },
+    // J9: J1's trivial jobs on a batched queue (batch.size 10, the scheduler's default permits) vs one by one.
+    j9: { n: 2_000, batch: 100 },
     j2: { runMs: 5_000, windowsMs: [1_000, 2_000, 5_000], queued: { j2: 200, j2fast: 400 }, keys: { each: 40, keys: 9 } },
     j3: { jobs: 64, leadMs: 500, spreadMs: 2_000, seed: 0x5eed, loadBatch: 10, loadEveryMs: 100 },
     jobsPeer: { n: 10_000, only: ["J1", "J2", "J3"], peers: ["bullmq", "pgboss"] },
@@ -1115,6 +1118,35 @@ try {
       log(`J8: steps ${steps.ms} ms, inline ${plain.ms} ms: ${results.scenarios.J8.library.usPerStep} µs per step`)
     }
 
+    if (wanted("J9")) {
+      // The same trivial jobs, batched and one by one, alternating (same machine state).
+      const runs = { j9batched: [], j9plain: [] }
+      for (let rep = 0; rep < settings.reps; rep++) {
+        for (const queue of rep % 2 === 0 ? ["j9plain", "j9batched"] : ["j9batched", "j9plain"]) {
+          const run = await call("jobs", "j9", { name: fresh("jobs", `j9-${queue}`), ...settings.j9, j9Queue: queue })
+          if (run.ms === null) throw new Error(`J9 ${queue}: ${run.handled} of ${run.n} jobs handled, not all completed`)
+          runs[queue].push(run)
+          log(`J9 ${queue} rep ${rep + 1}: ${run.ms} ms (${round(run.n / (run.ms / 1000), 0)} jobs/s, ${run.calls} handler calls)`)
+        }
+      }
+      const figures = (list) => {
+        const ms = median(list.map((run) => run.ms))
+        const own = perJob(list[0].counts, list[0].n)
+        return {
+          ms,
+          jobsPerSec: round(list[0].n / (ms / 1000), 0),
+          runsMs: list.map((run) => run.ms),
+          jobsPerCall: round(list[0].n / list[0].calls, 2),
+          statementsPerJob: own.statementsPerJob,
+          transactionsPerJob: own.transactionsPerJob
+        }
+      }
+      const batched = figures(runs.j9batched)
+      const plain = figures(runs.j9plain)
+      results.scenarios.J9 = { library: { n: settings.j9.n, batch: settings.j9.batch, batchSize: 10, batched, plain } }
+      log(`J9: batched ${batched.ms} ms (${batched.jobsPerCall} jobs per call), one by one ${plain.ms} ms`)
+    }
+
     if (wanted("J2")) {
       const j2 = {}
       for (const queue of ["j2", "j2fast"]) {
@@ -1977,6 +2009,14 @@ if (s.J8) {
   jobRow("J8", `jobs/s, ${label}: the same pieces inline`, fmt(lib.plain.jobsPerSec, 0), "-", "-", "", undefined)
   jobRow("J8", "what one durable step costs, µs (time difference / steps)", fmt(lib.usPerStep, 1), "-", "-", "", undefined)
   jobRow("J8", "SQL statements / transactions per job: steps, inline", `${fmt(lib.steps.statementsPerJob, 2)} / ${fmt(lib.steps.transactionsPerJob, 2)}, ${fmt(lib.plain.statementsPerJob, 2)} / ${fmt(lib.plain.transactionsPerJob, 2)}`, "-", "-", "", undefined)
+}
+if (s.J9) {
+  const lib = s.J9.library
+  const label = `${lib.n} trivial jobs, bulks of ${lib.batch}, concurrency 10`
+  jobRow("J9", `jobs/s, ${label}: batched (batch.size ${lib.batchSize})`, fmt(lib.batched.jobsPerSec, 0), "-", "-", "", undefined)
+  jobRow("J9", `jobs/s, ${label}: one job per call`, fmt(lib.plain.jobsPerSec, 0), "-", "-", "", undefined)
+  jobRow("J9", "jobs per handler call: batched, one by one", `${fmt(lib.batched.jobsPerCall, 2)}, ${fmt(lib.plain.jobsPerCall, 2)}`, "-", "-", "", undefined)
+  jobRow("J9", "SQL statements / transactions per job: batched, one by one", `${fmt(lib.batched.statementsPerJob, 2)} / ${fmt(lib.batched.transactionsPerJob, 2)}, ${fmt(lib.plain.statementsPerJob, 2)} / ${fmt(lib.plain.transactionsPerJob, 2)}`, "-", "-", "", undefined)
 }
 if (s.J2) {
   const bullmq = s.J2.bullmq

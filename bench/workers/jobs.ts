@@ -1,5 +1,5 @@
 /**
- * This library's job queues as a benchmark target (J1–J4): one object per run, built the way the
+ * This library's job queues as a benchmark target (J1–J4, J8, J9): one object per run, built the way the
  * README shows (`DurabilityScheduler` + `DurabilityJobs`, default options), over a counted
  * `ctx.storage`. Each scenario has its own queue; every handler does trivial work (count, note
  * `Date.now()`). `JobsBenchLive` is the same with `liveTimers: true`.
@@ -10,6 +10,7 @@ import {
   DurabilityJobs,
   type DurabilityJobsInstance,
   DurabilityScheduler,
+  type DurableBatchJob,
   type DurableJob
 } from "../../src/index.js"
 import { Counter, countingContext } from "./counting.js"
@@ -21,6 +22,8 @@ import {
   type J2Queue,
   type J8Progress,
   type J8Queue,
+  type J9Progress,
+  type J9Queue,
   type J3Sample,
   type JobsTarget,
   makeJobsDriver
@@ -73,9 +76,12 @@ class Tracker {
   j3Samples: Array<J3Sample> = []
   j3LoadDone = 0
   j8 = 0
+  /** J9: jobs handled, and handler calls (a batch's call handles many). */
+  j9 = { handled: 0, calls: 0 }
 
   reset(): void {
     this.j8 = 0
+    this.j9 = { handled: 0, calls: 0 }
     this.j1 = { handled: 0, firstStartAt: null, lastHandledAt: null }
     this.j2Starts = []
     this.keyStarts = []
@@ -154,6 +160,26 @@ const queues = (tracker: Tracker) => {
         tracker.j8++
         tracker.waiters.wake()
         return acc
+      }
+    },
+    // J9: J1's trivial work, in batches of up to CONCURRENCY (the scheduler's permits: 10 by default) or one by one.
+    j9batched: {
+      concurrency: CONCURRENCY,
+      batch: { size: CONCURRENCY },
+      batchHandler: (batch: ReadonlyArray<DurableBatchJob<{ readonly i: number }>>) => {
+        tracker.j9.handled += batch.length
+        tracker.j9.calls++
+        tracker.waiters.wake()
+        return batch.map((job) => ({ ok: true as const, value: job.payload.i }))
+      }
+    },
+    j9plain: {
+      concurrency: CONCURRENCY,
+      handler: (job: DurableJob<{ readonly i: number }>) => {
+        tracker.j9.handled++
+        tracker.j9.calls++
+        tracker.waiters.wake()
+        return job.payload.i
       }
     },
     j3: {
@@ -294,6 +320,26 @@ export class JobsBench extends DurableObject<Record<string, unknown>> implements
       await sleep(1)
     }
     return { handled: this.tracker.j8, completedAt, counts: this.counter.snapshot() }
+  }
+
+  /** J9: `count` jobs `{ i }` on `queue` in one `addBulk`. */
+  async addJ9(queue: J9Queue, start: number, count: number): Promise<void> {
+    await this.jobs[queue].addBulk(Array.from({ length: count }, (_, k) => ({ payload: { i: start + k } })))
+  }
+
+  /** J9: waits until `n` jobs were handled, then until `counts()` of `queue` says `n` are completed. */
+  async waitJ9(queue: J9Queue, n: number, timeoutMs: number): Promise<J9Progress> {
+    const deadline = Date.now() + timeoutMs
+    await this.tracker.waiters.until(() => this.tracker.j9.handled >= n, timeoutMs)
+    let completedAt: number | null = null
+    while (this.tracker.j9.handled >= n && Date.now() < deadline) {
+      if ((await this.jobs[queue].counts()).completed >= n) {
+        completedAt = Date.now()
+        break
+      }
+      await sleep(1)
+    }
+    return { ...this.tracker.j9, completedAt, counts: this.counter.snapshot() }
   }
 
   /** J2: `count` jobs in one `addBulk`, all due now: the bucket alone sets the pace. */

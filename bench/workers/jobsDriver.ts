@@ -44,6 +44,17 @@ export interface J3Sample {
   readonly started: number
 }
 
+/** J9's two queues: J1's trivial work, in batches (`batch`) or one job per call. */
+export type J9Queue = "j9batched" | "j9plain"
+
+/** Where a J9 run ended: jobs handled, handler calls, when every job was completed, the statement counts. */
+export interface J9Progress {
+  readonly handled: number
+  readonly calls: number
+  readonly completedAt: number | null
+  readonly counts: Counts
+}
+
 /** J8's two queues: the same ten pieces of work per job, as durable steps or inline. */
 export type J8Queue = "j8steps" | "j8plain"
 
@@ -63,6 +74,8 @@ export interface JobsTarget {
   sqlFloor(n: number, batch: number): { readonly ms: number; readonly insertMs: number } | Promise<{ readonly ms: number; readonly insertMs: number }>
   addJ8(queue: J8Queue, start: number, count: number): Promise<void>
   waitJ8(n: number, timeoutMs: number): Promise<J8Progress>
+  addJ9(queue: J9Queue, start: number, count: number): Promise<void>
+  waitJ9(queue: J9Queue, n: number, timeoutMs: number): Promise<J9Progress>
   addJ2(queue: J2Queue, count: number): Promise<void>
   waitJ2Starts(count: number, timeoutMs: number): Promise<ReadonlyArray<number>>
   stopJ2(queue: J2Queue): Promise<ReadonlyArray<number>>
@@ -84,6 +97,8 @@ interface Params {
   readonly queue?: J2Queue
   /** J8: which of its queues. */
   readonly j8Queue?: J8Queue
+  /** J9: which of its queues. */
+  readonly j9Queue?: J9Queue
   readonly queued?: number
   readonly runMs?: number
   /** J2 with keys: jobs per key, keys besides the hot one, and the hot key's jobs. */
@@ -153,6 +168,18 @@ const scenarios: Record<string, (stub: JobsTarget, p: Params) => Promise<unknown
     const t0 = Date.now()
     for (let i = 0; i < n; i += batch) await stub.addJ8(queue, i, Math.min(batch, n - i))
     const progress = await stub.waitJ8(n, p.timeoutMs ?? 300_000)
+    return { n, batch, queue, ms: progress.completedAt === null ? null : progress.completedAt - t0, ...progress }
+  },
+
+  /** J9: `n` trivial jobs in sequential `addBulk`s of `batch` on a batched queue or a plain one, to completion. */
+  async j9(stub, p) {
+    const n = p.n ?? 2_000
+    const batch = p.batch ?? 100
+    const queue: J9Queue = p.j9Queue ?? "j9batched"
+    await stub.reset()
+    const t0 = Date.now()
+    for (let i = 0; i < n; i += batch) await stub.addJ9(queue, i, Math.min(batch, n - i))
+    const progress = await stub.waitJ9(queue, n, p.timeoutMs ?? 300_000)
     return { n, batch, queue, ms: progress.completedAt === null ? null : progress.completedAt - t0, ...progress }
   },
 

@@ -13,7 +13,7 @@ import type { AnyQueueDefinition } from "../jobs/definition.js"
 import * as Router from "./jobsRouter.js"
 import * as Protocol from "../jobs/JobsProtocol.js"
 import { serve } from "../jobs/serve.js"
-import type { GroupRateLimit, KeyedConcurrency, Retention, Transport } from "../jobs/options.js"
+import type { Batch, GroupRateLimit, KeyedConcurrency, Retention, Transport } from "../jobs/options.js"
 import type { Lease as JobLease, LeaseOptions as JobLeaseOptions } from "../jobs/lease.js"
 import type * as Types from "../jobs/types.js"
 import type * as JobsCore from "../jobs/core.js"
@@ -50,6 +50,23 @@ export interface DurableJob<P = unknown>
  */
 export type DurableJobHandler<P = unknown> = (job: DurableJob<P>) => unknown
 
+/** A job of a batch (`batchHandler`): a `DurableJob` without durable steps (a batch's call is not one job's). */
+export type DurableBatchJob<P = unknown> = Omit<DurableJob<P>, "step">
+
+/** What a batch handler answers for one job: its result, or its failure (retried under the queue's policy). */
+export type DurableBatchOutcome<R = unknown> =
+  | { readonly ok: true; readonly value: R }
+  | { readonly ok: false; readonly error: unknown }
+
+/**
+ * A batched queue's handler: called with up to `batch.size` jobs, it returns (or resolves to) one
+ * `DurableBatchOutcome` per job, in the same order; each job is settled on its own. A throw fails every job
+ * of the batch.
+ */
+export type DurableBatchHandler<P = unknown, R = unknown> = (
+  jobs: ReadonlyArray<DurableBatchJob<P>>
+) => ReadonlyArray<DurableBatchOutcome<R>> | PromiseLike<ReadonlyArray<DurableBatchOutcome<R>>>
+
 // The calls' times are milliseconds here (the Effect face's `Jobs.Queue` takes Durations too).
 /** `add`'s options, with times in milliseconds. */
 export type DurableJobAddOptions<P = unknown> = Types.AddOptions<P, number>
@@ -69,6 +86,16 @@ export type DurableJobLeaseOptions = JobLeaseOptions<number>
 export interface DurabilityQueueOptions<P = unknown> extends DurabilityMethodOptions {
   /** Runs each job here; omitted for a queue with `processing: "external"` (its workers lease the jobs). */
   readonly handler?: BivariantHandler<DurableJob<P>> | undefined
+  /**
+   * A batched queue's handler, instead of `handler` (with `batch`): it takes up to `batch.size` jobs at once
+   * and answers one outcome per job.
+   */
+  readonly batchHandler?: BivariantHandler<ReadonlyArray<DurableBatchJob<P>>> | undefined
+  /**
+   * With `batchHandler`: the most jobs one call takes (`size`, at most 100), and how long (ms, default 0)
+   * fewer due jobs wait, durably, for more.
+   */
+  readonly batch?: Batch<number> | undefined
   /**
    * `"external"`: due jobs wait for `lease` by workers elsewhere, who settle them with the lease's token.
    * `{ queue: env.EMAIL_QUEUE }`: the object leases each due job itself and sends its envelope to that
@@ -109,8 +136,13 @@ export interface DurabilityQueueOptions<P = unknown> extends DurabilityMethodOpt
 /** The queues of a `DurabilityJobs`, by name: each name becomes a property of the instance. */
 export type QueueMap = Record<string, DurabilityQueueOptions<never>>
 
-type PayloadOf<Q> = Q extends { readonly handler: (job: DurableJob<infer P>) => unknown } ? P : unknown
-type ResultOf<Q> = Q extends { readonly handler: (job: never) => infer R } ? Awaited<R> : unknown
+type PayloadOf<Q> = Q extends { readonly handler: (job: DurableJob<infer P>) => unknown } ? P
+  : Q extends { readonly batchHandler: (jobs: ReadonlyArray<DurableBatchJob<infer P>>) => unknown } ? P
+  : unknown
+type ResultOf<Q> = Q extends { readonly handler: (job: never) => infer R } ? Awaited<R>
+  : Q extends { readonly batchHandler: (jobs: never) => infer O } ? Awaited<O> extends ReadonlyArray<infer E> ? ResultOfOutcome<E> : unknown
+  : unknown
+type ResultOfOutcome<E> = E extends { readonly ok: true; readonly value: infer R } ? R : never
 
 /** `DurabilityJobs`'s options: the queues, and the defaults their options override. */
 export interface DurabilityJobsOptions<Q extends QueueMap> extends DurabilityMethodOptions {
@@ -302,6 +334,8 @@ const promiseJob = (job: Types.JobContext<unknown>, steps: () => Steps.StepRunne
 
 const QUEUE_OPTIONS = new Set([
   "handler",
+  "batchHandler",
+  "batch",
   "concurrency",
   "rateLimit",
   "groupRateLimit",
@@ -333,6 +367,7 @@ const define = (name: string, options: DurabilityQueueOptions<unknown>): AnyQueu
       ...(processing === "external" ? {} : { processing })
     }) as unknown as AnyQueueDefinition
   }
+  if (options.batchHandler !== undefined || options.batch !== undefined) return defineBatched(name, options)
   const handler = options.handler as (job: DurableJob<unknown>) => unknown
   if (typeof handler !== "function") throw new TypeError(`queues.${name}.handler must be a function`)
   const { attemptTimeoutMs: _timeout, handler: _handler, retries: _retries, ...rest } = options
@@ -347,6 +382,43 @@ const define = (name: string, options: DurabilityQueueOptions<unknown>): AnyQueu
     }) as unknown as AnyQueueDefinition,
     plain
   )
+}
+
+/** A batched queue's promise options as `Jobs.batchQueue`'s definition (which checks `batch`). */
+const defineBatched = (name: string, options: DurabilityQueueOptions<unknown>): AnyQueueDefinition => {
+  if (options.handler !== undefined) throw new TypeError(`queues.${name}.handler is not used by a batched queue: give batchHandler`)
+  const handler = options.batchHandler as ((jobs: ReadonlyArray<DurableBatchJob<unknown>>) => unknown) | undefined
+  if (typeof handler !== "function") throw new TypeError(`queues.${name}.batchHandler must be a function`)
+  const { attemptTimeoutMs: _timeout, batchHandler: _handler, batch, handler: _none, retries: _retries, ...rest } = options
+  return Jobs.batchQueue({
+    ...rest,
+    ...pickExecution(options),
+    batch: batch as Batch,
+    handler: (jobs: ReadonlyArray<Types.JobContext<unknown>>) =>
+      Effect.flatMap(Effect.runtime<never>(), (runtime) =>
+        Effect.map(
+          fromPromise(() => handler(jobs.map((job) => promiseBatchJob(job, runtime)))),
+          // Each outcome as an Exit; an answer of another shape is refused by the capability's check (by job).
+          (outcomes) => (Array.isArray(outcomes) ? outcomes.map(exitOf) : outcomes) as ReadonlyArray<Exit.Exit<unknown, unknown>>
+        ))
+  }) as unknown as AnyQueueDefinition
+}
+
+/** A batch handler's outcome for one job as an `Exit` (a value that is neither shape is not an `Exit`: refused). */
+const exitOf = (outcome: unknown): unknown => {
+  if (typeof outcome !== "object" || outcome === null) return outcome
+  const { ok } = outcome as { readonly ok?: unknown }
+  if (ok === true && "value" in outcome) return Exit.succeed((outcome as { readonly value: unknown }).value)
+  if (ok === false && "error" in outcome) return Exit.fail((outcome as { readonly error: unknown }).error)
+  return outcome
+}
+
+/** A job of a batch with promises, run on the object's runtime. */
+const promiseBatchJob = (job: Types.JobContext<unknown>, runtime: Runtime.Runtime<never>): DurableBatchJob<unknown> => {
+  const { step: _step, ...rest } = promiseJob(job, () => {
+    throw new Error("a job of a batch has no durable steps")
+  }, runtime)
+  return rest
 }
 
 const asQueue = (helper: DurabilityJobsImpl, name: string): DurableQueue<unknown, unknown> => {

@@ -16,6 +16,7 @@
  * @packageDocumentation
  */
 import * as Clock from "effect/Clock"
+import type * as Exit from "effect/Exit"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -77,9 +78,10 @@ export type {
   RateLimit
 } from "./types.js"
 export { JOB_STATES } from "./types.js"
-export type { GroupRateLimit, KeyedConcurrency, QueueOptions, Retention } from "./options.js"
-export type { AnyQueueDefinition, QueueDefinition } from "./definition.js"
-export { DEFAULT_KEEP_LOGS, DEFAULT_MAX_PAYLOAD_BYTES, MAX_ENTRY_BYTES } from "./options.js"
+export type { Batch, GroupRateLimit, KeyedConcurrency, QueueOptions, Retention } from "./options.js"
+export type { AnyQueueDefinition, BatchHandler, QueueDefinition } from "./definition.js"
+export { DEFAULT_KEEP_LOGS, DEFAULT_MAX_PAYLOAD_BYTES, MAX_BATCH_SIZE, MAX_BATCH_WAIT_MS, MAX_ENTRY_BYTES } from "./options.js"
+export { JobBatchOutcomesError } from "./batch.js"
 export { MAX_FLOW_JOBS } from "./add.js"
 export { IDEMPOTENCY_PREFIX } from "./core.js"
 
@@ -114,6 +116,33 @@ export const queue = <P, R, E = never, Req = never, PI = P, RI = R>(
   return {
     ...rest,
     handler: options.handler as (job: Types.JobContext<P>) => Effect.Effect<R, E, Exclude<Req, CurrentJob | Steps.CurrentCall>>,
+    payload: Codec.fromSchema(payload),
+    result: Codec.fromSchema(result)
+  }
+}
+
+/**
+ * Defines a batched queue: its handler takes up to `batch.size` due jobs at once and returns one `Exit` per
+ * job, in order (`Exit.succeed(result)`, `Exit.fail(error)`); each job is settled on its own, with its own
+ * retries, cancel and events. A failure of the whole call fails every job of the batch (each retried under
+ * the policy). `batch.waitMs`: when fewer than `size` jobs are due, they wait (durably) up to this long for more.
+ */
+export const batchQueue = <P, R, E = never, Req = never, PI = P, RI = R>(
+  options: Policy.ExecutionOptions & Omit<Options.QueueOptions, "groupRateLimit" | "processing" | "batch"> & {
+    /** The batches' size and wait. */
+    readonly batch: Options.Batch
+    readonly payload?: Schema.Schema<P, PI> | undefined
+    readonly result?: Schema.Schema<R, RI> | undefined
+    readonly groupRateLimit?: Options.GroupRateLimit<P> | undefined
+    readonly handler: (jobs: ReadonlyArray<Types.JobContext<P>>) => Effect.Effect<ReadonlyArray<Exit.Exit<R, E>>, E, Req>
+  }
+): QueueDefinition<NoInfer<P>, R, E, Req> => {
+  const { handler, payload, result, ...rest } = options
+  return {
+    ...rest,
+    // Never called: the capability calls `batchHandler` with the jobs started together.
+    handler: (() => Effect.die(new Error("a batched queue's jobs run in batches"))) as (job: Types.JobContext<P>) => Effect.Effect<R>,
+    batchHandler: handler,
     payload: Codec.fromSchema(payload),
     result: Codec.fromSchema(result)
   }

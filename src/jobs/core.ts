@@ -30,6 +30,7 @@ import * as StepMemo from "../steps/memo.js"
 import * as Validate from "../shared/validate.js"
 import * as Steps from "../steps/Steps.js"
 import type * as Watchers from "../engine/watchers.js"
+import * as Batch from "./batch.js"
 import * as Bucket from "./bucket.js"
 import * as BucketsTable from "./bucketsTable.js"
 import type { AnyQueueDefinition, CurrentJobTag } from "./definition.js"
@@ -370,6 +371,7 @@ export const participant = <I>(
       }
       const name = String(execution.row.queue)
       const queue = core.queues.get(name)
+      if (queue?.options.batch !== undefined) return endsCanceled(canceled, batched(core, context, execution, queue, queue.options.batch.size))
       const steps = stepsOf(core, execution)
       const plain = queue === undefined ? undefined : Plain.plainOf<PlainJobHandler>(queue.definition)
       if (
@@ -448,7 +450,7 @@ export const participant = <I>(
         const queue = core.queues.get(queueOfKey(key))
         return queue !== undefined &&
           (queue.options.external !== undefined || rateLimitOf(queue) !== undefined || queue.options.groupRateLimit !== undefined ||
-            queue.options.keyed !== undefined)
+            queue.options.keyed !== undefined || (queue.options.batch?.waitMs ?? 0) > 0)
       },
       of: (row) => {
         const queue = core.queues.get(String(row.queue))
@@ -464,15 +466,22 @@ export const participant = <I>(
           return Transport.dispatch(core, queue, row, core.objectId, limits)
         }
         const keys = queue.keys
-        if (keys === undefined) return tokens
-        const admitted = Keyed.admit(core, queue, keys, row)
-        if (tokens === undefined) return admitted
+        const admitted = keys === undefined ? undefined : Keyed.admit(core, queue, keys, row)
         // Its key's room first (a job that waits for its key takes no token); a job its tokens defer gives it back.
-        return (now) =>
+        const limits = keys === undefined || admitted === undefined ? tokens : tokens === undefined ? admitted : (now: number) =>
           Effect.flatMap(admitted(now), (decision) =>
             decision._tag !== "Run" ? Effect.succeed(decision) : Effect.tap(tokens(now), (limited) => {
               if (limited._tag !== "Run") Keyed.forget(keys, row)
             }))
+        const { batch } = queue.options
+        if (batch === undefined || batch.waitMs === 0) return limits
+        const waits = Batch.admit(core.storage, queue.name, batch, executingIn(core, queue.name), String(row.key))
+        // A job that waits for its batch takes no token.
+        return limits === undefined
+          ? waits
+          : (now: number): Effect.Effect<Admission, StorageError> =>
+            Effect.flatMap(waits(now), (decision): Effect.Effect<Admission, StorageError> =>
+              decision._tag === "Run" ? limits(now) : Effect.succeed(decision))
       }
     },
     settled: (row, settlement) => settled(core, row, settlement),
@@ -490,6 +499,37 @@ export const participant = <I>(
       ? { leases: { expired: (row, now) => expired(core, row, now) } }
       : {})
   })
+
+/** A claimed job of a batched queue: decoded, then one of its queue's batch (see `batch.ts`). */
+const batched = (
+  core: Core,
+  context: Context.Context<unknown>,
+  execution: Execution,
+  queue: QueueRuntime,
+  size: number
+): Effect.Effect<string, unknown> =>
+  Effect.gen(function*() {
+    const name = queue.name
+    const payload = yield* Effect.mapError(
+      queue.definition.payload.decode(Json.decode(String(execution.row.payload))),
+      (cause) => new NonRetryableError({ message: `The stored payload of a job of queue "${name}" does not decode`, cause })
+    )
+    return yield* Batch.join(queue, size, jobContext(core, execution, queue, payload), callBatch(queue, context), execution.runtime)
+  })
+
+/** One call of a batched queue's handler: each job's result as stored, or its failure. */
+const callBatch = (queue: QueueRuntime, context: Context.Context<unknown>): Batch.Call => (jobs) => {
+  const name = queue.name
+  const handled = queue.definition.batchHandler!(jobs as ReadonlyArray<JobContext<never>>) as Effect.Effect<unknown, unknown, unknown>
+  return Effect.flatMap(provideCaptured(handled, context), (outcomes): Effect.Effect<ReadonlyArray<Exit.Exit<string, unknown>>, unknown> => {
+    const problem = Batch.outcomesProblem(name, outcomes, jobs.length)
+    if (problem !== undefined) return Effect.fail(new Batch.JobBatchOutcomesError({ message: problem }))
+    return Effect.forEach(outcomes as ReadonlyArray<Exit.Exit<unknown, unknown>>, (outcome): Effect.Effect<Exit.Exit<string, unknown>> =>
+      Exit.isFailure(outcome)
+        ? Effect.succeed(Exit.failCause(outcome.cause))
+        : Effect.exit(Effect.mapError(Json.encodeStored(queue.definition.result, outcome.value, "result"), (failure) => unstorableResult(name, failure))))
+  })
+}
 
 /**
  * Inside a transaction whose changes failed other jobs (parents failed by a child: their own settle

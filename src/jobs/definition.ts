@@ -4,6 +4,7 @@
  */
 import type * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
+import type * as Exit from "effect/Exit"
 import type * as Codec from "../shared/codec.js"
 import type * as Policy from "../engine/policy.js"
 import type * as Options from "./options.js"
@@ -29,7 +30,19 @@ export interface QueueDefinition<P, R, E, Req>
   readonly groupRateLimit?: Options.GroupRateLimit<P> | undefined
   /** Jobs running at once: in all, or per key of the payload. */
   readonly concurrency?: number | Options.KeyedConcurrency<P> | undefined
+  /** A batched queue's handler (`Jobs.batchQueue`), called instead of `handler`. */
+  readonly batchHandler?: BatchHandler<P, R, E, Req> | undefined
 }
+
+/**
+ * A batched queue's handler: called with up to `batch.size` jobs (each with its own attempt, signal,
+ * progress and log), it returns one `Exit` per job, in the same order: each job is settled by its own
+ * (a success completes it, a failure is retried under the policy). A failure of the whole call fails
+ * every job of the batch.
+ */
+export type BatchHandler<P, R, E, Req> = (
+  jobs: ReadonlyArray<JobContext<P>>
+) => Effect.Effect<ReadonlyArray<Exit.Exit<R, E>>, E, Req>
 
 export interface AnyQueueDefinition extends Policy.ExecutionOptions, Omit<Options.QueueOptions, "groupRateLimit"> {
   /** The handler, taking any job. */
@@ -40,4 +53,6 @@ export interface AnyQueueDefinition extends Policy.ExecutionOptions, Omit<Option
   readonly result: Codec.AnyCodec
   /** A token bucket per group of the payload. */
   readonly groupRateLimit?: Options.GroupRateLimit<never> | undefined
+  /** A batched queue's handler, taking any jobs. */
+  readonly batchHandler?: BatchHandler<never, unknown, unknown, unknown> | undefined
 }

@@ -297,6 +297,20 @@ export const holdUntil = (
     [at, queue, at, ...(group === undefined ? [] : [group]), ...running]
   )
 
+/**
+ * Keys of the queue's pending jobs due by `now`, or waiting for `until` (a batch's wait), at most `take`: how
+ * many would join a batch.
+ */
+export const batchable = (storage: StorageService, queue: string, now: number, until: number, take: number): Rows =>
+  storage.exec(
+    `SELECT key FROM ${JOBS} WHERE queue = ? AND status = 'pending' AND (next_attempt_at <= ? OR next_attempt_at = ?) LIMIT ?`,
+    [queue, now, until, take]
+  )
+
+/** Moves the queue's pending jobs waiting for `until` (a batch's wait) to `now`. */
+export const releaseHeld = (storage: StorageService, queue: string, until: number, now: number): Rows =>
+  storage.exec(`UPDATE ${JOBS} SET next_attempt_at = ? WHERE queue = ? AND status = 'pending' AND next_attempt_at = ?`, [now, queue, until])
+
 // Leases.
 
 /** Every pending job with a lease out. */

@@ -84,7 +84,28 @@ export interface QueueOptions {
   readonly leaseMs?: Duration.DurationInput | undefined
   /** An external queue's leases a job may let expire before it fails (`JobStalledError`); default 1. */
   readonly maxStalled?: number | undefined
+  /** Run due jobs in batches (`Jobs.batchQueue`): up to `size` at once, waiting up to `waitMs` for more. */
+  readonly batch?: Batch | undefined
 }
+
+/**
+ * A batched queue's batches. `Time`: a Duration or milliseconds on the Effect face, milliseconds
+ * (`Batch<number>`) on the promise face.
+ */
+export interface Batch<Time = Duration.DurationInput> {
+  /** The most jobs one call of the handler takes (1 to `MAX_BATCH_SIZE`). */
+  readonly size: number
+  /**
+   * When fewer than `size` jobs are due, how long they wait (durably) for more before running what is
+   * there: at most 1 day; default 0 (run what is due at once).
+   */
+  readonly waitMs?: Time | undefined
+}
+
+/** The largest `batch.size`. */
+export const MAX_BATCH_SIZE = 100
+/** The longest `batch.waitMs`. */
+export const MAX_BATCH_WAIT_MS = 86_400_000
 
 /**
  * An external queue delivered through Cloudflare Queues: the object leases each due job itself and
@@ -128,6 +149,8 @@ export interface Resolved {
   readonly maxPayloadBytes: number
   /** Set for a queue processed by external workers. */
   readonly external: External | undefined
+  /** Set for a batched queue. */
+  readonly batch: { readonly size: number; readonly waitMs: number } | undefined
 }
 
 /** Log lines kept per job when a queue names no `keepLogs`. */
@@ -269,7 +292,9 @@ export const resolve = (prefix: string, options: QueueOptions): Effect.Effect<Re
     if (!externallyProcessed && (leaseMs !== undefined || maxStalled !== undefined)) {
       return yield* invalid(`${prefix}leaseMs`, "type", `and maxStalled apply to processing: "external" only`, leaseMs ?? maxStalled)
     }
+    const batch = yield* batchOf(prefix, options.batch, externallyProcessed, keyed !== undefined)
     return {
+      batch,
       external: externallyProcessed
         ? {
           leaseMs: leaseMs ?? DEFAULT_LEASE_MS,
@@ -290,3 +315,29 @@ export const resolve = (prefix: string, options: QueueOptions): Effect.Effect<Re
       maxPayloadBytes: maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES
     }
   })
+
+const batchOf = (
+  prefix: string,
+  batch: unknown,
+  externallyProcessed: boolean,
+  keyed: boolean
+): Effect.Effect<Resolved["batch"], InvalidOptionError> => {
+  const field = `${prefix}batch`
+  if (batch === undefined) return Effect.succeed(undefined)
+  if (!isObject(batch)) return Effect.fail(invalid(field, "type", "must be an object { size, waitMs? }", batch))
+  // A lease hands out jobs one by one to workers elsewhere: there is no handler here to batch them for.
+  if (externallyProcessed) return Effect.fail(invalid(field, "type", "applies to queues processed here only, not to external ones", batch))
+  // A call holds each of its jobs' keys: not built (nor tested) yet, so refused rather than left to chance.
+  if (keyed) return Effect.fail(invalid(field, "type", "does not combine with a concurrency by key yet", batch))
+  const { size } = batch
+  if (!(isPositiveInteger(size) && size <= MAX_BATCH_SIZE)) {
+    return Effect.fail(invalid(`${field}.size`, "range", `must be an integer from 1 to ${MAX_BATCH_SIZE}`, size))
+  }
+  if (batch.waitMs === undefined) return Effect.succeed({ size, waitMs: 0 })
+  const wait = Time.check(`${field}.waitMs`, batch.waitMs, (ms) => Number.isSafeInteger(ms) && ms >= 0 && ms <= MAX_BATCH_WAIT_MS, {
+    number: `an integer from 0 to ${MAX_BATCH_WAIT_MS}`,
+    duration: "a Duration of at most 1 day"
+  })
+  if (Time.isProblem(wait)) return Effect.fail(new InvalidOptionError({ field: `${field}.waitMs`, ...wait }))
+  return Effect.succeed({ size, waitMs: wait.millis })
+}

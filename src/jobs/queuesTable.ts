@@ -1,6 +1,6 @@
 /**
  * The owner of `durability_job_queues`: a queue's stored settings (its pause flag, the rate limit
- * `setRateLimit` put over its definition's). Every statement on the table is here; the jobs' claims
+ * `setRateLimit` put over its definition's, a batched queue's open wait for more jobs). Every statement on the table is here; the jobs' claims
  * read the pause flag through `NOT_PAUSED`.
  * @internal
  */
@@ -34,3 +34,15 @@ export const setRateLimit = (storage: StorageService, queue: string, rateLimit: 
 
 /** Every queue's stored settings (`queue`, `paused`, `rate_limit`). */
 export const all = (storage: StorageService): Rows => storage.exec(`SELECT queue, paused, rate_limit FROM ${QUEUES}`)
+
+/** The end of the batched queue's open wait (`batch_until`), in a row when one is stored. */
+export const readBatchWait = (storage: StorageService, queue: string): Rows =>
+  storage.exec(`SELECT batch_until FROM ${QUEUES} WHERE queue = ? AND batch_until IS NOT NULL`, [queue])
+
+/** Stores the end of the batched queue's wait (`null`: none open). */
+export const setBatchWait = (storage: StorageService, queue: string, until: number | null): Rows =>
+  storage.exec(
+    `INSERT INTO ${QUEUES} (queue, paused, batch_until) VALUES (?, 0, ?)
+       ON CONFLICT (queue) DO UPDATE SET batch_until = excluded.batch_until`,
+    [queue, until]
+  )

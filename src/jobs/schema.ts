@@ -204,5 +204,13 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
       ALTER TABLE ${JOBS} DROP COLUMN waiting_key;
       ALTER TABLE ${JOBS} DROP COLUMN concurrency_key;`,
     presentWhen: MigrationSql.columnExists(JOBS, "concurrency_key")
+  },
+  {
+    name: "durability_0022_jobs_batches",
+    // A batched queue's open wait for more jobs (`batch.waitMs`): until when its due jobs wait, kept with the
+    // queue so an eviction during the wait neither loses it nor starts it over.
+    up: `ALTER TABLE ${QUEUES} ADD COLUMN batch_until INTEGER`,
+    down: `ALTER TABLE ${QUEUES} DROP COLUMN batch_until;`,
+    presentWhen: MigrationSql.columnExists(QUEUES, "batch_until")
   }
 ]

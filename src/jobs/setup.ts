@@ -48,6 +48,16 @@ export const queuesOf = (definitions: unknown, options: Policy.ExecutionOptions)
         return yield* new InvalidOptionError({ field: `queues.${name}`, kind: "type", message: `A queue name cannot contain "/": ${JSON.stringify(name)}` })
       }
       const resolved = yield* Options.resolve(`queues.${name}.`, definition)
+      // The option and the handler's shape go together: a batch of jobs for a handler of one would be a silent misuse.
+      if ((resolved.batch === undefined) !== (definition.batchHandler === undefined)) {
+        return yield* new InvalidOptionError({
+          field: `queues.${name}.batch`,
+          kind: "type",
+          message: resolved.batch === undefined
+            ? `queues.${name}.batch is required by a batch handler: give { size, waitMs? }`
+            : `queues.${name}.batch needs a handler of batches (Jobs.batchQueue, or batchHandler on the promise face)`
+        })
+      }
       const policy = yield* Policy.resolve(`queues.${name}.`, definition, base)
       queues.set(name, {
         name,

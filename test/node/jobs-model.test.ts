@@ -3,8 +3,9 @@
  *
  * A seeded PRNG draws a long history for one object with four queues: `work` (plain), `parent`
  * (flow parents), `limited` (a queue token bucket and one bucket per tenant, concurrency 2),
- * `keyed` (a concurrency by tenant: one running job per tenant, 2 in all; its keys take turns) and
- * `kept` (retention by count; some flow parents too). Steps: add (generated or repeated ids, delays, priorities), add with
+ * `keyed` (a concurrency by tenant: one running job per tenant, 2 in all; its keys take turns),
+ * `kept` (retention by count; some flow parents too), and `batched` (batches of up to `BATCH.size`, waiting
+ * `BATCH.waitMs` for more; each job of a call runs as a plain job would, side by side). Steps: add (generated or repeated ids, delays, priorities), add with
  * a dedup key (drop while unfinished, throttle by ttl, replace while not started), addBulk (some
  * items sharing a dedup key), flows of two levels whose children fail (`onFailure` fail or ignore),
  * cancel, pause/resume, restart of the object over the same storage, clock advances, and the next
@@ -61,10 +62,11 @@ const TTL_MS = 5_000
 /** Simulated time the drain may take at the end (rate-limited backlogs wait for tokens). */
 const DRAIN_MS = 6 * 3_600_000
 
-type QueueName = "work" | "parent" | "limited" | "keyed" | "kept"
-const QUEUES: ReadonlyArray<QueueName> = ["work", "parent", "limited", "keyed", "kept"]
+type QueueName = "work" | "parent" | "limited" | "keyed" | "kept" | "batched"
+const QUEUES: ReadonlyArray<QueueName> = ["work", "parent", "limited", "keyed", "kept", "batched"]
 /** The keyed queue's concurrency: one running job per tenant, two in all. */
 const KEYED = { limit: 1, total: 2 }
+const BATCH = { size: 3, waitMs: 1_500 }
 
 /**
  * What a job's handler does on attempt n: `ok` succeeds; `flaky` fails (retryable) on attempt 1;
@@ -134,6 +136,8 @@ interface Figures {
   /** The most runs of one tenant of the keyed queue at once (its limit is 1). */
   keyedMost: number
   retentionRemoved: number
+  /** Calls of the batched queue's handler. */
+  batches: number
   duplicateSuccessfulRuns: number
   violations: number
   harnessProblems: number
@@ -331,6 +335,16 @@ const runSeed = (seed: number, steps: number, figures: Figures, verdict: Verdict
         removeOnComplete: { count: KEPT.completed },
         removeOnFail: { count: KEPT.failed },
         handler: handlerOf("kept")
+      }),
+      batched: Jobs.batchQueue({
+        retries,
+        batch: BATCH,
+        handler: (batch: ReadonlyArray<Jobs.JobContext<Payload>>) =>
+          Effect.suspend(() => {
+            figures.batches++
+            expectThat(batch.length >= 1 && batch.length <= BATCH.size, () => `a batch of ${batch.length} jobs (size ${BATCH.size})`)
+            return Effect.forEach(batch, (job) => Effect.exit(handlerOf("batched")(job)), { concurrency: "unbounded" })
+          })
       })
     }
     const options = { onLifecycleEvent: (event: Jobs.JobEvent) => void events.push(event) }
@@ -438,7 +452,7 @@ const runSeed = (seed: number, steps: number, figures: Figures, verdict: Verdict
         }
       })
 
-    const addBulk = (where: string, queue: "work" | "limited" | "keyed", count: number) =>
+    const addBulk = (where: string, queue: "work" | "limited" | "keyed" | "batched", count: number) =>
       Effect.gen(function*() {
         const items = Array.from({ length: count }, () => {
           const payload = queue === "keyed"
@@ -688,7 +702,10 @@ const runSeed = (seed: number, steps: number, figures: Figures, verdict: Verdict
         object = yield* object.restart
         live = object
         jobs = yield* attach(object)
-      } else if (roll < 72 && storage.armed() === 0) {
+      } else if (roll < 76) {
+        where += " add batched"
+        yield* addBulk(where, "batched", 1 + random.int(4))
+      } else if (roll < 80 && storage.armed() === 0) {
         const kind = random.pick<FaultyStorage.FaultKind>(["sql", "sql", "alarm"])
         where += ` fault ${kind}`
         figures.faultsArmed++
@@ -850,6 +867,7 @@ describe("jobs model", () => {
       fullestWindow: 0,
       keyedMost: 0,
       retentionRemoved: 0,
+      batches: 0,
       duplicateSuccessfulRuns: 0,
       violations: 0,
       harnessProblems: 0

@@ -9,6 +9,8 @@ import {
   ChildJobFailedError,
   DurabilityJobs,
   durabilityJobMigrations,
+  type DurableBatchJob,
+  type DurableBatchOutcome,
   type DurableJob,
   type DurableJobInfo,
   JobCanceledError,
@@ -211,7 +213,8 @@ describe("DurabilityJobs", () => {
       "durability_0011_jobs_queue_order",
       "durability_0012_jobs_retention_timer",
       "durability_0014_jobs_state_counts",
-      "durability_0019_jobs_concurrency_keys"
+      "durability_0019_jobs_concurrency_keys",
+      "durability_0022_jobs_batches"
     ])
     const result = DurabilityJobs.migrate(context)
     expect(result).toEqual({ applied: names, rolledBack: [] })
@@ -228,5 +231,56 @@ describe("DurabilityJobs", () => {
     expect(DurabilityJobs.migrate(context, null)).toEqual({ applied: [], rolledBack: [...names].reverse() })
     expect(jobTables(context.memory)).toEqual([])
     expect(thrownBy(() => DurabilityJobs.migrate(context, "durability_9999_unknown")).name).toBe("MigrationError")
+  })
+})
+
+describe("DurabilityJobs batched queues", () => {
+  it("batchHandler takes the jobs added together and answers per job; the payload and result types follow it", async () => {
+    const context = await memoryContext()
+    const calls: Array<ReadonlyArray<string>> = []
+    const jobs = new DurabilityJobs({
+      context,
+      onLifecycleEvent: quiet,
+      queues: {
+        resize: {
+          batch: { size: 10 },
+          retries: { maxAttempts: 1 },
+          batchHandler: async (batch: ReadonlyArray<DurableBatchJob<{ readonly width: number }>>) => {
+            calls.push(batch.map((job) => job.id))
+            await batch[0]!.progress(50)
+            return batch.map((job): DurableBatchOutcome<number> =>
+              job.payload.width > 0 ? { ok: true, value: job.payload.width * 2 } : { ok: false, error: new RangeError(`${job.id}: no width`) })
+          }
+        }
+      }
+    })
+    expectTypeOf(jobs.resize.add).parameter(0).toHaveProperty("payload").toEqualTypeOf<{ readonly width: number }>()
+    await jobs.resize.addBulk([{ id: "a", payload: { width: 2 } }, { id: "b", payload: { width: 0 } }, { id: "c", payload: { width: 5 } }])
+    const a = await jobs.resize.job("a").wait({ timeoutMs: 5_000 })
+    const b = await jobs.resize.job("b").wait({ timeoutMs: 5_000 })
+    const c = await jobs.resize.job("c").wait({ timeoutMs: 5_000 })
+    expectTypeOf(a!.result).toEqualTypeOf<number | undefined>()
+    expect(calls).toEqual([["a", "b", "c"]])
+    expect([a?.state, a?.result, a?.progress]).toEqual(["completed", 4, 50])
+    expect([b?.state, b?.error?.name, b?.error?.message]).toEqual(["failed", "RangeError", "b: no width"])
+    expect([c?.state, c?.result]).toEqual(["completed", 10])
+  })
+
+  it("refuses a batch without batchHandler, a batchHandler with handler, and a bad size, naming the field", async () => {
+    const context = await memoryContext()
+    const batchHandler = () => []
+    const cases: ReadonlyArray<readonly [() => unknown, new(...args: Array<never>) => Error, string]> = [
+      [() => new DurabilityJobs({ context, queues: { q: { batch: { size: 2 } } } }), TypeError, "queues.q.batchHandler must be a function"],
+      [() => new DurabilityJobs({ context, queues: { q: { batchHandler } } }), TypeError, "queues.q.batch is required"],
+      [() => new DurabilityJobs({ context, queues: { q: { batchHandler, handler: () => 1, batch: { size: 2 } } } }), TypeError, "queues.q.handler"],
+      [() => new DurabilityJobs({ context, queues: { q: { batchHandler, batch: { size: 0 } } } }), RangeError, "queues.q.batch.size"],
+      [() => new DurabilityJobs({ context, queues: { q: { batchHandler, batch: { size: 2, waitMs: -5 } } } }), RangeError, "queues.q.batch.waitMs"]
+    ]
+    for (const [build, ErrorClass, text] of cases) {
+      const error = thrownBy(build)
+      expect(error, text).toBeInstanceOf(ErrorClass)
+      expect(error.message, text).toContain(text)
+    }
+    expect(jobTables(context.memory)).toEqual([])
   })
 })

@@ -15,6 +15,8 @@
  * - `report`: a flow's parent; returns its children's values.
  * - `keyed`: one running job per `tenant`, `JOBS.keyedTotal` in all; attempts up to `holdAttempts` wait for their
  *   signal, `holdUntil` for its gate; each call notes how many of its tenant ran in this instance as it started.
+ * - `batched`: batches of up to `JOBS.batchSize`, waiting up to `JOBS.batchWaitMs` for more; each job's call
+ *   notes the ids of its batch, and fails as `flaky`'s do (`failTimes`).
  */
 import { DurableObject } from "cloudflare:workers"
 import { Gates } from "./gates.js"
@@ -23,6 +25,7 @@ import {
   type AlarmInvocationInfo,
   DurabilityJobs,
   DurabilityScheduler,
+  type DurableBatchJob,
   type DurableJob,
   type DurableJobAddOptions,
   type DurableJobAddResult,
@@ -49,10 +52,12 @@ export const JOBS = {
   limitedGroup: { capacity: 2, refillPerSecond: 2 },
   retained: 5,
   plainMaxPayloadBytes: 1_024,
-  keyedTotal: 2
+  keyedTotal: 2,
+  batchSize: 4,
+  batchWaitMs: 500
 } as const
 
-export type QueueName = "plain" | "ordered" | "limited" | "flaky" | "retained" | "slow" | "report" | "keyed"
+export type QueueName = "plain" | "ordered" | "limited" | "flaky" | "retained" | "slow" | "report" | "keyed" | "batched"
 
 export interface Work {
   readonly tag?: string
@@ -304,6 +309,18 @@ export class JobsObject extends DurableObject {
               this.active.set(tenant, (this.active.get(tenant) ?? 1) - 1)
             }
           })
+      },
+      batched: {
+        batch: { size: JOBS.batchSize, waitMs: JOBS.batchWaitMs },
+        batchHandler: (batch: ReadonlyArray<DurableBatchJob<Work>>) =>
+          Promise.all(batch.map((job) =>
+            this.call(job, async (note) => {
+              note(batch.map((other) => other.id).join(","))
+              const calls = this.callCount("batched", job.id)
+              if (calls <= (job.payload.failTimes ?? 0)) throw new FlakyError(`${job.id} failed on call ${calls}`)
+              return { tag: job.payload.tag ?? null, calls }
+            }).then((value) => ({ ok: true as const, value }), (error: unknown) => ({ ok: false as const, error }))
+          ))
       }
     }
   })
@@ -340,7 +357,7 @@ export class JobsObject extends DurableObject {
   }
 
   /** Runs one attempt, recording it in `jobs_calls`. */
-  private async call<A>(job: DurableJob<Work>, body: (note: (text: string) => void) => Promise<A>): Promise<A> {
+  private async call<A>(job: DurableBatchJob<Work>, body: (note: (text: string) => void) => Promise<A>): Promise<A> {
     const sql = this.ctx.storage.sql
     const running = (this.active.get(job.queue) ?? 0) + 1
     this.active.set(job.queue, running)
