@@ -34,7 +34,8 @@ export const make = (run: Run): TableHandle => {
             ? Effect.void
             // The earliest new time is the only one that can move the alarm earlier.
             : upkeep.cover(records.reduce((at, record) => Math.min(at, record.at), Number.MAX_SAFE_INTEGER))))
-      yield* Attempt.startPending(run, records)
+      // Inside a caller's transaction (`StorageService.atomically`) the start waits for its commit.
+      yield* engine.storage.afterCommit(Attempt.startPending(run, records))
       return result
     })
 
@@ -60,7 +61,7 @@ export const make = (run: Run): TableHandle => {
     emit: (build, at, settles) =>
       settles === false && !Lifecycle.hears(participant.table.onEvent)
         ? Effect.void
-        : Lifecycle.emitTo(engine.background, participant.table.onEvent, build, at),
+        : engine.storage.afterCommit(Lifecycle.emitTo(engine.background, participant.table.onEvent, build, at)),
     executing: (key) => participant.active.has(key),
     executingKeys: () => participant.active.keys(),
     // From the engine's timer support, which a table that has timers or leases brought with it.

@@ -39,6 +39,8 @@ export interface Prepared {
   readonly priority: number
   readonly group: string | null
   readonly dedup: { readonly key: string; readonly ttlMs: number | undefined; readonly replace: boolean } | undefined
+  /** The event key whose arrival cancels the job (`jobs.event`). */
+  readonly cancelOn: string | undefined
 }
 
 export const queueOf = (core: Core, name: unknown, field = "queue"): Effect.Effect<QueueRuntime, InvalidInputError> => {
@@ -117,7 +119,8 @@ export const prepare = (
       }
       dedup = { key, ttlMs, replace: given.mode === "replace" }
     }
-    return { queue, id, given, key: Flow.keyOf(queue.name, id), payload, at, priority, group, dedup }
+    const cancelOn = options.cancelOn === undefined ? undefined : yield* Validate.key(`${prefix}cancelOn`, options.cancelOn)
+    return { queue, id, given, key: Flow.keyOf(queue.name, id), payload, at, priority, group, dedup, cancelOn }
   })
 
 /** The job's rate-limit group, from the queue's `groupRateLimit.key(payload)`. */
@@ -141,8 +144,8 @@ const insert = (
   job: Prepared,
   now: number,
   flow?: { readonly parentKey: string | null; readonly onFailure: string; readonly children: number }
-): Effect.Effect<boolean, StorageError> =>
-  JobsTable.insert(core.storage, {
+): Effect.Effect<boolean, StorageError> => {
+  const inserted = JobsTable.insert(core.storage, {
     key: job.key,
     queue: job.queue.name,
     id: job.id,
@@ -158,6 +161,12 @@ const insert = (
     children: flow?.children ?? 0,
     createdAt: now
   })
+  const cancelOn = job.cancelOn
+  // Its own statement, only for jobs that have one: a plain insert stays one statement.
+  return cancelOn === undefined
+    ? inserted
+    : Effect.tap(inserted, (made) => made ? JobsTable.setCancelOn(core.storage, job.key, cancelOn) : Effect.void)
+}
 
 interface Added {
   readonly result: AddResult
@@ -192,6 +201,7 @@ const addOne = (core: Core, job: Prepared, now: number): Effect.Effect<Added, St
             Number(holder.attempt) === 0 && !core.handle.executing(holderKey)
           if (replaceable) {
             yield* JobsTable.replace(storage, holderKey, job)
+            yield* JobsTable.setCancelOn(storage, holderKey, job.cancelOn ?? null)
           }
           return {
             result: {
@@ -232,7 +242,7 @@ const addOne = (core: Core, job: Prepared, now: number): Effect.Effect<Added, St
 /** Adds the jobs in one transaction (one statement, and no transaction, for a single plain job the alarm covers). */
 export const addAll = (core: Core, jobs: ReadonlyArray<Prepared>, now: number): Effect.Effect<ReadonlyArray<AddResult>, StorageError> =>
   Effect.gen(function*() {
-    const single = jobs.length === 1 && jobs[0]!.dedup === undefined ? jobs[0]! : undefined
+    const single = jobs.length === 1 && jobs[0]!.dedup === undefined && jobs[0]!.cancelOn === undefined ? jobs[0]! : undefined
     const added = yield* core.handle.writePending(
       Effect.forEach(jobs, (job) => addOne(core, job, now)),
       (all) => all.flatMap((one) => one.pending === undefined ? [] : [one.pending]),

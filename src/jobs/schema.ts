@@ -177,5 +177,15 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
       DROP INDEX IF EXISTS ${JOBS}_queue_leased_idx;
       DROP INDEX IF EXISTS ${JOBS}_queue_due_idx;`,
     presentWhen: MigrationSql.indexExists(`${JOBS}_queue_due_idx`)
+  },
+  {
+    name: "durability_0020_jobs_cancel_on",
+    // The event key whose arrival cancels the job (`cancelOn`), indexed where it is set, so an event finds its jobs
+    // with one statement whatever the table's size.
+    up: `ALTER TABLE ${JOBS} ADD COLUMN cancel_on TEXT;
+      CREATE INDEX ${JOBS}_cancel_on_idx ON ${JOBS} (cancel_on) WHERE cancel_on IS NOT NULL`,
+    down: `DROP INDEX IF EXISTS ${JOBS}_cancel_on_idx;
+      ALTER TABLE ${JOBS} DROP COLUMN cancel_on;`,
+    presentWhen: MigrationSql.columnExists(JOBS, "cancel_on")
   }
 ]

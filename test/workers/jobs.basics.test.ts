@@ -275,7 +275,8 @@ describe("jobs: the migration in real DO SQLite", () => {
         { name: "durability_0010_jobs_outbox" },
         { name: "durability_0011_jobs_queue_order" },
         { name: "durability_0012_jobs_retention_timer" },
-        { name: "durability_0014_jobs_state_counts" }
+        { name: "durability_0014_jobs_state_counts" },
+        { name: "durability_0020_jobs_cancel_on" }
       ])
       // The inspector's counts by state read index ranges, never the queue's rows one by one (SQLite's own
       // plans, on real DO SQLite): bounded by the cap and by what runs, whatever the queue holds.

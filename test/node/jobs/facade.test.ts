@@ -210,7 +210,8 @@ describe("DurabilityJobs", () => {
       "durability_0010_jobs_outbox",
       "durability_0011_jobs_queue_order",
       "durability_0012_jobs_retention_timer",
-      "durability_0014_jobs_state_counts"
+      "durability_0014_jobs_state_counts",
+      "durability_0020_jobs_cancel_on"
     ])
     const result = DurabilityJobs.migrate(context)
     expect(result).toEqual({ applied: names, rolledBack: [] })
