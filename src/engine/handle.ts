@@ -43,8 +43,8 @@ export const make = (run: Run): TableHandle => {
     write: upkeep.write,
     writePending,
     tryStart,
-    abort: (matches, reason, options) =>
-      Effect.suspend(() => {
+    abort: (matches, reason, options) => {
+      const aborting = Effect.suspend(() => {
         let aborted = 0
         for (const [key, entry] of participant.active) {
           if (!matches(key)) continue
@@ -56,7 +56,13 @@ export const make = (run: Run): TableHandle => {
         return options?.release === true && aborted > 0
           ? Effect.as(upkeep.afterRelease("refresh"), aborted)
           : Effect.succeed(aborted)
-      }),
+      })
+      // Inside a caller's transaction the write that asked for it may still roll back: abort after the commit
+      // (`afterCommit` gives back the same effect when there is no such transaction).
+      const now = Effect.asVoid(aborting)
+      const later = engine.storage.afterCommit(now)
+      return later === now ? aborting : Effect.as(later, 0)
+    },
     settle: (row, outcome, guard) => timersOf(engine).settleExternal(run, row, outcome, guard),
     emit: (build, at, settles) =>
       settles === false && !Lifecycle.hears(participant.table.onEvent)
