@@ -72,9 +72,13 @@ export interface StorageService {
    * Runs `body` as one transaction whose in-memory follow-ups wait for its commit: inside it,
    * `afterCommit` collects instead of running, and the collected effects run (in order) once the
    * transaction committed; a rollback drops them with the writes. Nested calls join the outer one.
-   * The body must be synchronous, as for `transaction`.
+   * The body must be synchronous, as for `transaction`. `after` is given the follow-ups (all of
+   * them, as one effect) once committed; by default they run at once, in this fiber.
    */
-  readonly atomically: <A, E, R>(body: Effect.Effect<A, E, R>) => Effect.Effect<A, E | StorageError, R>
+  readonly atomically: <A, E, R>(
+    body: Effect.Effect<A, E, R>,
+    after?: (followUps: Effect.Effect<void>) => Effect.Effect<void>
+  ) => Effect.Effect<A, E | StorageError, R>
   /**
    * `effect` itself, or, while an `atomically` body runs, an effect that keeps it for after that
    * commit. Decided when called, so call it where the follow-up is due (inside the running effect).
@@ -194,7 +198,10 @@ export const make = (storage: DurableObjectStorageLike): Effect.Effect<StorageSe
         })
       })
 
-    const atomically = <A, E, R>(body: Effect.Effect<A, E, R>): Effect.Effect<A, E | StorageError, R> =>
+    const atomically = <A, E, R>(
+      body: Effect.Effect<A, E, R>,
+      after: (followUps: Effect.Effect<void>) => Effect.Effect<void> = (followUps) => followUps
+    ): Effect.Effect<A, E | StorageError, R> =>
       Effect.suspend(() => {
         if (deferred !== undefined) return transaction(body)
         const collected: Array<Effect.Effect<void>> = []
@@ -207,7 +214,7 @@ export const make = (storage: DurableObjectStorageLike): Effect.Effect<StorageSe
             Effect.sync(() => (deferred = undefined))
           ),
           // Committed: only now may memory act on the writes (start, abort, tell).
-          (value) => Effect.as(Effect.forEach(collected, (effect) => effect, { discard: true }), value)
+          (value) => Effect.as(after(Effect.forEach(collected, (effect) => effect, { discard: true })), value)
         )
       })
 
