@@ -10,11 +10,15 @@
  * Facade machinery, not exported.
  * @internal
  */
+import * as Cause from "effect/Cause"
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as FiberId from "effect/FiberId"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
+import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
 import type { DurabilityContext } from "../shared/platform.js"
 import * as Scheduler from "../engine/Scheduler.js"
 import * as StorageService from "../engine/StorageService.js"
@@ -48,6 +52,20 @@ interface OpenTransaction {
 }
 
 class RolledBack {}
+
+/**
+ * A call that had to wait (a result, a timer, a lock) cannot be part of the synchronous transaction: its
+ * fiber, which would go on later outside it, is interrupted, and the transaction fails with this error.
+ */
+const suspended = (cause: Cause.Cause<unknown>): Error | undefined => {
+  const defect = Cause.dieOption(cause)
+  if (Option.isNone(defect) || !Runtime.isAsyncFiberException(defect.value)) return undefined
+  defect.value.fiber.unsafeInterruptAsFork(FiberId.none)
+  return new TypeError(
+    "A call inside scheduler.transaction(fn) had to wait (for a result, a timer or a lock): only calls that " +
+      "complete at once can join the transaction (nothing was written)"
+  )
+}
 
 const isThenable = (value: unknown): boolean =>
   (typeof value === "object" || typeof value === "function") && value !== null &&
@@ -109,7 +127,7 @@ export class ObjectRuntime {
     if (Exit.isSuccess(exit)) {
       settled = Promise.resolve(exit.value)
     } else {
-      const error = fromCause(exit.cause)
+      const error = suspended(exit.cause) ?? fromCause(exit.cause)
       open.failed ??= { error }
       settled = Promise.reject(error)
       // The transaction throws it; a caller that also awaits this promise sees it too.

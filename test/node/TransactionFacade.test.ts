@@ -109,6 +109,24 @@ describe("DurabilityScheduler.transaction", () => {
     expect(jobRows(state)).toEqual([])
   })
 
+  it("a call that would wait (job(id).wait) fails the transaction: nothing written, and nothing waits on", async () => {
+    const state = await TestObjectState.make()
+    const log: Array<string> = []
+    const { jobs, scheduler } = build(state.context, log)
+    await jobs.welcome.add({ id: "earlier", payload: "earlier", delayMs: 60_000 })
+    expect(() =>
+      scheduler.transaction(() => {
+        state.context.storage.sql.exec("INSERT INTO users (id) VALUES ('ada')")
+        void jobs.welcome.add({ id: "ada", payload: "ada" })
+        void jobs.welcome.job("earlier").wait({ timeoutMs: 120_000 })
+      })
+    ).toThrow("had to wait")
+    expect(users(state)).toEqual([])
+    expect(jobRows(state).map((row) => row.id)).toEqual(["earlier"])
+    await state.advance("2 minutes")
+    expect(log).toEqual(["welcome earlier#1"])
+  })
+
   it("a commit: both stay, the calls' promises are settled, the alarm was armed in it, the job runs once", async () => {
     const state = await TestObjectState.make()
     const log: Array<string> = []
