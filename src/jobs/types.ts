@@ -136,6 +136,8 @@ export interface JobInfo<P = unknown, R = unknown> {
   readonly parentId?: string
   /** The parent's queue, for a child in a flow. */
   readonly parentQueue?: string
+  /** The event key whose arrival cancels the job (`cancelOn`), when it has one. */
+  readonly cancelOn?: string
   /** Its children (a flow's parent), in the order they were added, with their states now. */
   readonly children?: ReadonlyArray<{ readonly queue: string; readonly id: string; readonly state: JobState }>
 }

@@ -66,6 +66,8 @@ describe("cancelOn and jobs.event", () => {
       expect(events.of("canceled").map((event) => [event.id, event.reason])).toEqual([["delayed", REASON], ["active", REASON]])
       // Finished ones do not match again.
       expect(yield* object.run(jobs.event(KEY))).toBe(0)
+      expect(yield* object.run(jobs.work.get("plain"))).not.toHaveProperty("cancelOn")
+      expect(yield* object.run(jobs.work.get("other"))).toMatchObject({ cancelOn: "user.deleted:43" })
       yield* TestClock.adjust(60_000)
       expect(calls).toEqual(["active#1", "done#1", "other#1", "plain#1"])
       expect(events.of("retry_scheduled")).toEqual([])
@@ -110,6 +112,7 @@ describe("cancelOn and jobs.event", () => {
       const object = yield* TestDurability.make()
       const { jobs } = yield* setup(object)
       yield* object.run(jobs.work.add({ id: "a", payload: "quick", delayMs: 60_000, cancelOn: KEY }))
+      expect(yield* object.run(jobs.work.get("a"))).toMatchObject({ state: "delayed", cancelOn: KEY })
       const before = yield* dump(object)
       expect(yield* object.run(jobs.event("user.deleted:4"))).toBe(0)
       for (const bad of ["", 42, undefined, "x".repeat(10_000)]) {
