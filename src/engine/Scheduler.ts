@@ -98,8 +98,9 @@ export interface Scheduler {
  * physical alarm is reconciled inside the same transaction. `body` must be synchronous (SQL only: no
  * waiting on promises, timers or locks), else it fails and nothing is written. What acts on the writes
  * in memory (eager starts, aborting a canceled job's handler, lifecycle events, the early timer) runs
- * only after the commit; a rollback drops it with the writes. See docs/architecture.md, "Your writes and
- * the library's in one transaction".
+ * only after the commit; a rollback drops it with the writes. Make it the outermost transaction (inside
+ * `StorageService.transaction` its follow-ups would run before that one commits); nested in itself, it joins
+ * the outer one. See docs/architecture.md, "Your writes and the library's in one transaction".
  */
 export const transaction = <A, E, R>(
   body: Effect.Effect<A, E, R>
