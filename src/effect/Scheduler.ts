@@ -12,6 +12,7 @@ export {
   layerWith,
   Scheduler,
   type Services,
+  transaction,
   UPKEEP_DELAY
 } from "../engine/Scheduler.js"
 export type {

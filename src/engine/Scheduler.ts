@@ -91,6 +91,24 @@ export interface Scheduler {
   readonly summary: (runningListed: number) => Effect.Effect<Summary.EngineSummary>
 }
 
+/**
+ * Runs `body` as one transaction of the object's storage, so that your own rows and the library's work
+ * commit together or not at all: write your rows with `StorageService.exec` (or `ctx.storage.sql`) and
+ * add jobs, register operations, set named alarms, upsert schedules or send job events in `body`; the
+ * physical alarm is reconciled inside the same transaction. `body` must be synchronous (SQL only: no
+ * waiting on promises, timers or locks), else it fails and nothing is written. What acts on the writes
+ * in memory (eager starts, aborting a canceled job's handler, lifecycle events, the early timer) runs
+ * only after the commit; a rollback drops it with the writes. Make it the outermost transaction (inside
+ * `StorageService.transaction` its follow-ups would run before that one commits); nested in itself, it joins
+ * the outer one. See docs/architecture.md, "Your writes and the library's in one transaction".
+ */
+export const transaction = <A, E, R>(
+  body: Effect.Effect<A, E, R>
+): Effect.Effect<A, E | StorageError, R | StorageService.StorageService> =>
+  Effect.flatMap(StorageService.StorageService, (storage) => storage.atomically(body)).pipe(
+    Effect.withSpan("Scheduler.transaction")
+  )
+
 /** The `Scheduler` service's tag: build it with `layerDurableObject` or `layerWith`. */
 export const Scheduler: Context.Tag<Scheduler, Scheduler> = Context.GenericTag<Scheduler>("durability/Scheduler")
 

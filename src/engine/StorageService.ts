@@ -68,6 +68,22 @@ export interface StorageService {
    * reconciliation sets it again, which is harmless.
    */
   readonly alarmFired: Effect.Effect<void>
+  /**
+   * Runs `body` as one transaction whose in-memory follow-ups wait for its commit: inside it,
+   * `afterCommit` collects instead of running, and the collected effects run (in order) once the
+   * transaction committed; a rollback drops them with the writes. Nested calls join the outer one.
+   * The body must be synchronous, as for `transaction`. `after` is given the follow-ups (all of
+   * them, as one effect) once committed; by default they run at once, in this fiber.
+   */
+  readonly atomically: <A, E, R>(
+    body: Effect.Effect<A, E, R>,
+    after?: (followUps: Effect.Effect<void>) => Effect.Effect<void>
+  ) => Effect.Effect<A, E | StorageError, R>
+  /**
+   * `effect` itself, or, while an `atomically` body runs, an effect that keeps it for after that
+   * commit. Decided when called, so call it where the follow-up is due (inside the running effect).
+   */
+  readonly afterCommit: (effect: Effect.Effect<void>) => Effect.Effect<void>
 }
 
 /** The `StorageService` service's tag: provide it with `layer` over the object's `ctx.storage`. */
@@ -104,6 +120,8 @@ export const make = (storage: DurableObjectStorageLike): Effect.Effect<StorageSe
   Effect.sync(() => {
     let knownAlarm: number | null | undefined = undefined
     let depth = 0
+    // The follow-ups of the `atomically` body running now; undefined outside one.
+    let deferred: Array<Effect.Effect<void>> | undefined
 
     // A plain try, not `Effect.try({ try, catch })`: no closures made per statement (the hottest call).
     const exec: StorageService["exec"] = (query, bindings = []) =>
@@ -180,8 +198,33 @@ export const make = (storage: DurableObjectStorageLike): Effect.Effect<StorageSe
         })
       })
 
+    const atomically = <A, E, R>(
+      body: Effect.Effect<A, E, R>,
+      after: (followUps: Effect.Effect<void>) => Effect.Effect<void> = (followUps) => followUps
+    ): Effect.Effect<A, E | StorageError, R> =>
+      Effect.suspend(() => {
+        if (deferred !== undefined) return transaction(body)
+        const collected: Array<Effect.Effect<void>> = []
+        return Effect.flatMap(
+          Effect.ensuring(
+            transaction(Effect.suspend(() => {
+              deferred = collected
+              return body
+            })),
+            Effect.sync(() => (deferred = undefined))
+          ),
+          // Committed: only now may memory act on the writes (start, abort, tell).
+          (value) => Effect.as(after(Effect.forEach(collected, (effect) => effect, { discard: true })), value)
+        )
+      })
+
+    const afterCommit = (effect: Effect.Effect<void>): Effect.Effect<void> =>
+      deferred === undefined ? effect : Effect.sync(() => void deferred?.push(effect))
+
     return StorageService.of({
       exec,
+      atomically,
+      afterCommit,
       query,
       transaction,
       alarm: Effect.sync(() => knownAlarm),

@@ -34,7 +34,8 @@ export const make = (run: Run): TableHandle => {
             ? Effect.void
             // The earliest new time is the only one that can move the alarm earlier.
             : upkeep.cover(records.reduce((at, record) => Math.min(at, record.at), Number.MAX_SAFE_INTEGER))))
-      yield* Attempt.startPending(run, records)
+      // Inside a caller's transaction (`StorageService.atomically`) the start waits for its commit.
+      yield* engine.storage.afterCommit(Attempt.startPending(run, records))
       return result
     })
 
@@ -42,8 +43,8 @@ export const make = (run: Run): TableHandle => {
     write: upkeep.write,
     writePending,
     tryStart,
-    abort: (matches, reason, options) =>
-      Effect.suspend(() => {
+    abort: (matches, reason, options) => {
+      const aborting = Effect.suspend(() => {
         let aborted = 0
         for (const [key, entry] of participant.active) {
           if (!matches(key)) continue
@@ -55,12 +56,18 @@ export const make = (run: Run): TableHandle => {
         return options?.release === true && aborted > 0
           ? Effect.as(upkeep.afterRelease("refresh"), aborted)
           : Effect.succeed(aborted)
-      }),
+      })
+      // Inside a caller's transaction the write that asked for it may still roll back: abort after the commit
+      // (`afterCommit` gives back the same effect when there is no such transaction).
+      const now = Effect.asVoid(aborting)
+      const later = engine.storage.afterCommit(now)
+      return later === now ? aborting : Effect.as(later, 0)
+    },
     settle: (row, outcome, guard) => timersOf(engine).settleExternal(run, row, outcome, guard),
     emit: (build, at, settles) =>
       settles === false && !Lifecycle.hears(participant.table.onEvent)
         ? Effect.void
-        : Lifecycle.emitTo(engine.background, participant.table.onEvent, build, at),
+        : engine.storage.afterCommit(Lifecycle.emitTo(engine.background, participant.table.onEvent, build, at)),
     executing: (key) => participant.active.has(key),
     executingKeys: () => participant.active.keys(),
     // From the engine's timer support, which a table that has timers or leases brought with it.

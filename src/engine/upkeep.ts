@@ -145,7 +145,7 @@ export const make = (options: {
     })
 
   const write = <A, E>(body: Effect.Effect<A, E>): Effect.Effect<A, E | StorageError> =>
-    Effect.tap(storage.transaction(Effect.zipLeft(body, reconcile)), () => reported(refreshTimer()))
+    Effect.tap(storage.transaction(Effect.zipLeft(body, reconcile)), () => storage.afterCommit(reported(refreshTimer())))
 
   const owe = Effect.sync(() => {
     owed = true

@@ -243,6 +243,12 @@ export interface DurabilityJobsBase {
   purgeBefore(before: number | Date): Promise<number>
   /** Adds a parent and its children (across queues, any depth) in one transaction. */
   flow(root: DurableJobFlowNode): Promise<Types.FlowResult>
+  /**
+   * An event arrived: every unfinished job added with `cancelOn: key` is canceled, as by `cancel` (an
+   * active one has its signal aborted), in one transaction; resolves to how many. Inside
+   * `scheduler.transaction(fn)` it commits (or rolls back) with your own writes.
+   */
+  event(key: string): Promise<number>
 }
 
 /**
@@ -485,6 +491,10 @@ class DurabilityJobsImpl extends Helper<Service> {
 
   flow(root: DurableJobFlowNode): Promise<Types.FlowResult> {
     return Helper.run(this, (service) => service.flow(root))
+  }
+
+  event(key: string): Promise<number> {
+    return Helper.run(this, (service) => service.event(key))
   }
 
   static migrate(context: DurabilityContext, target?: string | null): MigrationResult {

@@ -91,6 +91,21 @@ export class DurabilityScheduler {
   }
 
   /**
+   * Runs `fn` in one transaction of the object's storage, so that your own rows and the library's work
+   * commit together or not at all. In `fn`, write your rows with `ctx.storage.sql.exec` and call the
+   * helpers attached to this scheduler as usual (`jobs.email.add(…)`, `durability.charge(…)`,
+   * `alarms.renew(…)`, `schedules.digest.upsert(…)`, `jobs.event(…)`): each call runs at once, inside the
+   * transaction, and its promise is already settled. When `fn` throws, or any call in it fails, nothing
+   * is written (the alarm included) and `transaction` throws that error; otherwise it returns what `fn`
+   * returned. `fn` must be synchronous, and calls that wait (`wait`, a handler's result) fail inside it.
+   * Starts, lifecycle events and aborts of canceled handlers happen after the commit. See
+   * docs/architecture.md, "Your writes and the library's in one transaction".
+   */
+  transaction<T>(fn: () => T): T {
+    return internals(this).runtime.transaction(fn)
+  }
+
+  /**
    * The Effect face on this scheduler: `Operations.make`, `Jobs.make`, `NamedAlarms.make`, … run here
    * attach to the same engine as this object's promise helpers (one alarm, one concurrency pool).
    * `layer` provides your handlers' services; it is built once, on first use. Its `runPromise`

@@ -33,6 +33,7 @@ import * as Capability from "../engine/capability.js"
 import * as Codec from "../shared/codec.js"
 import * as Late from "../shared/late.js"
 import * as Add from "./add.js"
+import * as CancelOn from "./cancelOn.js"
 import * as InspectionRegistry from "../inspection/InspectionRegistry.js"
 import * as JobsInspect from "./inspection.js"
 import * as JobsTable from "./jobsTable.js"
@@ -193,6 +194,12 @@ export type JobsService<Defs extends Record<string, AnyQueueDefinition>> =
     readonly flow: (root: Types.FlowNode) => Effect.Effect<Types.FlowResult, InvalidInputError | StorageError>
     /** Deletes every job created before `before` (strict); returns how many. */
     readonly purgeBefore: (before: number | Date) => Effect.Effect<number, InvalidInputError | StorageError>
+    /**
+     * An event arrived: every unfinished job whose `cancelOn` is `key` is canceled as by `cancel` (an
+     * executing one has its signal aborted), in one transaction; returns how many. Inside
+     * `Scheduler.transaction` it commits with the caller's own writes.
+     */
+    readonly event: (key: string) => Effect.Effect<number, InvalidInputError | StorageError>
   }
 
 export interface JobsOptions extends Policy.ExecutionOptions {
@@ -281,7 +288,12 @@ export const make = <const Defs extends Record<string, AnyQueueDefinition>>(
     yield* InspectionRegistry.register(JobsInspect.source(core, calls, capability.purgeBefore))
     // One queue's calls per definition, built over its name at run time: TS cannot relate a record
     // built key by key to the mapped type (each queue's payload and result types are its definition's).
-    const service = { ...Object.fromEntries(calls), flow: flow(core), purgeBefore: capability.purgeBefore } as JobsService<Defs>
+    const service = {
+      ...Object.fromEntries(calls),
+      flow: flow(core),
+      purgeBefore: capability.purgeBefore,
+      event: (key: string) => CancelOn.event(core, key).pipe(Effect.withSpan("Jobs.event"))
+    } as JobsService<Defs>
     Serve.register(service, new Set(calls.keys()))
     return service
   })

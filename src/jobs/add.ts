@@ -42,6 +42,8 @@ export interface Prepared {
   /** Its key under the queue's concurrency by key (computed here, stored with the job). */
   readonly concurrencyKey: string | null
   readonly dedup: { readonly key: string; readonly ttlMs: number | undefined; readonly replace: boolean } | undefined
+  /** The event key whose arrival cancels the job (`jobs.event`). */
+  readonly cancelOn: string | undefined
 }
 
 export const queueOf = (core: Core, name: unknown, field = "queue"): Effect.Effect<QueueRuntime, InvalidInputError> => {
@@ -121,7 +123,8 @@ export const prepare = (
       }
       dedup = { key, ttlMs, replace: given.mode === "replace" }
     }
-    return { queue, id, given, key: Flow.keyOf(queue.name, id), payload, at, priority, group, concurrencyKey, dedup }
+    const cancelOn = options.cancelOn === undefined ? undefined : yield* Validate.key(`${prefix}cancelOn`, options.cancelOn)
+    return { queue, id, given, key: Flow.keyOf(queue.name, id), payload, at, priority, group, concurrencyKey, dedup, cancelOn }
   })
 
 /** The job's rate-limit group, from the queue's `groupRateLimit.key(payload)`. */
@@ -145,8 +148,8 @@ const insert = (
   job: Prepared,
   now: number,
   flow?: { readonly parentKey: string | null; readonly onFailure: string; readonly children: number }
-): Effect.Effect<boolean, StorageError> =>
-  Effect.flatMap(Keyed.floorOf(core), (floor) =>
+): Effect.Effect<boolean, StorageError> => {
+  const inserted = Effect.flatMap(Keyed.floorOf(core), (floor) =>
     JobsTable.insert(core.storage, {
     key: job.key,
     queue: job.queue.name,
@@ -165,6 +168,12 @@ const insert = (
     createdAt: now,
     floor
   }))
+  const cancelOn = job.cancelOn
+  // Its own statement, only for jobs that have one: a plain insert stays one statement.
+  return cancelOn === undefined
+    ? inserted
+    : Effect.tap(inserted, (made) => made ? JobsTable.setCancelOn(core.storage, job.key, cancelOn) : Effect.void)
+}
 
 interface Added {
   readonly result: AddResult
@@ -199,6 +208,7 @@ const addOne = (core: Core, job: Prepared, now: number): Effect.Effect<Added, St
             Number(holder.attempt) === 0 && !core.handle.executing(holderKey)
           if (replaceable) {
             yield* JobsTable.replace(storage, holderKey, job)
+            yield* JobsTable.setCancelOn(storage, holderKey, job.cancelOn ?? null)
           }
           return {
             result: {
@@ -239,7 +249,7 @@ const addOne = (core: Core, job: Prepared, now: number): Effect.Effect<Added, St
 /** Adds the jobs in one transaction (one statement, and no transaction, for a single plain job the alarm covers). */
 export const addAll = (core: Core, jobs: ReadonlyArray<Prepared>, now: number): Effect.Effect<ReadonlyArray<AddResult>, StorageError> =>
   Effect.gen(function*() {
-    const single = jobs.length === 1 && jobs[0]!.dedup === undefined ? jobs[0]! : undefined
+    const single = jobs.length === 1 && jobs[0]!.dedup === undefined && jobs[0]!.cancelOn === undefined ? jobs[0]! : undefined
     const added = yield* core.handle.writePending(
       Effect.forEach(jobs, (job) => addOne(core, job, now)),
       (all) => all.flatMap((one) => one.pending === undefined ? [] : [one.pending]),

@@ -88,13 +88,14 @@ export interface Core {
 
 /** Tells the events (after the commit) and wakes the waiters of finished keys. */
 export const tell = (core: Core, events: ReadonlyArray<JobEventDraft>, finished: ReadonlyArray<string> = []): Effect.Effect<void> =>
-  Effect.suspend(() => {
+  // Inside a caller's transaction (`StorageService.atomically`), told once it committed.
+  core.storage.afterCommit(Effect.suspend(() => {
     for (const key of finished) core.watchers.notify(key)
     if (core.hook === undefined || events.length === 0) return Effect.void
     return Effect.forEach(events, (event) =>
       Lifecycle.emitTo<JobEvent>(core.background, core.hook, (timestamp) =>
         ({ ...event, entityKind: "job", timestamp }) as JobEvent), { discard: true })
-  })
+  }))
 
 export const queueOfKey = (key: string): string => key.slice(0, key.indexOf("/"))
 

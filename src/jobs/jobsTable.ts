@@ -520,6 +520,17 @@ export const clean = (storage: StorageService, queue: string, states: ReadonlyAr
 export const requestCancel = (storage: StorageService, key: string, reason: string): Rows =>
   storage.exec(`UPDATE ${JOBS} SET cancel_requested = 1, cancel_reason = ? WHERE key = ?`, [reason, key])
 
+/** The event key whose arrival cancels the job (`cancelOn`), or none. */
+export const setCancelOn = (storage: StorageService, key: string, cancelOn: string | null): Rows =>
+  storage.exec(`UPDATE ${JOBS} SET cancel_on = ? WHERE key = ?`, [cancelOn, key])
+
+/** The unfinished jobs an event cancels (`key`), through the partial index on `cancel_on`. */
+export const cancelOnMatches = (storage: StorageService, event: string): Rows =>
+  storage.exec(
+    `SELECT key, queue, id FROM ${JOBS} WHERE cancel_on = ? AND status IN ('pending', 'waiting_children') ORDER BY seq`,
+    [event]
+  )
+
 /** An unfinished job is `canceled` at `at`; returns its row. */
 export const cancel = (storage: StorageService, key: string, reason: string, at: number): Rows =>
   storage.exec(

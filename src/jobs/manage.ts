@@ -29,7 +29,7 @@ const forgetCounts = (core: Core, queue: string) => {
 }
 
 /** A write that may make jobs pending (released parents): they get the wake-up and an eager start. */
-const writeChanges = <A>(
+export const writeChanges = <A>(
   core: Core,
   body: (out: Flow.Changes) => Effect.Effect<A, StorageError>
 ): Effect.Effect<A, StorageError> =>
@@ -57,8 +57,11 @@ export const cancel = (core: Core, queue: QueueRuntime, id: string, reason: stri
     if (row === undefined || (row.status !== "pending" && row.status !== "waiting_children")) return false
     if (core.handle.executing(key)) {
       yield* JobsTable.requestCancel(core.storage, key, reason)
-      core.canceling.set(key, reason)
-      yield* core.handle.abort((running) => running === key, new JobCanceledError({ message: canceledMessage(row, reason) }))
+      // Inside a caller's transaction, memory acts once the request committed.
+      yield* core.storage.afterCommit(Effect.suspend(() => {
+        core.canceling.set(key, reason)
+        return Effect.asVoid(core.handle.abort((running) => running === key, new JobCanceledError({ message: canceledMessage(row, reason) })))
+      }))
       return true
     }
     return yield* cancelStored(core, key, reason)

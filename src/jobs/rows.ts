@@ -66,6 +66,7 @@ export const infoOf = (
     ...(parentKey === undefined || separator < 0
       ? {}
       : { parentQueue: parentKey.slice(0, separator), parentId: parentKey.slice(separator + 1) }),
+    ...(typeof row.cancel_on === "string" ? { cancelOn: row.cancel_on } : {}),
     ...(children.length === 0 ? {} : {
       children: children.map((child) => ({
         queue: String(child.queue),

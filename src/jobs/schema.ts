@@ -206,6 +206,16 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
     presentWhen: MigrationSql.columnExists(JOBS, "concurrency_key")
   },
   {
+    name: "durability_0020_jobs_cancel_on",
+    // The event key whose arrival cancels the job (`cancelOn`), indexed where it is set, so an event finds its jobs
+    // with one statement whatever the table's size.
+    up: `ALTER TABLE ${JOBS} ADD COLUMN cancel_on TEXT;
+      CREATE INDEX ${JOBS}_cancel_on_idx ON ${JOBS} (cancel_on) WHERE cancel_on IS NOT NULL`,
+    down: `DROP INDEX IF EXISTS ${JOBS}_cancel_on_idx;
+      ALTER TABLE ${JOBS} DROP COLUMN cancel_on;`,
+    presentWhen: MigrationSql.columnExists(JOBS, "cancel_on")
+  },
+  {
     name: "durability_0022_jobs_batches",
     // A batched queue's open wait for more jobs (`batch.waitMs`): until when its due jobs wait, kept with the
     // queue so an eviction during the wait neither loses it nor starts it over.

@@ -85,6 +85,11 @@ export interface AddOptions<P = unknown, Time = CallDuration> {
   readonly priority?: number | undefined
   /** Treat jobs with the same key as duplicates (throttle or debounce). */
   readonly dedup?: DedupOptions<Time> | undefined
+  /**
+   * An event key (e.g. `"user.deleted:42"`) whose arrival cancels the job: `jobs.event(key)` cancels every
+   * unfinished job naming it, as `cancel` does, in the event's transaction.
+   */
+  readonly cancelOn?: string | undefined
 }
 
 /** What `add` answers: the job's id and what became of it. */
@@ -131,6 +136,8 @@ export interface JobInfo<P = unknown, R = unknown> {
   readonly parentId?: string
   /** The parent's queue, for a child in a flow. */
   readonly parentQueue?: string
+  /** The event key whose arrival cancels the job (`cancelOn`), when it has one. */
+  readonly cancelOn?: string
   /** Its children (a flow's parent), in the order they were added, with their states now. */
   readonly children?: ReadonlyArray<{ readonly queue: string; readonly id: string; readonly state: JobState }>
 }
@@ -223,6 +230,8 @@ export interface FlowNode<Time = CallDuration> {
   readonly onFailure?: "fail" | "ignore" | undefined
   /** Jobs that run before this one: it waits (state `waiting-children`) until they finish. */
   readonly children?: ReadonlyArray<FlowNode<Time>> | undefined
+  /** An event key whose arrival cancels this job (and so, as `cancel` does, its children not started). */
+  readonly cancelOn?: string | undefined
 }
 
 /** The ids `addFlow` gave a tree of jobs, in the tree's shape. */

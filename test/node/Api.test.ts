@@ -45,7 +45,8 @@ describe("the public surface", () => {
     ])
     // The engine modules that mix public and engine-only members show the public ones.
     // A table of your own decides admissions and lease expiries with these constructors.
-    expect(keysOf(DurabilityEffect.Scheduler)).toEqual(["Admission", "LeaseExpiry", "Scheduler", "UPKEEP_DELAY", "layerDurableObject", "layerWith"])
+    // `transaction`: your own writes and the library's in one transaction of the object's storage.
+    expect(keysOf(DurabilityEffect.Scheduler)).toEqual(["Admission", "LeaseExpiry", "Scheduler", "UPKEEP_DELAY", "layerDurableObject", "layerWith", "transaction"])
     expect(keysOf(DurabilityEffect.SchedulerConfig)).toEqual(["SchedulerConfig", "defaults", "layer"])
     expect(keysOf(DurabilityEffect.Background)).toEqual(["Background", "layerDurableObject", "make"])
     expect(keysOf(DurabilityEffect.RetryPolicy)).toEqual([

@@ -8,7 +8,8 @@
  * `BATCH.waitMs` for more; each job of a call runs as a plain job would, side by side). Steps: add (generated or repeated ids, delays, priorities), add with
  * a dedup key (drop while unfinished, throttle by ttl, replace while not started), addBulk (some
  * items sharing a dedup key), flows of two levels whose children fail (`onFailure` fail or ignore),
- * cancel, pause/resume, restart of the object over the same storage, clock advances, and the next
+ * cancel, events canceling the jobs that name them (`cancelOn`; plain, inside `Scheduler.transaction`, or
+ * in one that rolls back), pause/resume, restart of the object over the same storage, clock advances, and the next
  * SQL statement or alarm write failing (`FaultyStorage`). Handlers succeed, fail once, fail for
  * good, run slowly (past restarts) or fail on every attempt, by payload. Everything runs on
  * `TestClock` over memory storage; the platform alarm is delivered as the clock reaches it.
@@ -42,6 +43,7 @@ import { describe, it } from "@effect/vitest"
 import { Clock, Effect, Exit, ManagedRuntime, TestContext } from "effect"
 import { NonRetryableError } from "../../src/shared/Errors.js"
 import * as Jobs from "../../src/jobs/Jobs.js"
+import * as Scheduler from "../../src/engine/Scheduler.js"
 import type { Row } from "../../src/engine/StorageService.js"
 import * as FaultyStorage from "../../src/testing/FaultyStorage.js"
 import * as MemoryStorage from "../../src/testing/MemoryStorage.js"
@@ -59,6 +61,8 @@ const LIMIT = { capacity: 3, refillPerSecond: 0.5 }
 const GROUP_LIMIT = { capacity: 2, refillPerSecond: 0.25 }
 const KEPT = { completed: 3, failed: 2 }
 const TTL_MS = 5_000
+/** The event keys jobs name (`cancelOn`). */
+const EVENTS = ["user.deleted:1", "user.deleted:2"] as const
 /** Simulated time the drain may take at the end (rate-limited backlogs wait for tokens). */
 const DRAIN_MS = 6 * 3_600_000
 
@@ -109,7 +113,9 @@ interface JobModel {
   readonly onFailure: "fail" | "ignore"
   readonly children: Array<string>
   readonly dedup: string | undefined
-  /** A cancel returned true for it. */
+  /** The event key whose arrival cancels it (`cancelOn`). */
+  readonly cancelOn: string | undefined
+  /** A cancel returned true for it, or an event it names counted it. */
   canceled: boolean
 }
 
@@ -123,6 +129,10 @@ interface Figures {
   completed: number
   failed: Record<string, number>
   canceled: number
+  /** Events sent (`jobs.event`), those inside a transaction that rolled back, and the jobs they canceled. */
+  events: number
+  eventsRolledBack: number
+  canceledByEvents: number
   resets: number
   runsCutByResets: number
   faultsArmed: number
@@ -367,7 +377,7 @@ const runSeed = (seed: number, steps: number, figures: Figures, verdict: Verdict
     let jobs = yield* attach(object)
 
     /** A call of the application: rejected only by an injected fault, which leaves storage as it was. */
-    const call = <A>(where: string, effect: Effect.Effect<A, unknown>) =>
+    const call = <A, R>(where: string, effect: Effect.Effect<A, unknown, R>) =>
       Effect.gen(function*() {
         const before = storage.armed() > 0 ? image(inner) : undefined
         const faults = storage.injected.length
@@ -380,7 +390,12 @@ const runSeed = (seed: number, steps: number, figures: Figures, verdict: Verdict
         return exit
       })
 
-    const remember = (queue: QueueName, id: string, payload: Payload, extra: Partial<Pick<JobModel, "parent" | "onFailure" | "dedup">> = {}) => {
+    const remember = (
+      queue: QueueName,
+      id: string,
+      payload: Payload,
+      extra: Partial<Pick<JobModel, "parent" | "onFailure" | "dedup" | "cancelOn">> = {}
+    ) => {
       const key = `${queue}/${id}`
       model.set(key, {
         queue,
@@ -391,6 +406,7 @@ const runSeed = (seed: number, steps: number, figures: Figures, verdict: Verdict
         onFailure: extra.onFailure ?? "fail",
         children: [],
         dedup: extra.dedup,
+        cancelOn: extra.cancelOn,
         canceled: false
       })
       if (extra.parent !== undefined) model.get(extra.parent)?.children.push(key)
@@ -625,6 +641,42 @@ const runSeed = (seed: number, steps: number, figures: Figures, verdict: Verdict
         }
       })
 
+    /**
+     * An event, sometimes inside the caller's transaction (`Scheduler.transaction`), sometimes one that rolls
+     * back: it counts exactly the unfinished jobs naming it, and a rolled-back one changes nothing (its jobs
+     * then never end canceled by it: the final check wants an accepted cancel for every canceled job).
+     */
+    const sendEvent = (where: string) =>
+      Effect.gen(function*() {
+        const key = random.pick(EVENTS)
+        const matching = [...model.values()].filter((job) => job.cancelOn === key && UNFINISHED.has(String(readRow(job.key)?.status)))
+        const mode = random.pick(["plain", "transaction", "rolled back"] as const)
+        figures.events++
+        if (mode === "rolled back") {
+          figures.eventsRolledBack++
+          const before = image(inner)
+          const exit = yield* Effect.exit(object.run(Scheduler.transaction(Effect.zipRight(jobs.event(key), Effect.fail("rolled back" as const)))))
+          expectThat(Exit.isFailure(exit), () => `${where} ${key}: a transaction that fails succeeded`)
+          expectThat(image(inner) === before, () => `${where} ${key}: a rolled-back event changed storage`)
+          return
+        }
+        const exit = yield* call(`${where} ${key} (${mode})`, mode === "plain" ? jobs.event(key) : Scheduler.transaction(jobs.event(key)))
+        if (Exit.isFailure(exit)) return
+        expectThat(
+          exit.value === matching.length,
+          () => `${where} ${key}: canceled ${exit.value}, ${matching.length} unfinished jobs named it (${matching.map((job) => job.key)})`
+        )
+        for (const job of matching) {
+          job.canceled = true
+          const row = readRow(job.key)
+          expectThat(
+            row?.status === "canceled" || Number(row?.cancel_requested) === 1,
+            () => `${where} ${key}: ${job.key} left ${String(row?.status)} without its cancel asked`
+          )
+        }
+        figures.canceledByEvents += matching.length
+      })
+
     const knownKey = () => {
       const keys = [...model.keys()]
       return keys.length === 0 ? undefined : random.pick(keys)
@@ -640,18 +692,20 @@ const runSeed = (seed: number, steps: number, figures: Figures, verdict: Verdict
         const payload = payloadOf(["ok", "ok", "flaky", "doomed", "slow", "exhaust"])
         where += ` add work ${id ?? ""} ${JSON.stringify(payload)}`
         const before = id === undefined ? undefined : readRow(`work/${id}`)
+        const cancelOn = random.chance(0.3) ? random.pick(EVENTS) : undefined
         const exit = yield* call(where, jobs.work.add({
           id,
           payload,
           delayMs: random.pick([0, 0, 500, 3_000, 20_000]),
-          priority: random.pick([0, 0, 1, -1, 5])
+          priority: random.pick([0, 0, 1, -1, 5]),
+          ...(cancelOn === undefined ? {} : { cancelOn })
         }))
         if (Exit.isSuccess(exit)) {
           expectThat(exit.value.deduplicated === (before !== undefined), () => `${where}: ${JSON.stringify(exit.value)}, existed ${before !== undefined}`)
           if (before !== undefined) {
             figures.deduplicated++
             expectThat(readRow(`work/${id}`)?.payload === before.payload, () => `${where}: the existing job's payload changed`)
-          } else remember("work", exit.value.id, payload)
+          } else remember("work", exit.value.id, payload, { cancelOn })
         }
       } else if (roll < 24) {
         where += " add with dedup"
@@ -673,6 +727,9 @@ const runSeed = (seed: number, steps: number, figures: Figures, verdict: Verdict
         where += ` add kept ${JSON.stringify(payload)}`
         const exit = yield* call(where, jobs.kept.add({ payload }))
         if (Exit.isSuccess(exit)) remember("kept", exit.value.id, payload)
+      } else if (roll < 55) {
+        where += " event"
+        yield* sendEvent(where)
       } else if (roll < 58) {
         const key = knownKey()
         if (key !== undefined) {
@@ -856,6 +913,9 @@ describe("jobs model", () => {
       completed: 0,
       failed: {},
       canceled: 0,
+      events: 0,
+      eventsRolledBack: 0,
+      canceledByEvents: 0,
       resets: 0,
       runsCutByResets: 0,
       faultsArmed: 0,

@@ -87,6 +87,19 @@ it("promise-face operations and Effect-face named alarms (with a payload) share 
   expect(await waitFor(() => stub.idle(), isIdle)).toEqual(IDLE)
 })
 
+it("Scheduler.transaction on the Effect face: a ledger row and a named alarm commit together, or neither on a failure", async () => {
+  const stub = faces()
+  const at = Date.now() + FacesObject.MIN_DELAY_MS + 200
+  expect(await stub.planCleanup(at, true)).toBe("rolled back")
+  expect(await stub.ledger()).toEqual([])
+  expect(await runInDurableObject(stub, (_instance, state) => state.storage.getAlarm())).toBeNull()
+  expect(await stub.planCleanup(at, false)).toBe("committed")
+  // The alarm committed with the row wakes the object for the named alarm.
+  const ledger = await waitFor(() => stub.ledger(), (lines) => lines.length === 2)
+  expect(ledger).toEqual([`planned ${at}`, `cleanup ${at} -`])
+  expect(await waitFor(() => stub.idle(), isIdle)).toEqual(IDLE)
+})
+
 it("an Effect-face scheduler (Scheduler.layerDurableObject) names its object by ctx.id, as the promise face does", async () => {
   const stub = env.STORAGE_OBJECT.get(env.STORAGE_OBJECT.newUniqueId())
   await runInDurableObject(stub, async (_instance, state) => {

@@ -277,6 +277,7 @@ describe("jobs: the migration in real DO SQLite", () => {
         { name: "durability_0012_jobs_retention_timer" },
         { name: "durability_0014_jobs_state_counts" },
         { name: "durability_0019_jobs_concurrency_keys" },
+        { name: "durability_0020_jobs_cancel_on" },
         { name: "durability_0022_jobs_batches" }
       ])
       // The inspector's counts by state read index ranges, never the queue's rows one by one (SQLite's own

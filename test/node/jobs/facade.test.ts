@@ -214,6 +214,7 @@ describe("DurabilityJobs", () => {
       "durability_0012_jobs_retention_timer",
       "durability_0014_jobs_state_counts",
       "durability_0019_jobs_concurrency_keys",
+      "durability_0020_jobs_cancel_on",
       "durability_0022_jobs_batches"
     ])
     const result = DurabilityJobs.migrate(context)

@@ -32,7 +32,7 @@ describe("the steps' migrations", () => {
       const object = yield* TestDurability.make()
       expect(yield* object.run(Operations.migrate())).toMatchObject({ applied: expect.arrayContaining(["durability_0006_operations_steps"]) })
       expect(yield* object.run(Jobs.migrate())).toEqual({
-        applied: ["durability_0005_create_jobs", "durability_0006_jobs_steps", "durability_0009_jobs_leases", "durability_0010_jobs_outbox", "durability_0011_jobs_queue_order", "durability_0012_jobs_retention_timer", "durability_0014_jobs_state_counts", "durability_0019_jobs_concurrency_keys", "durability_0022_jobs_batches"],
+        applied: ["durability_0005_create_jobs", "durability_0006_jobs_steps", "durability_0009_jobs_leases", "durability_0010_jobs_outbox", "durability_0011_jobs_queue_order", "durability_0012_jobs_retention_timer", "durability_0014_jobs_state_counts", "durability_0019_jobs_concurrency_keys", "durability_0020_jobs_cancel_on", "durability_0022_jobs_batches"],
         rolledBack: []
       })
       expect(yield* triggers(object)).toEqual([

@@ -6,7 +6,7 @@
  */
 import { DurableObject } from "cloudflare:workers"
 import { Context, Effect, Layer, ManagedRuntime } from "effect"
-import { NamedAlarms } from "../../../src/effect.js"
+import { NamedAlarms, Scheduler, StorageService } from "../../../src/effect.js"
 import {
   type AlarmInvocationInfo,
   Durability,
@@ -77,6 +77,22 @@ export class FacesObject extends DurableObject {
   async cleanupAt(at: number, payload?: { readonly bucket: string }): Promise<number> {
     const alarms = await this.alarms
     return this.runtime.runPromise(Effect.as(alarms.schedule("cleanup", at, payload), at))
+  }
+
+  /**
+   * Effect face, `Scheduler.transaction`: a ledger row and the cleanup alarm commit together; with `fail`,
+   * the transaction fails after both and neither stays. Answers rather than rejects.
+   */
+  async planCleanup(at: number, fail: boolean): Promise<"committed" | "rolled back"> {
+    const alarms = await this.alarms
+    const exit = await this.runtime.runPromise(Effect.exit(Scheduler.transaction(Effect.gen(function*() {
+      const storage = yield* StorageService.StorageService
+      yield* storage.exec("CREATE TABLE IF NOT EXISTS ledger (seq INTEGER PRIMARY KEY, what TEXT NOT NULL)")
+      yield* storage.exec("INSERT INTO ledger (what) VALUES (?)", [`planned ${at}`])
+      yield* alarms.schedule("cleanup", at)
+      if (fail) return yield* Effect.fail("refused" as const)
+    }))))
+    return exit._tag === "Success" ? "committed" : "rolled back"
   }
 
   /** Effect face, through a `ManagedRuntime` of the user's own over `scheduler.layer`: rejects with a FiberFailure. */

@@ -209,6 +209,17 @@ const untilAborted = (signal: AbortSignal): Promise<never> =>
     else signal.addEventListener("abort", () => reject(signal.reason), { once: true })
   })
 
+const APP_USERS = "CREATE TABLE IF NOT EXISTS app_users (id TEXT PRIMARY KEY)"
+
+/** A call's value, or its error's message (thrown at once or rejected). */
+const answer = async <A>(call: () => Promise<A>): Promise<A | { readonly error: string }> => {
+  try {
+    return await call()
+  } catch (error) {
+    return { error: error instanceof Error ? error.message : String(error) }
+  }
+}
+
 export class JobsObject extends DurableObject {
   readonly instance = crypto.randomUUID()
   private readonly deliveries = new Deliveries()
@@ -506,6 +517,51 @@ export class JobsObject extends DurableObject {
 
   alarmAt(): Promise<number | null> {
     return this.ctx.storage.getAlarm()
+  }
+
+  // The application's own rows (`app_users`), written with the library's in one transaction. A refusal is
+  // answered (`{ error }`), not thrown: a call rejected over RPC leaves the test pool's storage unpoppable.
+
+  /** A user row and a job for it in one transaction; with `fail`, throws after the add (then neither stays). */
+  async signUp(
+    id: string,
+    options: { readonly fail?: boolean; readonly queue?: QueueName; readonly payload?: Work; readonly cancelOn?: string } = {}
+  ): Promise<{ readonly added: DurableJobAddResult } | { readonly error: string }> {
+    this.ctx.storage.sql.exec(APP_USERS)
+    return answer(() =>
+      this.scheduler.transaction(() => {
+        this.ctx.storage.sql.exec("INSERT INTO app_users (id) VALUES (?)", id)
+        const added = this.queue(options.queue ?? "plain").add({
+          id,
+          payload: options.payload ?? { tag: id },
+          ...(options.cancelOn === undefined ? {} : { cancelOn: options.cancelOn })
+        })
+        if (options.fail === true) throw new Error(`sign-up of ${id} refused`)
+        return added
+      }).then((added) => ({ added }))
+    )
+  }
+
+  /** Deletes the user row and sends the event in one transaction; with `fail`, throws after both (neither stays). */
+  async deleteUser(id: string, event: string, fail = false): Promise<{ readonly canceled: number } | { readonly error: string }> {
+    this.ctx.storage.sql.exec(APP_USERS)
+    return answer(() =>
+      this.scheduler.transaction(() => {
+        this.ctx.storage.sql.exec("DELETE FROM app_users WHERE id = ?", id)
+        const canceled = this.jobs.event(event)
+        if (fail) throw new Error(`deleting ${id} refused`)
+        return canceled
+      }).then((canceled) => ({ canceled }))
+    )
+  }
+
+  event(key: string): Promise<{ readonly canceled: number } | { readonly error: string }> {
+    return answer(() => this.jobs.event(key).then((canceled) => ({ canceled })))
+  }
+
+  appUsers(): ReadonlyArray<string> {
+    this.ctx.storage.sql.exec(APP_USERS)
+    return this.ctx.storage.sql.exec("SELECT id FROM app_users ORDER BY id").toArray().map((row) => String(row.id))
   }
 
   whoami(): string {
