@@ -52,7 +52,7 @@ const RESERVED: Readonly<Record<string, ReadonlySet<string>>> = (() => {
   return {
     Durability: new Set(base),
     DurabilityAlarms: new Set([...base, "get", "cancel", "list"]),
-    DurabilityJobs: new Set([...base, "flow", "queues"]),
+    DurabilityJobs: new Set([...base, "flow", "queues", "bulk"]),
     DurabilitySchedules: new Set([...base, "enqueue"]),
     DurabilityWorkflows: new Set(base)
   }

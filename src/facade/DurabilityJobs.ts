@@ -14,6 +14,7 @@ import * as Router from "../jobs/router.js"
 import type { GroupRateLimit, Retention, Transport } from "../jobs/options.js"
 import type { Lease as JobLease, LeaseOptions as JobLeaseOptions } from "../jobs/lease.js"
 import type * as Types from "../jobs/types.js"
+import type * as Bulk from "../jobs/bulk.js"
 import type * as JobsCore from "../jobs/core.js"
 import * as Plain from "../shared/plain.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
@@ -57,6 +58,8 @@ export type DurableJobDedupOptions = Types.DedupOptions<number>
 export type DurableJobCleanOptions = Types.CleanOptions<number>
 /** One job of a flow (`flow`), with times in milliseconds. */
 export type DurableJobFlowNode = Types.FlowNode<number>
+/** Which jobs `bulk` acts on, with times in milliseconds. */
+export type DurableJobFilter = Bulk.JobFilter<number>
 /** `lease`'s options for an external queue, with times in milliseconds. */
 export type DurableJobLeaseOptions = JobLeaseOptions<number>
 
@@ -206,6 +209,12 @@ export interface DurabilityJobsBase {
   purgeBefore(before: number | Date): Promise<number>
   /** Adds a parent and its children (across queues, any depth) in one transaction. */
   flow(root: DurableJobFlowNode): Promise<Types.FlowResult>
+  /**
+   * Cancels, removes, retries, promotes or redrives the jobs (dead letters) matching `filter`, one bounded
+   * chunk per call in one transaction; call again with the answer's `cursor` until `done` (see
+   * docs/job-queues.md, "Bulk operations"). Each job changes as the call on its id changes it.
+   */
+  bulk(action: Bulk.BulkAction, filter: DurableJobFilter, options?: Bulk.BulkOptions): Promise<Bulk.BulkResult>
 }
 
 /**
@@ -449,6 +458,10 @@ class DurabilityJobsImpl extends Helper<Service> {
 
   flow(root: DurableJobFlowNode): Promise<Types.FlowResult> {
     return Helper.run(this, (service) => service.flow(root))
+  }
+
+  bulk(action: Bulk.BulkAction, filter: DurableJobFilter, options?: Bulk.BulkOptions): Promise<Bulk.BulkResult> {
+    return Helper.run(this, (service) => service.bulk(action, filter, options))
   }
 
   static migrate(context: DurabilityContext, target?: string | null): MigrationResult {
