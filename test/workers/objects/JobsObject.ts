@@ -24,6 +24,10 @@ import {
   type DurableJob,
   type DurableJobAddOptions,
   type DurableJobAddResult,
+  type DurableJobBulkAction,
+  type DurableJobBulkOptions,
+  type DurableJobBulkResult,
+  type DurableJobFilter,
   type DurableJobDeadLetterPage,
   type DurableJobEvent,
   type DurableJobFlowNode,
@@ -430,6 +434,10 @@ export class JobsObject extends DurableObject {
 
   flow(root: DurableJobFlowNode): Promise<DurableJobFlowResult> {
     return this.jobs.flow(root)
+  }
+
+  bulk(action: DurableJobBulkAction, filter: DurableJobFilter, options?: DurableJobBulkOptions): Promise<DurableJobBulkResult> {
+    return this.jobs.bulk(action, filter, options)
   }
 
   /** The stored job rows, in insertion order. */
