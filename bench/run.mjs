@@ -52,7 +52,7 @@ const smoke = flag("--smoke")
 const only = option("--only")?.split(",").map((name) => name.trim().toUpperCase())
 const wanted = (scenario) => only === undefined || only.includes(scenario)
 const wantB = ["B1", "B2", "B3", "B4", "B5", "B6"].some(wanted)
-const wantJ = ["J1", "J2", "J3", "J4", "J8"].some(wanted)
+const wantJ = ["J1", "J2", "J3", "J4", "J8", "JB"].some(wanted)
 // Jobs beyond one object (issue 15): Queues transport, router, lease reclaim; their own worker.
 const wantX = ["J5", "J6", "J7"].some(wanted)
 // The inspector's cost (issue 16): its own worker.
@@ -69,6 +69,7 @@ const settings = smoke
     b5: { small: 100, large: 1_000, n: 100, batch: 100, reps: 1 },
     j1: { n: 200, batch: 100 },
     j8: { n: 100, batch: 50 },
+    jb: { n: 1_000, batch: 500, limit: 500 },
     j2: { runMs: 1_000, windowsMs: [1_000], queued: { j2: 40, j2fast: 80 } },
     j3: { jobs: 8, leadMs: 300, spreadMs: 400, seed: 0x5eed, loadBatch: 5, loadEveryMs: 100 },
     // BullMQ's J1 checks the child-process path; pg-boss's PostgreSQL start (initdb) alone takes seconds.
@@ -92,6 +93,8 @@ const settings = smoke
     // As bench/jobs-peer/run.mjs's J1–J3 (same sizes, concurrency 10, seed and spread).
     j1: { n: 10_000, batch: 100 },
     j8: { n: 2_000, batch: 100 },
+    // JB: a bulk cancel then a bulk remove of 10 000 waiting jobs, 500 per call (issue 29).
+    jb: { n: 10_000, batch: 500, limit: 500 },
     j2: { runMs: 5_000, windowsMs: [1_000, 2_000, 5_000], queued: { j2: 200, j2fast: 400 } },
     j3: { jobs: 64, leadMs: 500, spreadMs: 2_000, seed: 0x5eed, loadBatch: 10, loadEveryMs: 100 },
     jobsPeer: { n: 10_000, only: ["J1", "J2", "J3"], peers: ["bullmq", "pgboss"] },
@@ -1115,6 +1118,29 @@ try {
       log(`J8: steps ${steps.ms} ms, inline ${plain.ms} ms: ${results.scenarios.J8.library.usPerStep} µs per step`)
     }
 
+    if (wanted("JB")) {
+      const runs = []
+      for (let rep = 0; rep < settings.reps; rep++) {
+        const run = await call("jobs", "jb", { name: fresh("jobs", "jb"), ...settings.jb })
+        for (const action of ["cancel", "remove"]) {
+          if (run[action].affected !== run.n) throw new Error(`JB ${action}: ${run[action].affected} of ${run.n} jobs changed`)
+        }
+        runs.push(run)
+        log(`JB rep ${rep + 1}: cancel ${run.cancel.ms} ms in ${run.cancel.calls} calls, remove ${run.remove.ms} ms in ${run.remove.calls} calls`)
+      }
+      const figures = (action) => {
+        const first = runs[0][action]
+        return {
+          ms: median(runs.map((run) => run[action].ms)),
+          runsMs: runs.map((run) => run[action].ms),
+          calls: first.calls,
+          transactions: first.transactions,
+          statementsPerJob: round(first.statements / runs[0].n, 2)
+        }
+      }
+      results.scenarios.JB = { library: { n: settings.jb.n, limit: settings.jb.limit, cancel: figures("cancel"), remove: figures("remove") } }
+    }
+
     if (wanted("J2")) {
       const j2 = {}
       for (const queue of ["j2", "j2fast"]) {
@@ -1974,6 +2000,14 @@ if (s.J8) {
   jobRow("J8", `jobs/s, ${label}: the same pieces inline`, fmt(lib.plain.jobsPerSec, 0), "-", "-", "", undefined)
   jobRow("J8", "what one durable step costs, µs (time difference / steps)", fmt(lib.usPerStep, 1), "-", "-", "", undefined)
   jobRow("J8", "SQL statements / transactions per job: steps, inline", `${fmt(lib.steps.statementsPerJob, 2)} / ${fmt(lib.steps.transactionsPerJob, 2)}, ${fmt(lib.plain.statementsPerJob, 2)} / ${fmt(lib.plain.transactionsPerJob, 2)}`, "-", "-", "", undefined)
+}
+if (s.JB) {
+  const lib = s.JB.library
+  for (const action of ["cancel", "remove"]) {
+    const f = lib[action]
+    jobRow("JB", `bulk ${action} of ${lib.n} waiting jobs, ${lib.limit} per call: ms (median) / calls / transactions`, `${fmt(f.ms, 0)} / ${f.calls} / ${f.transactions}`, "-", "-", "", undefined)
+    jobRow("JB", `bulk ${action}: SQL statements per job`, fmt(f.statementsPerJob, 2), "-", "-", "", undefined)
+  }
 }
 if (s.J2) {
   const bullmq = s.J2.bullmq
