@@ -254,9 +254,10 @@ const jobsChunk = (core: Core, checked: Checked): Effect.Effect<BulkResult, Inva
           const { queue, status } = segments[segment]!
           const take = MAX_EXAMINED - examined
           const rows = yield* JobsTable.bulkWindow(core.storage, { queue, status, after, upTo: position.upTo, take })
-          let full = false
+          let read = 0
           for (const row of rows) {
             examined++
+            read++
             after = Number(row.seq)
             if (!matches(row)) continue
             matched++
@@ -264,13 +265,10 @@ const jobsChunk = (core: Core, checked: Checked): Effect.Effect<BulkResult, Inva
               changed++
               touched.add(queue)
             }
-            if (matched === checked.limit) {
-              full = true
-              break
-            }
+            if (matched === checked.limit) break
           }
-          // The segment is read to its end only when the window came back short and every row of it was taken.
-          if (!full && rows.length < take) {
+          // The segment is read to its end when the window came back short and every row of it was read.
+          if (rows.length < take && read === rows.length) {
             segment++
             after = 0
           }
@@ -353,9 +351,10 @@ const redriveChunk = (core: Core, checked: Checked): Effect.Effect<BulkResult, I
           const queue = queues[segment]!
           const take = MAX_EXAMINED - examined
           const rows = yield* DeadLettersTable.bulkWindow(core.storage, queue, after, position.upTo, take)
-          let full = false
+          let read = 0
           for (const row of rows) {
             examined++
+            read++
             after = { at: Number(row.failed_at), id: String(row.id) }
             if (Number(row.failed_at) > failedBy || (checked.idPrefix !== undefined && !String(row.id).startsWith(checked.idPrefix))) continue
             matched++
@@ -365,12 +364,9 @@ const redriveChunk = (core: Core, checked: Checked): Effect.Effect<BulkResult, I
               changed++
               touched.add(queue)
             }
-            if (matched === checked.limit) {
-              full = true
-              break
-            }
+            if (matched === checked.limit) break
           }
-          if (!full && rows.length < take) {
+          if (rows.length < take && read === rows.length) {
             segment++
             after = undefined
           }
