@@ -26,6 +26,7 @@ import * as DeadLettersTable from "./deadLettersTable.js"
 import * as Flow from "./flow.js"
 import * as JobsTable from "./jobsTable.js"
 import * as Manage from "./manage.js"
+import { fnv1a32 } from "./router.js"
 import * as Rows from "./rows.js"
 import { JOB_STATES, type JobState } from "./types.js"
 
@@ -196,7 +197,14 @@ const parseCursor = (text: string): unknown => {
   }
 }
 
-const badCursor = () => invalid("options.cursor", "type", "options.cursor must be a cursor a previous call of this run returned")
+/**
+ * What a cursor's positions mean (the action, the queues and states walked): a cursor given with another
+ * action or filter would walk other segments, so it is refused instead.
+ */
+const runOf = (checked: Checked): number => fnv1a32(JSON.stringify([checked.action, checked.queues, checked.states]))
+
+const badCursor = () =>
+  invalid("options.cursor", "type", "options.cursor must be a cursor a previous call of this run returned (same action and filter)")
 
 const isCount = (value: unknown): value is number => typeof value === "number" && Number.isSafeInteger(value) && value >= 0
 
@@ -227,9 +235,9 @@ const jobsChunk = (core: Core, checked: Checked): Effect.Effect<BulkResult, Inva
     if (raw === undefined) {
       position = { segment: 0, after: 0, upTo: core.seq.next - 1 }
     } else {
-      if (!(Array.isArray(raw) && raw.length === 4 && raw[0] === "j" && isCount(raw[1]) && raw[1] <= segments.length && isCount(raw[2]) && isCount(raw[3]))) {
-        return yield* badCursor()
-      }
+      const ok = Array.isArray(raw) && raw.length === 5 && raw[0] === "j" && raw[4] === runOf(checked) && isCount(raw[1]) &&
+        raw[1] <= segments.length && isCount(raw[2]) && isCount(raw[3])
+      if (!ok) return yield* badCursor()
       position = { segment: raw[1], after: raw[2], upTo: raw[3] }
     }
     const now = yield* Clock.currentTimeMillis
@@ -285,7 +293,7 @@ const jobsChunk = (core: Core, checked: Checked): Effect.Effect<BulkResult, Inva
     const done = segment >= segments.length
     return done
       ? { matched, affected, examined, done }
-      : { matched, affected, examined, done, cursor: JSON.stringify(["j", segment, after, position.upTo]) }
+      : { matched, affected, examined, done, cursor: JSON.stringify(["j", segment, after, position.upTo, runOf(checked)]) }
   })
 
 /** One matched job changed as the call on its id changes it; whether it was. */
@@ -334,8 +342,8 @@ const redriveChunk = (core: Core, checked: Checked): Effect.Effect<BulkResult, I
     if (raw === undefined) {
       position = { segment: 0, after: undefined, upTo: now }
     } else {
-      const keyset = Array.isArray(raw) && raw.length === 5 && raw[0] === "d" && isCount(raw[1]) && raw[1] <= queues.length && isCount(raw[4]) &&
-        ((raw[2] === null && raw[3] === null) || (isCount(raw[2]) && typeof raw[3] === "string"))
+      const keyset = Array.isArray(raw) && raw.length === 6 && raw[0] === "d" && raw[5] === runOf(checked) && isCount(raw[1]) &&
+        raw[1] <= queues.length && isCount(raw[4]) && ((raw[2] === null && raw[3] === null) || (isCount(raw[2]) && typeof raw[3] === "string"))
       if (!keyset) return yield* badCursor()
       position = { segment: raw[1], after: raw[2] === null ? undefined : { at: raw[2], id: raw[3] }, upTo: raw[4] }
     }
@@ -382,7 +390,7 @@ const redriveChunk = (core: Core, checked: Checked): Effect.Effect<BulkResult, I
         affected,
         examined,
         done,
-        cursor: JSON.stringify(["d", segment, after?.at ?? null, after?.id ?? null, position.upTo])
+        cursor: JSON.stringify(["d", segment, after?.at ?? null, after?.id ?? null, position.upTo, runOf(checked)])
       }
   })
 

@@ -278,6 +278,10 @@ describe("bulk operations by filter", () => {
       yield* object.run(jobs.work.add({ id: "a", payload: "ok", delayMs: 60_000 }))
       yield* object.run(jobs.work.add({ id: "b", payload: "fail" }))
       yield* TestClock.adjust(1)
+      yield* object.run(jobs.other.pause)
+      yield* object.run(jobs.other.addBulk([{ id: "o1", payload: "ok" }, { id: "o2", payload: "ok" }]))
+      const otherRun = (yield* object.run(jobs.bulk("cancel", { queue: "other" }, { limit: 1 }))).cursor
+      expect(otherRun).toBeDefined()
       const before = yield* dump(object)
       const refused = (action: unknown, filter: unknown, options?: unknown) =>
         Effect.flip(object.run(jobs.bulk(action as Jobs.BulkAction, filter as Jobs.JobFilter, options as Jobs.BulkOptions)))
@@ -304,6 +308,9 @@ describe("bulk operations by filter", () => {
         ["options.cursor", "cancel", { queue: "work" }, { cursor: "not a cursor" }],
         ["options.cursor", "cancel", { queue: "work" }, { cursor: JSON.stringify(["j", 99, 0, 10]) }],
         ["options.cursor", "redrive", { queue: "work" }, { cursor: JSON.stringify(["j", 0, 0, 10]) }],
+        // A cursor of another run (another queue or action) would walk other jobs: refused.
+        ["options.cursor", "cancel", { queue: "work" }, { cursor: otherRun }],
+        ["options.cursor", "remove", { queue: "other" }, { cursor: otherRun }],
         ["options.reason", "cancel", { queue: "work" }, { reason: 5 }],
         ["options.resume", "cancel", { queue: "work" }, { resume: true }]
       ]
