@@ -52,7 +52,7 @@ const smoke = flag("--smoke")
 const only = option("--only")?.split(",").map((name) => name.trim().toUpperCase())
 const wanted = (scenario) => only === undefined || only.includes(scenario)
 const wantB = ["B1", "B2", "B3", "B4", "B5", "B6"].some(wanted)
-const wantJ = ["J1", "J2", "J3", "J4", "J8", "J9"].some(wanted)
+const wantJ = ["J1", "J2", "J3", "J4", "J8", "J9", "JB"].some(wanted)
 // Jobs beyond one object (issue 15): Queues transport, router, lease reclaim; their own worker.
 const wantX = ["J5", "J6", "J7"].some(wanted)
 // The inspector's cost (issue 16): its own worker.
@@ -69,6 +69,7 @@ const settings = smoke
     b5: { small: 100, large: 1_000, n: 100, batch: 100, reps: 1 },
     j1: { n: 200, batch: 100 },
     j8: { n: 100, batch: 50 },
+    jb: { n: 1_000, batch: 500, limit: 500 },
     j9: { n: 100, batch: 50 },
     j2: { runMs: 1_000, windowsMs: [1_000], queued: { j2: 40, j2fast: 80 }, keys: { each: 10, keys: 9 } },
     j3: { jobs: 8, leadMs: 300, spreadMs: 400, seed: 0x5eed, loadBatch: 5, loadEveryMs: 100 },
@@ -93,6 +94,8 @@ const settings = smoke
     // As bench/jobs-peer/run.mjs's J1–J3 (same sizes, concurrency 10, seed and spread).
     j1: { n: 10_000, batch: 100 },
     j8: { n: 2_000, batch: 100 },
+    // JB: a bulk cancel then a bulk remove of 10 000 waiting jobs, 500 per call (issue 29).
+    jb: { n: 10_000, batch: 500, limit: 500 },
     // J9: J1's trivial jobs on a batched queue (batch.size 10, the scheduler's default permits) vs one by one.
     j9: { n: 2_000, batch: 100 },
     j2: { runMs: 5_000, windowsMs: [1_000, 2_000, 5_000], queued: { j2: 200, j2fast: 400 }, keys: { each: 40, keys: 9 } },
@@ -1147,6 +1150,29 @@ try {
       log(`J9: batched ${batched.ms} ms (${batched.jobsPerCall} jobs per call), one by one ${plain.ms} ms`)
     }
 
+    if (wanted("JB")) {
+      const runs = []
+      for (let rep = 0; rep < settings.reps; rep++) {
+        const run = await call("jobs", "jb", { name: fresh("jobs", "jb"), ...settings.jb })
+        for (const action of ["cancel", "remove"]) {
+          if (run[action].affected !== run.n) throw new Error(`JB ${action}: ${run[action].affected} of ${run.n} jobs changed`)
+        }
+        runs.push(run)
+        log(`JB rep ${rep + 1}: cancel ${run.cancel.ms} ms in ${run.cancel.calls} calls, remove ${run.remove.ms} ms in ${run.remove.calls} calls`)
+      }
+      const figures = (action) => {
+        const first = runs[0][action]
+        return {
+          ms: median(runs.map((run) => run[action].ms)),
+          runsMs: runs.map((run) => run[action].ms),
+          calls: first.calls,
+          transactions: first.transactions,
+          statementsPerJob: round(first.statements / runs[0].n, 2)
+        }
+      }
+      results.scenarios.JB = { library: { n: settings.jb.n, limit: settings.jb.limit, cancel: figures("cancel"), remove: figures("remove") } }
+    }
+
     if (wanted("J2")) {
       const j2 = {}
       for (const queue of ["j2", "j2fast"]) {
@@ -2017,6 +2043,14 @@ if (s.J9) {
   jobRow("J9", `jobs/s, ${label}: one job per call`, fmt(lib.plain.jobsPerSec, 0), "-", "-", "", undefined)
   jobRow("J9", "jobs per handler call: batched, one by one", `${fmt(lib.batched.jobsPerCall, 2)}, ${fmt(lib.plain.jobsPerCall, 2)}`, "-", "-", "", undefined)
   jobRow("J9", "SQL statements / transactions per job: batched, one by one", `${fmt(lib.batched.statementsPerJob, 2)} / ${fmt(lib.batched.transactionsPerJob, 2)}, ${fmt(lib.plain.statementsPerJob, 2)} / ${fmt(lib.plain.transactionsPerJob, 2)}`, "-", "-", "", undefined)
+}
+if (s.JB) {
+  const lib = s.JB.library
+  for (const action of ["cancel", "remove"]) {
+    const f = lib[action]
+    jobRow("JB", `bulk ${action} of ${lib.n} waiting jobs, ${lib.limit} per call: ms (median) / calls / transactions`, `${fmt(f.ms, 0)} / ${f.calls} / ${f.transactions}`, "-", "-", "", undefined)
+    jobRow("JB", `bulk ${action}: SQL statements per job`, fmt(f.statementsPerJob, 2), "-", "-", "", undefined)
+  }
 }
 if (s.J2) {
   const bullmq = s.J2.bullmq

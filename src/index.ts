@@ -75,6 +75,7 @@ export type {
   DurableJob,
   DurableJobAddOptions,
   DurableJobCleanOptions,
+  DurableJobFilter,
   DurableJobDedupOptions,
   DurableJobFlowNode,
   DurableJobHandler,
@@ -105,6 +106,9 @@ export type {
 } from "./facade/jobsConsumer.js"
 export type {
   AddResult as DurableJobAddResult,
+  BulkAction as DurableJobBulkAction,
+  BulkOptions as DurableJobBulkOptions,
+  BulkResult as DurableJobBulkResult,
   ChildValue as DurableJobChildValue,
   DeadLetter as DurableJobDeadLetter,
   DeadLetterPage as DurableJobDeadLetterPage,

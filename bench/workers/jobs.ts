@@ -21,6 +21,8 @@ import {
   type J2KeysRun,
   type J2Queue,
   type J8Progress,
+  type JBResult,
+  type JBRun,
   type J8Queue,
   type J9Progress,
   type J9Queue,
@@ -138,6 +140,8 @@ const queues = (tracker: Tracker) => {
         tracker.waiters.wake()
       }
     },
+    // JB: jobs a bulk cancel and remove act on; the queue stays paused, so none runs.
+    jb: { handler: (_job: DurableJob<{ readonly i: number }>) => undefined },
     // J8: the same ten pieces, each a durable step (memoised: stored once, replayed on a retry) or inline.
     j8steps: {
       concurrency: CONCURRENCY,
@@ -244,6 +248,39 @@ export class JobsBench extends DurableObject<Record<string, unknown>> implements
       await sleep(1)
     }
     return { ...this.tracker.j1, completedAt, completed, probes, counts: this.counter.snapshot() }
+  }
+
+  /**
+   * JB: `n` waiting jobs on the paused `jb` queue (in `addBulk`s of `batch`), then every one of them canceled
+   * and the canceled ones removed, each by filter, `limit` jobs per `bulk` call, one call after another until
+   * done: per action its time, calls, transactions and statements.
+   */
+  async bulkJB(n: number, batch: number, limit: number): Promise<JBResult> {
+    await this.jobs.jb.pause()
+    for (let i = 0; i < n; i += batch) {
+      await this.jobs.jb.addBulk(Array.from({ length: Math.min(batch, n - i) }, (_, k) => ({ payload: { i: i + k } })))
+    }
+    const run = async (action: "cancel" | "remove"): Promise<JBRun> => {
+      this.counter.reset()
+      const filter = action === "cancel" ? { queue: "jb" } : { queue: "jb", states: ["canceled" as const] }
+      const t0 = Date.now()
+      let calls = 0
+      let affected = 0
+      let result = await this.jobs.bulk(action, filter, { limit })
+      for (;;) {
+        calls++
+        affected += result.affected
+        if (result.cursor === undefined) break
+        result = await this.jobs.bulk(action, filter, { limit, cursor: result.cursor })
+      }
+      const ms = Date.now() - t0
+      const counts = this.counter.snapshot()
+      const statements = Object.values(counts.statements).reduce((sum, entry) => sum + entry.n, 0)
+      return { ms, calls, affected, transactions: counts.transactions, statements }
+    }
+    const cancel = await run("cancel")
+    const remove = await run("remove")
+    return { n, limit, cancel, remove }
   }
 
   /** J1 split: a paused queue takes adds without starting them; resuming starts the drain. */

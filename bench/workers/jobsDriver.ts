@@ -65,6 +65,23 @@ export interface J8Progress {
   readonly counts: unknown
 }
 
+/** One JB action's run: its time, the `bulk` calls it took, the jobs changed, transactions and statements. */
+export interface JBRun {
+  readonly ms: number
+  readonly calls: number
+  readonly affected: number
+  readonly transactions: number
+  readonly statements: number
+}
+
+/** JB: a bulk cancel of `n` waiting jobs, then a bulk remove of them, `limit` jobs per call. */
+export interface JBResult {
+  readonly n: number
+  readonly limit: number
+  readonly cancel: JBRun
+  readonly remove: JBRun
+}
+
 /** The RPC shape of the benchmark object (bench/workers/jobs.ts). */
 export interface JobsTarget {
   reset(): void
@@ -76,6 +93,7 @@ export interface JobsTarget {
   waitJ8(n: number, timeoutMs: number): Promise<J8Progress>
   addJ9(queue: J9Queue, start: number, count: number): Promise<void>
   waitJ9(queue: J9Queue, n: number, timeoutMs: number): Promise<J9Progress>
+  bulkJB(n: number, batch: number, limit: number): Promise<JBResult>
   addJ2(queue: J2Queue, count: number): Promise<void>
   waitJ2Starts(count: number, timeoutMs: number): Promise<ReadonlyArray<number>>
   stopJ2(queue: J2Queue): Promise<ReadonlyArray<number>>
@@ -112,6 +130,8 @@ interface Params {
   readonly loadBatch?: number
   readonly loadEveryMs?: number
   readonly load?: boolean
+  /** JB: jobs per `bulk` call. */
+  readonly limit?: number
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, ms)))
@@ -181,6 +201,12 @@ const scenarios: Record<string, (stub: JobsTarget, p: Params) => Promise<unknown
     for (let i = 0; i < n; i += batch) await stub.addJ9(queue, i, Math.min(batch, n - i))
     const progress = await stub.waitJ9(queue, n, p.timeoutMs ?? 300_000)
     return { n, batch, queue, ms: progress.completedAt === null ? null : progress.completedAt - t0, ...progress }
+  },
+
+  /** JB: a bulk cancel, then a bulk remove, of `n` waiting jobs (see `JobsBench.bulkJB`). */
+  async jb(stub, p) {
+    await stub.reset()
+    return stub.bulkJB(p.n ?? 10_000, p.batch ?? 500, p.limit ?? 500)
   },
 
   /**

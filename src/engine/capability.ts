@@ -52,7 +52,7 @@ const RESERVED: Readonly<Record<string, ReadonlySet<string>>> = (() => {
   return {
     Durability: new Set(base),
     DurabilityAlarms: new Set([...base, "get", "cancel", "list"]),
-    DurabilityJobs: new Set([...base, "flow", "queues", "event"]),
+    DurabilityJobs: new Set([...base, "flow", "queues", "event", "bulk"]),
     DurabilitySchedules: new Set([...base, "enqueue"]),
     DurabilityWorkflows: new Set(base)
   }

@@ -16,6 +16,7 @@ import { serve } from "../jobs/serve.js"
 import type { Batch, GroupRateLimit, KeyedConcurrency, Retention, Transport } from "../jobs/options.js"
 import type { Lease as JobLease, LeaseOptions as JobLeaseOptions } from "../jobs/lease.js"
 import type * as Types from "../jobs/types.js"
+import type * as Bulk from "../jobs/bulk.js"
 import type * as JobsCore from "../jobs/core.js"
 import * as Plain from "../shared/plain.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
@@ -76,6 +77,8 @@ export type DurableJobDedupOptions = Types.DedupOptions<number>
 export type DurableJobCleanOptions = Types.CleanOptions<number>
 /** One job of a flow (`flow`), with times in milliseconds. */
 export type DurableJobFlowNode = Types.FlowNode<number>
+/** Which jobs `bulk` acts on, with times in milliseconds. */
+export type DurableJobFilter = Bulk.JobFilter<number>
 /** `lease`'s options for an external queue, with times in milliseconds. */
 export type DurableJobLeaseOptions = JobLeaseOptions<number>
 
@@ -249,6 +252,12 @@ export interface DurabilityJobsBase {
    * `scheduler.transaction(fn)` it commits (or rolls back) with your own writes.
    */
   event(key: string): Promise<number>
+  /**
+   * Cancels, removes, retries, promotes or redrives the jobs (dead letters) matching `filter`, one bounded
+   * chunk per call in one transaction; call again with the answer's `cursor` until `done` (see
+   * docs/job-queues.md, "Bulk operations"). Each job changes as the call on its id changes it.
+   */
+  bulk(action: Bulk.BulkAction, filter: DurableJobFilter, options?: Bulk.BulkOptions): Promise<Bulk.BulkResult>
 }
 
 /**
@@ -495,6 +504,10 @@ class DurabilityJobsImpl extends Helper<Service> {
 
   event(key: string): Promise<number> {
     return Helper.run(this, (service) => service.event(key))
+  }
+
+  bulk(action: Bulk.BulkAction, filter: DurableJobFilter, options?: Bulk.BulkOptions): Promise<Bulk.BulkResult> {
+    return Helper.run(this, (service) => service.bulk(action, filter, options))
   }
 
   static migrate(context: DurabilityContext, target?: string | null): MigrationResult {

@@ -32,3 +32,5 @@ export const MAX_REDRIVE_IDS = 1_000
 export const DETAIL_STEPS = 100
 /** Events in a workflow instance's detail, oldest first (the total is counted up to `COUNT_CAP`; `WorkflowEvents` pages on). */
 export const DETAIL_EVENTS = 100
+/** Jobs one bulk action's chunk changes at most (one transaction; `Jobs.bulk`'s own bound). */
+export const MAX_BULK_LIMIT = 500

@@ -21,12 +21,13 @@ export {
   DETAIL_LOG_LINES,
   DETAIL_STEPS,
   LIST_JSON_CHARS,
+  MAX_BULK_LIMIT,
   MAX_PAGE,
   MAX_REDRIVE_IDS,
   MAX_RUNNING_LISTED,
   MESSAGE_CHARS
 } from "./limits.js"
-import { MAX_PAGE, MAX_REDRIVE_IDS } from "./limits.js"
+import { MAX_BULK_LIMIT, MAX_PAGE, MAX_REDRIVE_IDS } from "./limits.js"
 
 // ---------------------------------------------------------------------------------------------
 // Pieces
@@ -407,6 +408,26 @@ export class RedriveDeadLetters extends Schema.TaggedClass<RedriveDeadLetters>()
   /** Absent: every dead letter (oldest first, up to the queue's redrive bound). */
   ids: Schema.optional(Schema.Array(Id).pipe(Schema.maxItems(MAX_REDRIVE_IDS)))
 }) {}
+/**
+ * One chunk of a bulk action on the jobs matching a filter (`Jobs.bulk`): of `queue`, or of every queue
+ * when it is absent. Answers `BulkResult`; pass its `cursor` back (same action and filter) until `done`.
+ */
+export class BulkJobs extends Schema.TaggedClass<BulkJobs>()("BulkJobs", {
+  action: Schema.Literal("cancel", "remove", "retry", "promote", "redrive"),
+  /** Absent: the jobs of every queue. */
+  queue: Schema.optional(QueueName),
+  states: Schema.optional(Schema.Array(JobState).pipe(Schema.minItems(1), Schema.maxItems(7))),
+  idPrefix: Schema.optional(Id),
+  /** Epoch milliseconds: jobs created strictly before it. */
+  createdBefore: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
+  /** Jobs created (dead letters failed) at least this many milliseconds ago. */
+  olderThanMs: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
+  /** Canceled jobs keep it. */
+  reason: Schema.optional(Schema.String.pipe(Schema.maxLength(1_000))),
+  cursor: Schema.optional(Schema.String.pipe(Schema.maxLength(4_096))),
+  /** Jobs changed at most in this chunk (default 100). */
+  limit: Schema.optional(Schema.Int.pipe(Schema.between(1, MAX_BULK_LIMIT)))
+}) {}
 /** Run a schedule once now, outside its timing. */
 export class TriggerSchedule extends Schema.TaggedClass<TriggerSchedule>()("TriggerSchedule", { key: Id }) {}
 /** Pause a schedule: it does not run until it is resumed. */
@@ -443,6 +464,19 @@ export class PurgeBefore extends Schema.TaggedClass<PurgeBefore>()("PurgeBefore"
 export const ActionResult = Schema.Struct({ changed: Schema.Number })
 export type ActionResult = typeof ActionResult.Type
 
+/**
+ * What a bulk action's chunk answers: jobs `changed` (as every action), `matched` and rows `examined`, and
+ * whether the run is over (`done`) or where it goes on from (`cursor`).
+ */
+export const BulkResult = Schema.Struct({
+  changed: Schema.Number,
+  matched: Schema.Number,
+  examined: Schema.Number,
+  done: Schema.Boolean,
+  cursor: Schema.optional(Schema.String)
+})
+export type BulkResult = typeof BulkResult.Type
+
 // ---------------------------------------------------------------------------------------------
 // The request and its answer
 
@@ -473,6 +507,7 @@ export const Action = Schema.Union(
   PauseQueue,
   ResumeQueue,
   RedriveDeadLetters,
+  BulkJobs,
   TriggerSchedule,
   PauseSchedule,
   ResumeSchedule,
@@ -536,6 +571,7 @@ export const answers = {
   PauseQueue: ActionResult,
   ResumeQueue: ActionResult,
   RedriveDeadLetters: ActionResult,
+  BulkJobs: BulkResult,
   TriggerSchedule: ActionResult,
   PauseSchedule: ActionResult,
   ResumeSchedule: ActionResult,

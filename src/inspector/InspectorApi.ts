@@ -156,6 +156,26 @@ const EventType = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256))
 const CapabilityField = P.Capability.annotations(message(`must be one of ${P.Capability.literals.join(", ")}`))
 const Before = Schema.Int.pipe(Schema.nonNegative()).annotations(message("must be a time in epoch milliseconds (an integer ≥ 0)"))
 
+const BulkAction = Schema.Literal("cancel", "remove", "retry", "promote", "redrive").annotations(
+  message("must be one of cancel, remove, retry, promote, redrive")
+)
+const States = Schema.Array(P.JobState).pipe(Schema.minItems(1), Schema.maxItems(7)).annotations(
+  message(`must be a non-empty array of ${P.JobState.literals.join(", ")}`)
+)
+const Millis = Schema.Int.pipe(Schema.nonNegative()).annotations(message("must be a number of milliseconds (an integer ≥ 0)"))
+const BulkLimit = Schema.Int.pipe(Schema.between(1, P.MAX_BULK_LIMIT)).annotations(message(`must be an integer from 1 to ${P.MAX_BULK_LIMIT}`))
+/** A bulk action's body: the action, the filter (the path gives the queue, or none for every queue), the chunk. */
+const bulkFields = {
+  action: BulkAction,
+  states: Schema.optional(States),
+  idPrefix: Schema.optional(Id),
+  createdBefore: Schema.optional(Before),
+  olderThanMs: Schema.optional(Millis),
+  reason: Schema.optional(Reason),
+  cursor: Schema.optional(Cursor),
+  limit: Schema.optional(BulkLimit)
+}
+
 const page = { cursor: Schema.optional(Cursor), limit: Schema.optional(Limit) }
 const PageParams = Schema.Struct(page)
 
@@ -269,6 +289,19 @@ const jobs = HttpApiGroup.make("jobs")
       .setPath(QueuePath)
       .setPayload(Body({ ids: Schema.optional(Ids) }))
       .addSuccess(P.ActionResult)
+  )
+  .add(
+    // One chunk per request: the answer's cursor, sent back, goes on (see `Jobs.bulk`).
+    HttpApiEndpoint.post("bulk", "/api/objects/:object/queues/:queue/bulk")
+      .setPath(QueuePath)
+      .setPayload(Body(bulkFields))
+      .addSuccess(P.BulkResult)
+  )
+  .add(
+    HttpApiEndpoint.post("bulkAll", "/api/objects/:object/jobs/bulk")
+      .setPath(ObjectPath)
+      .setPayload(Body(bulkFields))
+      .addSuccess(P.BulkResult)
   )
 
 const WorkflowPath = Schema.Struct({ object: ObjectName, workflow: WorkflowName })
@@ -413,7 +446,9 @@ const jobsLive = HttpApiBuilder.group(InspectorApi, "jobs", (handlers) =>
       ask(path.object, { _tag: "ChangePriority", queue: path.queue, id: path.id, priority: payload.priority }))
     .handle("pause", ({ path }) => ask(path.object, { _tag: "PauseQueue", queue: path.queue }))
     .handle("resume", ({ path }) => ask(path.object, { _tag: "ResumeQueue", queue: path.queue }))
-    .handle("redrive", ({ path, payload }) => ask(path.object, { _tag: "RedriveDeadLetters", queue: path.queue, ...payload })))
+    .handle("redrive", ({ path, payload }) => ask(path.object, { _tag: "RedriveDeadLetters", queue: path.queue, ...payload }))
+    .handle("bulk", ({ path, payload }) => ask(path.object, { _tag: "BulkJobs", queue: path.queue, ...payload }))
+    .handle("bulkAll", ({ path, payload }) => ask(path.object, { _tag: "BulkJobs", ...payload })))
 
 const workflowsLive = HttpApiBuilder.group(InspectorApi, "workflows", (handlers) =>
   handlers

@@ -67,6 +67,7 @@ const owners: Record<Exclude<Tag, "Overview" | "PurgeBefore">, Protocol.Capabili
   PauseQueue: "jobs",
   ResumeQueue: "jobs",
   RedriveDeadLetters: "jobs",
+  BulkJobs: "jobs",
   Workflows: "workflows",
   Workflow: "workflows",
   WorkflowSteps: "workflows",

@@ -209,11 +209,88 @@ function jobsView(object, queueName, query) {
         h("nav", { class: "chips", testid: "state-filter", "aria-label": "Filter by state" },
           chip("", "all", queue ? total : undefined),
           JOB_STATES.map(function (s) { return chip(s, s, queue ? queue.counts[s] || 0 : undefined); })),
+        bulkForm(object, queueName, state),
         page.items.length === 0 ? empty(state ? "No " + state + " jobs." : "No jobs.") :
           table(columns, page.items, function (j) { return { testid: "job-row", "data-job-id": j.id, "data-state": j.state }; }),
         pager(page, pageState))
     };
   });
+}
+
+/** The bulk form's choices per queue, so a refresh (which rebuilds the form) keeps them. */
+var bulkChoices = new Map();
+/** The states each bulk action applies to (as Jobs.bulk): a state filter outside them is not offered the action. */
+var BULK_STATES = {
+  cancel: ["waiting", "delayed", "active", "waiting-children"],
+  retry: ["failed", "canceled"],
+  promote: ["delayed"],
+  remove: ["waiting", "delayed", "waiting-children", "completed", "failed", "canceled"],
+  redrive: []
+};
+var BULK_CHUNKS = 10000;
+
+/**
+ * Acts on every job of the queue in the chosen state (all it applies to without one), by id prefix and age: one
+ * chunk per request (one transaction of at most 100 jobs on the object), until the run is done or the view changes.
+ */
+function bulkForm(object, queueName, state) {
+  var key = JSON.stringify([object, queueName]);
+  var choice = bulkChoices.get(key) || { action: state === "failed" || state === "canceled" ? "retry" : "cancel", prefix: "", minutes: "" };
+  var actions = Object.keys(BULK_STATES).filter(function (a) { return a === "redrive" ? !state : !state || BULK_STATES[a].indexOf(state) >= 0; });
+  if (actions.length === 0) return null;
+  if (actions.indexOf(choice.action) < 0) choice.action = actions[0];
+  var select = h("select", { testid: "bulk-action", "aria-label": "Bulk action" },
+    actions.map(function (a) { return h("option", { value: a, selected: a === choice.action }, a === "redrive" ? "redrive dead letters" : a); }));
+  var prefix = h("input", { type: "text", testid: "bulk-prefix", "aria-label": "Id prefix", placeholder: "id prefix (optional)", maxlength: "512", value: choice.prefix });
+  var minutes = h("input", { type: "number", min: "0", step: "1", class: "priority", testid: "bulk-minutes", "aria-label": "Older than (minutes)", placeholder: "min", value: choice.minutes });
+  var remember = function () { bulkChoices.set(key, { action: select.value, prefix: prefix.value, minutes: minutes.value }); };
+  select.addEventListener("change", remember);
+  prefix.addEventListener("input", remember);
+  minutes.addEventListener("input", remember);
+  var button = h("button", { type: "button", class: "small danger", testid: "bulk-run" }, "Run");
+  button.addEventListener("click", function () {
+    var action = select.value;
+    var body = { action: action };
+    if (state && action !== "redrive") body.states = [state];
+    if (prefix.value !== "") body.idPrefix = prefix.value;
+    if (minutes.value !== "") {
+      var m = Number(minutes.value);
+      if (!(m >= 0) || Math.floor(m) !== m) { toast("Older than: a whole number of minutes", true); return; }
+      body.olderThanMs = m * 60000;
+    }
+    var what = action === "redrive" ? "every dead letter of queue " : "every " + (state && action !== "redrive" ? state + " " : "") + "job of queue ";
+    var question = [action.charAt(0).toUpperCase() + action.slice(1) + " " + what, quoted(queueName),
+      prefix.value !== "" ? [" whose id starts with ", quoted(prefix.value)] : "", minutes.value !== "" ? " created (failed) at least " + minutes.value + " minutes ago" : "",
+      action === "remove" ? "? This cannot be undone." : "?"];
+    confirmAction(question, "Run " + action, action === "cancel").then(function (answer) {
+      if (answer === null) return;
+      if (answer.reason) body.reason = answer.reason;
+      var route = parseRoute().key;
+      var changed = 0;
+      var chunks = 0;
+      button.disabled = true;
+      inFlight += 1;
+      var next = function (cursor) {
+        return api(["objects", object, "queues", queueName, "bulk"], { method: "POST", body: cursor === undefined ? body : Object.assign({}, body, { cursor: cursor }) }).then(function (result) {
+          changed += result.changed;
+          chunks += 1;
+          button.textContent = "Running\u2026 " + changed;
+          // Leaving the view stops the run between chunks; each chunk is complete on its own.
+          if (result.done || !result.cursor || chunks >= BULK_CHUNKS || parseRoute().key !== route) return result.done === true;
+          return next(result.cursor);
+        });
+      };
+      return next(undefined).then(function (done) {
+        toast(action + ": " + changed + " job" + (changed === 1 ? "" : "s") + " changed" + (done ? "" : " (stopped before the end)"));
+      }, function (error) {
+        if (error.status !== 401) toast(action + " failed after " + changed + " changed: " + error.message, true);
+      }).then(function () {
+        inFlight -= 1;
+        return render(true);
+      });
+    });
+  });
+  return disclose("bulk:" + key, "Bulk action", h("div", { class: "form-row", testid: "bulk-form" }, select, state ? h("span", { class: "muted" }, state) : null, prefix, minutes, button));
 }
 
 function jobActions(object, job) {

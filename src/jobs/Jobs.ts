@@ -34,6 +34,7 @@ import * as Codec from "../shared/codec.js"
 import * as Late from "../shared/late.js"
 import * as Add from "./add.js"
 import * as CancelOn from "./cancelOn.js"
+import * as Bulk from "./bulk.js"
 import * as InspectionRegistry from "../inspection/InspectionRegistry.js"
 import * as JobsInspect from "./inspection.js"
 import * as JobsTable from "./jobsTable.js"
@@ -79,6 +80,8 @@ export type {
   RateLimit
 } from "./types.js"
 export { JOB_STATES } from "./types.js"
+export type { BulkAction, BulkOptions, BulkResult, JobFilter } from "./bulk.js"
+export { BULK_ACTIONS, DEFAULT_BULK_LIMIT, MAX_BULK_LIMIT, MAX_EXAMINED as MAX_BULK_EXAMINED } from "./bulk.js"
 export type { Batch, GroupRateLimit, KeyedConcurrency, QueueOptions, Retention } from "./options.js"
 export type { AnyQueueDefinition, BatchHandler, QueueDefinition } from "./definition.js"
 export { DEFAULT_KEEP_LOGS, DEFAULT_MAX_PAYLOAD_BYTES, MAX_BATCH_SIZE, MAX_BATCH_WAIT_MS, MAX_ENTRY_BYTES } from "./options.js"
@@ -200,6 +203,16 @@ export type JobsService<Defs extends Record<string, AnyQueueDefinition>> =
      * `Scheduler.transaction` it commits with the caller's own writes.
      */
     readonly event: (key: string) => Effect.Effect<number, InvalidInputError | StorageError>
+    /**
+     * Cancels, removes, retries, promotes or redrives the jobs (dead letters) matching `filter`, one bounded
+     * chunk per call in one transaction; pass the answer's `cursor` back until `done` (see docs/job-queues.md,
+     * "Bulk operations"). Each job changes as the call on its id changes it.
+     */
+    readonly bulk: (
+      action: Bulk.BulkAction,
+      filter: Bulk.JobFilter,
+      options?: Bulk.BulkOptions
+    ) => Effect.Effect<Bulk.BulkResult, InvalidInputError | StorageError>
   }
 
 export interface JobsOptions extends Policy.ExecutionOptions {
@@ -285,14 +298,18 @@ export const make = <const Defs extends Record<string, AnyQueueDefinition>>(
     yield* Core.resumeLeases(core)
     yield* Transport.resumeOutbox(core, transported.map((queue) => queue.name))
     const calls = new Map([...queues].map(([name, queue]) => [name, QueueCalls.calls(core, queue)] as const))
-    yield* InspectionRegistry.register(JobsInspect.source(core, calls, capability.purgeBefore))
+    const bulk = Effect.fn("Jobs.bulk")(function*(action: Bulk.BulkAction, filter: Bulk.JobFilter, options?: Bulk.BulkOptions) {
+      return yield* Bulk.bulk(core, action, filter, options)
+    })
+    yield* InspectionRegistry.register(JobsInspect.source(core, calls, capability.purgeBefore, bulk))
     // One queue's calls per definition, built over its name at run time: TS cannot relate a record
     // built key by key to the mapped type (each queue's payload and result types are its definition's).
     const service = {
       ...Object.fromEntries(calls),
       flow: flow(core),
       purgeBefore: capability.purgeBefore,
-      event: (key: string) => CancelOn.event(core, key).pipe(Effect.withSpan("Jobs.event"))
+      event: (key: string) => CancelOn.event(core, key).pipe(Effect.withSpan("Jobs.event")),
+      bulk
     } as JobsService<Defs>
     Serve.register(service, new Set(calls.keys()))
     return service

@@ -8,24 +8,16 @@
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import { type InvalidInputError, JobCanceledError, type StorageError } from "../shared/Errors.js"
+import type { InvalidInputError, StorageError } from "../shared/Errors.js"
 import type { Row } from "../engine/StorageService.js"
 import * as Validate from "../shared/validate.js"
-import { canceledMessage, type Core } from "./core.js"
+import type { Core } from "./core.js"
 import * as Flow from "./flow.js"
 import * as JobsTable from "./jobsTable.js"
-import { writeChanges } from "./manage.js"
+import { abortRunning, writeChanges } from "./manage.js"
 
 /** The reason an event's cancels carry (the job's `cancel_reason`, the `canceled` event's `reason`). */
 export const reasonOf = (key: string): string => `event "${key}"`
-
-/** An executing job's cancel, in memory: its end is `canceled`, its signal aborted. */
-export const abortRunning = (core: Core, row: Row, reason: string): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    const key = String(row.key)
-    core.canceling.set(key, reason)
-    return Effect.asVoid(core.handle.abort((running) => running === key, new JobCanceledError({ message: canceledMessage(row, reason) })))
-  })
 
 /** Cancels the unfinished jobs whose `cancelOn` is `key`; returns how many. */
 export const event = (core: Core, key: unknown): Effect.Effect<number, InvalidInputError | StorageError> =>

@@ -58,6 +58,24 @@ export const page = (
     [queue, ...(after === undefined ? [] : [after.at, after.at, after.key]), take]
   )
 
+/**
+ * A bulk redrive's window: at most `take` of the queue's dead letters after the keyset `after` (`failed_at`, then
+ * `id`) that failed by `upTo`, oldest failure first (`queue`, `id`, `failed_at` only: a payload is read once chosen).
+ */
+export const bulkWindow = (
+  storage: StorageService,
+  queue: string,
+  after: { readonly at: number; readonly id: string } | undefined,
+  upTo: number,
+  take: number
+): Rows =>
+  storage.exec(
+    `SELECT queue, id, failed_at FROM ${DEAD_LETTERS} WHERE queue = ? AND failed_at <= ?${
+      after === undefined ? "" : " AND (failed_at > ? OR (failed_at = ? AND id > ?))"
+    } ORDER BY failed_at, id LIMIT ?`,
+    [queue, upTo, ...(after === undefined ? [] : [after.at, after.at, after.id]), take]
+  )
+
 /** How many dead letters the queue has, counted up to the inspector's cap. */
 export const cappedCount = (storage: StorageService, queue: string): Effect.Effect<number, StorageError> =>
   Effect.map(storage.exec(Text.cappedCount(DEAD_LETTERS, "queue = ?"), [queue]), ([row]) => Number(row?.n ?? 0))

@@ -8,6 +8,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import type { InvalidInputError, StorageError } from "../shared/Errors.js"
 import type { Row } from "../engine/StorageService.js"
+import type { BulkAction, BulkOptions, BulkResult, JobFilter } from "./bulk.js"
 import { type Core, executingIn, type QueueRuntime } from "./core.js"
 import * as DeadLettersTable from "./deadLettersTable.js"
 import * as Flow from "./flow.js"
@@ -83,7 +84,12 @@ const seqCursor = (cursor: string | undefined): Effect.Effect<number, BadRequest
     : Effect.fail(new BadRequest({ message: `cursor must be a cursor returned by the previous page, got ${JSON.stringify(cursor.slice(0, 40))}` }))
 }
 
-export const source = (core: Core, calls: ReadonlyMap<string, QueueCalls>, purgeBefore: (before: number) => Effect.Effect<number, InvalidInputError | StorageError>): Source => {
+export const source = (
+  core: Core,
+  calls: ReadonlyMap<string, QueueCalls>,
+  purgeBefore: (before: number) => Effect.Effect<number, InvalidInputError | StorageError>,
+  bulk: (action: BulkAction, filter: JobFilter, options?: BulkOptions) => Effect.Effect<BulkResult, InvalidInputError | StorageError>
+): Source => {
   const { storage } = core
 
   const queueOf = (name: string): Effect.Effect<{ readonly queue: QueueRuntime; readonly calls: QueueCalls }, NotFound> => {
@@ -230,6 +236,26 @@ export const source = (core: Core, calls: ReadonlyMap<string, QueueCalls>, purge
       return { changed: 1 }
     })
 
+  /** One chunk of `Jobs.bulk`: an unknown queue is `NotFound`, as for every request naming one. */
+  const bulkJobs = (request: P.BulkJobs) =>
+    Effect.gen(function*() {
+      if (request.queue !== undefined) yield* queueOf(request.queue)
+      const { action, createdBefore, cursor, idPrefix, limit, olderThanMs, queue, reason, states } = request
+      const result = yield* bulk(action, {
+        ...(queue === undefined ? { allQueues: true } : { queue }),
+        ...(states === undefined ? {} : { states }),
+        ...(idPrefix === undefined ? {} : { idPrefix }),
+        ...(createdBefore === undefined ? {} : { createdBefore }),
+        ...(olderThanMs === undefined ? {} : { olderThanMs })
+      }, {
+        ...(cursor === undefined ? {} : { cursor }),
+        ...(limit === undefined ? {} : { limit }),
+        ...(reason === undefined ? {} : { reason })
+      })
+      const { affected, ...rest } = result
+      return { changed: affected, ...rest }
+    })
+
   const answer = (request: P.Request): Effect.Effect<unknown, SourceError> => {
     switch (request._tag) {
       case "Jobs":
@@ -259,6 +285,8 @@ export const source = (core: Core, calls: ReadonlyMap<string, QueueCalls>, purge
           Effect.map(calls.deadLetters.redrive(request.ids === undefined ? {} : { ids: request.ids }), (changed) => ({ changed })))
       case "PurgeBefore":
         return Effect.map(purgeBefore(request.before), (changed) => ({ changed }))
+      case "BulkJobs":
+        return bulkJobs(request)
       default:
         return Effect.fail(new BadRequest({ message: `The jobs capability does not answer ${request._tag}` }))
     }

@@ -581,6 +581,28 @@ export const setPriority = (storage: StorageService, key: string, priority: numb
     [priority, key]
   )
 
+// Bulk operations by filter.
+
+/**
+ * A bulk operation's window: at most `take` of the queue's jobs stored in `status`, inserted in (`after`, `upTo`],
+ * in insertion order, read through (queue, status, seq): rows touched are bounded whatever the queue holds.
+ */
+export const bulkWindow = (
+  storage: StorageService,
+  window: {
+    readonly queue: string
+    readonly status: string
+    readonly after: number
+    readonly upTo: number
+    readonly take: number
+  }
+): Rows =>
+  storage.exec(
+    `SELECT key, queue, id, seq, status, next_attempt_at, leased_until, created_at FROM ${JOBS} INDEXED BY ${JOBS}_queue_status_seq_idx
+     WHERE queue = ? AND status = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?`,
+    [window.queue, window.status, window.after, window.upTo, window.take]
+  )
+
 // Reading a queue's jobs by state.
 
 /** SQL for one state; `active` and the waiting/delayed split depend on the time and on this isolate. */
@@ -629,7 +651,7 @@ export const page = (
 }
 
 /** The statuses a state's jobs are stored in: the index range a page of that state walks. */
-const STATUS_OF: Record<JobState, string> = {
+export const STATUS_OF: Record<JobState, string> = {
   waiting: "pending",
   delayed: "pending",
   active: "pending",

@@ -23,7 +23,7 @@ import type { CleanOptions, RateLimit } from "./types.js"
 const invalid = invalidInput
 
 /** Retention counts are only a cache: after a delete by hand, they are counted again. */
-const forgetCounts = (core: Core, queue: string) => {
+export const forgetCounts = (core: Core, queue: string) => {
   core.retained.delete(`${queue}/completed`)
   core.retained.delete(`${queue}/failed`)
 }
@@ -58,25 +58,32 @@ export const cancel = (core: Core, queue: QueueRuntime, id: string, reason: stri
     if (core.handle.executing(key)) {
       yield* JobsTable.requestCancel(core.storage, key, reason)
       // Inside a caller's transaction, memory acts once the request committed.
-      yield* core.storage.afterCommit(Effect.suspend(() => {
-        core.canceling.set(key, reason)
-        return Effect.asVoid(core.handle.abort((running) => running === key, new JobCanceledError({ message: canceledMessage(row, reason) })))
-      }))
+      yield* core.storage.afterCommit(abortRunning(core, row, reason))
       return true
     }
     return yield* cancelStored(core, key, reason)
   })
 
+/** An executing job's cancel, in memory: its end is `canceled`, its signal aborted. */
+export const abortRunning = (core: Core, row: Row, reason: string): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const key = String(row.key)
+    core.canceling.set(key, reason)
+    return Effect.asVoid(core.handle.abort((running) => running === key, new JobCanceledError({ message: canceledMessage(row, reason) })))
+  })
+
 /** Cancels a job that is not executing here (waiting, delayed, waiting for children, or left by an eviction). */
 const cancelStored = (core: Core, key: string, reason: string) =>
-  Effect.flatMap(Clock.currentTimeMillis, (now) =>
-    writeChanges(core, (out) =>
-      Effect.gen(function*() {
-        const [row] = yield* JobsTable.cancel(core.storage, key, reason, now)
-        if (row === undefined) return false
-        yield* Flow.canceled(core.flow, out, row, reason, now, true)
-        return true
-      })))
+  Effect.flatMap(Clock.currentTimeMillis, (now) => writeChanges(core, (out) => cancelIn(core, out, key, reason, now)))
+
+/** Inside a write: an unfinished job not executing here is `canceled`, with what that changes in its flow. */
+export const cancelIn = (core: Core, out: Flow.Changes, key: string, reason: string, now: number): Effect.Effect<boolean, StorageError> =>
+  Effect.gen(function*() {
+    const [row] = yield* JobsTable.cancel(core.storage, key, reason, now)
+    if (row === undefined) return false
+    yield* Flow.canceled(core.flow, out, row, reason, now, true)
+    return true
+  })
 
 /** Jobs whose cancel was asked while they ran, when an eviction ended that run: canceled now. */
 export const cancelInterrupted = (core: Core): Effect.Effect<void, StorageError> =>
@@ -94,32 +101,38 @@ export const remove = (core: Core, queue: QueueRuntime, id: string): Effect.Effe
     const key = Flow.keyOf(queue.name, id)
     if (core.handle.executing(key)) return false
     const now = yield* Clock.currentTimeMillis
-    const removed = yield* writeChanges(core, (out) =>
-      Effect.gen(function*() {
-        const gone = yield* JobsTable.removeTree(core.storage, key)
-        const root = gone.find((row) => row.key === key)
-        if (root === undefined) return []
-        if (root.status === "pending" || root.status === "waiting_children") {
-          yield* Flow.childEndedOf(core.flow, out, root, {
-            ok: false,
-            error: { name: "JobRemovedError", message: `Job "${id}" of queue "${queue.name}" was removed` }
-          }, now)
-        }
-        for (const row of gone) {
-          out.events.push({ type: "removed", queue: String(row.queue), id: String(row.id), reason: "remove" })
-          out.finished.push(String(row.key))
-        }
-        return gone
-      }))
+    const removed = yield* writeChanges(core, (out) => removeIn(core, out, queue.name, id, now))
     if (removed.length === 0) return false
-    const keys = new Set(removed.map((row) => String(row.key)))
-    // A descendant still running here loses its row; its settle no longer matches anything.
-    yield* core.handle.abort((running) => keys.has(running), new JobCanceledError({ message: `Job "${id}" was removed` }), {
-      release: true
-    })
+    yield* abortRemoved(core, removed, `Job "${id}" was removed`)
     forgetCounts(core, queue.name)
     return true
   })
+
+/** Inside a write: deletes the job with its descendants (see `remove`); returns their rows. */
+export const removeIn = (core: Core, out: Flow.Changes, queue: string, id: string, now: number): Effect.Effect<ReadonlyArray<Row>, StorageError> =>
+  Effect.gen(function*() {
+    const key = Flow.keyOf(queue, id)
+    const gone = yield* JobsTable.removeTree(core.storage, key)
+    const root = gone.find((row) => row.key === key)
+    if (root === undefined) return []
+    if (root.status === "pending" || root.status === "waiting_children") {
+      yield* Flow.childEndedOf(core.flow, out, root, {
+        ok: false,
+        error: { name: "JobRemovedError", message: `Job "${id}" of queue "${queue}" was removed` }
+      }, now)
+    }
+    for (const row of gone) {
+      out.events.push({ type: "removed", queue: String(row.queue), id: String(row.id), reason: "remove" })
+      out.finished.push(String(row.key))
+    }
+    return gone
+  })
+
+/** After a removal committed: a descendant still running here loses its row; its settle no longer matches anything. */
+export const abortRemoved = (core: Core, removed: ReadonlyArray<Row>, message: string): Effect.Effect<number> => {
+  const keys = new Set(removed.map((row) => String(row.key)))
+  return core.handle.abort((running) => keys.has(running), new JobCanceledError({ message }), { release: true })
+}
 
 /** A delayed job (or one waiting for its retry) becomes due now. */
 export const promote = (core: Core, queue: QueueRuntime, id: string): Effect.Effect<boolean, StorageError> =>
@@ -139,15 +152,19 @@ export const retry = (core: Core, queue: QueueRuntime, id: string): Effect.Effec
     const key = Flow.keyOf(queue.name, id)
     const now = yield* Clock.currentTimeMillis
     const rows = yield* core.handle.writePending(
-      Effect.zipLeft(
-        JobsTable.reset(core.storage, key, crypto.randomUUID(), now),
-        DeadLettersTable.remove(core.storage, queue.name, id)
-      ),
+      retryIn(core, queue.name, id, now),
       (rows): ReadonlyArray<PendingRecord> => rows.length === 0 ? [] : [{ key, at: now, start: true }]
     )
     if (rows.length > 0) forgetCounts(core, queue.name)
     return rows.length > 0
   })
+
+/** Inside a write: a failed or canceled job is pending again with fresh attempts, its dead letter gone; returns its key. */
+export const retryIn = (core: Core, queue: string, id: string, now: number): Effect.Effect<ReadonlyArray<Row>, StorageError> =>
+  Effect.zipLeft(
+    JobsTable.reset(core.storage, Flow.keyOf(queue, id), crypto.randomUUID(), now),
+    DeadLettersTable.remove(core.storage, queue, id)
+  )
 
 export const changePriority = (core: Core, queue: QueueRuntime, id: string, priority: number): Effect.Effect<boolean, StorageError> =>
   Effect.map(
@@ -245,27 +262,7 @@ export const redrive = (core: Core, queue: QueueRuntime, ids: ReadonlyArray<stri
             (rows) => rows.flat()
           )
         for (const letter of found) {
-          const id = String(letter.id)
-          const key = Flow.keyOf(queue.name, id)
-          const [reset] = yield* JobsTable.reset(core.storage, key, crypto.randomUUID(), now)
-          if (reset === undefined) {
-            const [again] = yield* JobsTable.insertRedriven(core.storage, {
-              key,
-              queue: queue.name,
-              id,
-              generation: crypto.randomUUID(),
-              at: now,
-              seq: core.seq.next++,
-              payload: String(letter.payload),
-              concurrencyKey: yield* Keyed.storedKeyOf(queue, String(letter.payload)),
-              turn: (yield* Keyed.floorOf(core)) ?? 0
-            })
-            // Otherwise the id belongs to a job that is unfinished again (retried meanwhile): that is the redrive.
-            if (again !== undefined) made.push({ key, at: now, start: true })
-          } else {
-            made.push({ key, at: now, start: true })
-          }
-          yield* DeadLettersTable.remove(core.storage, queue.name, id)
+          yield* redriveIn(core, queue.name, letter, now, made)
           letters.push(letter)
         }
       }),
@@ -273,4 +270,34 @@ export const redrive = (core: Core, queue: QueueRuntime, ids: ReadonlyArray<stri
     )
     forgetCounts(core, queue.name)
     return letters.length
+  })
+
+/**
+ * Inside a write: one dead letter (a full row) back to `waiting` with fresh attempts, and off the list; the
+ * job's pending record goes to `made`.
+ */
+export const redriveIn = (core: Core, queue: string, letter: Row, now: number, made: Array<PendingRecord>): Effect.Effect<void, StorageError> =>
+  Effect.gen(function*() {
+    const id = String(letter.id)
+    const key = Flow.keyOf(queue, id)
+    const runtime = core.queues.get(queue)
+    const [reset] = yield* JobsTable.reset(core.storage, key, crypto.randomUUID(), now)
+    if (reset === undefined) {
+      const [again] = yield* JobsTable.insertRedriven(core.storage, {
+        key,
+        queue,
+        id,
+        generation: crypto.randomUUID(),
+        at: now,
+        seq: core.seq.next++,
+        payload: String(letter.payload),
+        concurrencyKey: runtime === undefined ? null : yield* Keyed.storedKeyOf(runtime, String(letter.payload)),
+        turn: (yield* Keyed.floorOf(core)) ?? 0
+      })
+      // Otherwise the id belongs to a job that is unfinished again (retried meanwhile): that is the redrive.
+      if (again !== undefined) made.push({ key, at: now, start: true })
+    } else {
+      made.push({ key, at: now, start: true })
+    }
+    yield* DeadLettersTable.remove(core.storage, queue, id)
   })

@@ -9,6 +9,7 @@
  *  2. a wrong token is refused at sign-in, the right one lets in (no cookie is ever set);
  *  3. a failed job is seen, retried from its page and seen completed (by the page's auto-refresh);
  *  4. the queue is paused from the page and shown paused; a dead letter is redriven; resumed, it completes;
+ *     a bulk action (remove by id prefix) runs from the queue's page;
  *  5. `<script>` and attribute-breaking strings stored in a payload, log lines and an error message
  *     appear as text: no element is made from them, nothing runs (`window.__xss` stays undefined),
  *     no dialog opens, no page error, no CSP violation;
@@ -529,6 +530,24 @@ const main = async () => {
     assert.ok(logs.some((line) => line.includes("attempt 3/3")) && logs.some((line) => line.includes("421 service busy")), logs.join("\n"))
     await page.evaluate(() => document.getElementById("toasts").replaceChildren())
     await page.screenshot({ path: path.join(artifacts, "desktop-job.png") })
+  }).catch(onFailure)
+
+  await step("a bulk action from the queue's page: the autumn newsletter's completed email jobs removed by id prefix", async () => {
+    await until("the autumn email jobs completed", async () =>
+      (await Promise.all(["autumn-1", "autumn-2", "autumn-3"].map(job))).every((detail) => detail.job.state === "completed"), 30_000)
+    await page.goto(`${base}${PREFIX}/#/objects/${OBJECT_PATH}/queues/email?state=completed`)
+    await page.locator("[data-testid=job-row][data-job-id=autumn-2]").waitFor()
+    await page.locator("details[data-key^='bulk:'] > summary").click()
+    await page.getByTestId("bulk-action").selectOption("remove")
+    await page.getByTestId("bulk-prefix").fill("autumn-")
+    await page.getByTestId("bulk-run").click()
+    assert.match(await page.getByTestId("confirm-message").textContent(), /Remove every completed job of queue “email” whose id starts with “autumn-”\? This cannot be undone\./)
+    await confirm(page)
+    await page.getByTestId("toast").filter({ hasText: "remove: 3 jobs changed" }).waitFor()
+    await page.locator("[data-testid=job-row][data-job-id=autumn-2]").waitFor({ state: "detached" })
+    const left = await api(`objects/${OBJECT_PATH}/queues/email/jobs?state=completed`)
+    assert.deepEqual(left.items.filter((item) => item.id.startsWith("autumn-")), [])
+    assert.ok(left.items.some((item) => item.id === "spring-2"), "jobs outside the prefix stay")
   }).catch(onFailure)
 
   await step("the other tabs: schedules (digest), operations and alarms (images); trigger and purge from the page", async () => {

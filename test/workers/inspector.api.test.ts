@@ -195,6 +195,23 @@ describe("inspector API: actions", () => {
     expect((await post("/operations/send/sent-1/cancel")).body).toEqual({ changed: 0 })
   })
 
+  it("runs bulk actions by filter, one chunk per request, following the cursor until done", async () => {
+    const { stub, post, get } = await seeded("bulk-actions", { ok: 0, fail: 0, later: 5 })
+    const chunks: Array<{ changed: number; done: boolean }> = []
+    let cursor: string | undefined
+    do {
+      const reply = await post("/queues/later/bulk", { action: "cancel", idPrefix: "later-", reason: "bulk", limit: 2, ...(cursor === undefined ? {} : { cursor }) })
+      expect(reply.status).toBe(200)
+      chunks.push({ changed: reply.body.changed, done: reply.body.done })
+      cursor = reply.body.cursor
+    } while (cursor !== undefined)
+    expect(chunks).toEqual([{ changed: 2, done: false }, { changed: 2, done: false }, { changed: 1, done: true }])
+    for (let n = 0; n < 5; n++) expect(await stub.jobState("later", `later-${n}`)).toBe("canceled")
+    // Every queue's jobs (no queue in the path): the canceled ones removed.
+    expect((await post("/jobs/bulk", { action: "remove", states: ["canceled"] })).body).toEqual({ changed: 5, matched: 5, examined: 5, done: true })
+    expect((await get("/queues/later/jobs")).body.items).toEqual([])
+  })
+
   it("purges records created before a time", async () => {
     const { post, get } = await seeded("purge")
     const purged = await post("/purge", { capability: "jobs", before: Date.now() + 60_000 })
@@ -222,7 +239,13 @@ describe("inspector API: refusals", () => {
       [post("/purge", { capability: "everything", before: 1 }), "capability"],
       [post("/purge", { capability: "jobs", before: -1 }), "before"],
       [post("/queues/work/dead-letters/redrive", { ids: "fail-0" }), "ids"],
-      [post("/queues/work/jobs/ok-0/retry", [1, 2]), "must be a JSON object"]
+      [post("/queues/work/jobs/ok-0/retry", [1, 2]), "must be a JSON object"],
+      [post("/queues/work/bulk", { action: "erase" }), "action: must be one of cancel, remove, retry, promote, redrive"],
+      [post("/queues/work/bulk", { action: "cancel", states: [] }), "states: must be a non-empty array"],
+      [post("/queues/work/bulk", { action: "cancel", limit: 501 }), "limit: must be an integer from 1 to 500"],
+      [post("/queues/work/bulk", { action: "cancel", state: "waiting" }), "state: is unexpected"],
+      [post("/queues/work/bulk", { action: "retry", states: ["waiting"] }), "filter.states: retry applies to failed, canceled"],
+      [post("/jobs/bulk", { action: "cancel", cursor: "x" }), "options.cursor"]
     ]
     for (const [reply, message] of cases) {
       const { status, body } = await reply
@@ -240,6 +263,7 @@ describe("inspector API: refusals", () => {
     expect(queue).toMatchObject({ status: 404, body: { _tag: "NotFound", message: expect.stringContaining("sms") } })
     expect((await get("/queues/work/jobs/nope")).status).toBe(404)
     expect((await post("/queues/sms/pause")).status).toBe(404)
+    expect((await post("/queues/sms/bulk", { action: "cancel" })).status).toBe(404)
     expect((await call(handler, "GET", "/api/objects/missing/nothing")).status).toBe(404)
   })
 })
@@ -269,8 +293,10 @@ describe("inspector API: the OpenAPI document and routed objects", () => {
       "GET /api/objects/{object}/workflows/{workflow}/instances/{id}/steps",
       "GET /api/openapi.json",
       "POST /api/objects/{object}/alarms/{name}/cancel",
+      "POST /api/objects/{object}/jobs/bulk",
       "POST /api/objects/{object}/operations/{operation}/{id}/cancel",
       "POST /api/objects/{object}/purge",
+      "POST /api/objects/{object}/queues/{queue}/bulk",
       "POST /api/objects/{object}/queues/{queue}/dead-letters/redrive",
       "POST /api/objects/{object}/queues/{queue}/jobs/{id}/cancel",
       "POST /api/objects/{object}/queues/{queue}/jobs/{id}/priority",

@@ -350,6 +350,57 @@ describe("inspector: acting on jobs", () => {
     }))
 })
 
+describe("inspector: bulk actions", () => {
+  it.scoped("BulkJobs runs one chunk of Jobs.bulk per request: a queue's jobs by filter, or every queue's, walked by cursor", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const { broken, events, jobs } = yield* setup(object)
+      yield* object.run(jobs.email.pause)
+      yield* object.run(jobs.email.addBulk(Array.from({ length: 7 }, (_, n) => ({ id: `promo-${n}`, payload: { to: `p${n}` } }))))
+      yield* object.run(jobs.email.add({ id: "receipt", payload: { to: "r" } }))
+      yield* object.run(jobs.sms.add({ id: "promo-sms", payload: { to: "s" }, delayMs: 60_000 }))
+
+      const chunks: Array<Inspector.BulkResult> = []
+      let cursor: string | undefined
+      do {
+        const chunk = yield* valueOf(object, {
+          _tag: "BulkJobs",
+          action: "cancel",
+          queue: "email",
+          idPrefix: "promo-",
+          reason: "campaign stopped",
+          limit: 3,
+          ...(cursor === undefined ? {} : { cursor })
+        })
+        chunks.push(chunk)
+        cursor = chunk.cursor
+      } while (cursor !== undefined)
+      expect(chunks.map((chunk) => [chunk.changed, chunk.done])).toEqual([[3, false], [3, false], [1, true]])
+      expect(yield* rows(object, "SELECT id, status, cancel_reason FROM durability_jobs WHERE status = 'canceled' ORDER BY seq")).toEqual(
+        Array.from({ length: 7 }, (_, n) => ({ id: `promo-${n}`, status: "canceled", cancel_reason: "campaign stopped" }))
+      )
+      expect((yield* jobRow(object, "email", "receipt"))?.status).toBe("pending")
+      expect(events.of("canceled")).toHaveLength(7)
+
+      // No queue: every queue's jobs (here the delayed sms one, promoted; the pending receipt was read too).
+      expect(yield* valueOf(object, { _tag: "BulkJobs", action: "promote", idPrefix: "promo-" })).toEqual({ changed: 1, matched: 1, examined: 2, done: true })
+      yield* TestClock.adjust(10)
+      expect((yield* jobRow(object, "sms", "promo-sms"))?.status).toBe("completed")
+
+      // Retry then redrive by filter, as the queue's own calls do.
+      broken.add("receipt")
+      yield* object.run(jobs.email.resume)
+      yield* TestClock.adjust(10)
+      expect((yield* jobRow(object, "email", "receipt"))?.status).toBe("failed")
+      broken.clear()
+      expect(yield* valueOf(object, { _tag: "BulkJobs", action: "redrive", queue: "email" })).toMatchObject({ changed: 1, done: true })
+      yield* TestClock.adjust(10)
+      expect((yield* jobRow(object, "email", "receipt"))?.status).toBe("completed")
+      expect(yield* valueOf(object, { _tag: "BulkJobs", action: "remove", queue: "email", states: ["canceled"] })).toMatchObject({ changed: 7, done: true })
+      expect(yield* rows(object, "SELECT id FROM durability_jobs ORDER BY seq")).toEqual([{ id: "receipt" }, { id: "promo-sms" }])
+    }))
+})
+
 describe("inspector: refused requests", () => {
   it.scoped("a bad request, an unknown queue or job, a capability not attached: a typed failure, storage unchanged", () =>
     Effect.gen(function*() {
@@ -376,6 +427,14 @@ describe("inspector: refused requests", () => {
         [{ _tag: "RedriveDeadLetters", queue: "email", ids: ["ok", "\ud800"] }, "BadRequest", "ids[1] must be well-formed Unicode"],
         [{ _tag: "RedriveDeadLetters", queue: "email", ids: Array.from({ length: 1_001 }, (_, i) => `x${i}`) }, "BadRequest", "request.ids"],
         [{ _tag: "PurgeBefore", capability: "jobs", before: -1 }, "BadRequest", "request.before"],
+        [{ _tag: "BulkJobs", action: "delete", queue: "email" }, "BadRequest", "request.action"],
+        [{ _tag: "BulkJobs", action: "cancel", queue: "email", states: [] }, "BadRequest", "request.states"],
+        [{ _tag: "BulkJobs", action: "cancel", queue: "email", limit: 501 }, "BadRequest", "request.limit"],
+        [{ _tag: "BulkJobs", action: "cancel", queue: "email", olderThanMs: -1 }, "BadRequest", "request.olderThanMs"],
+        // Refused by Jobs.bulk itself (its InvalidInputError): the message names the field.
+        [{ _tag: "BulkJobs", action: "retry", queue: "email", states: ["waiting"] }, "BadRequest", "filter.states: retry applies to failed, canceled"],
+        [{ _tag: "BulkJobs", action: "cancel", queue: "email", cursor: "abc" }, "BadRequest", "options.cursor"],
+        [{ _tag: "BulkJobs", action: "cancel", queue: "push" }, "NotFound", "No queue \"push\""],
         [{ _tag: "Jobs", queue: "push" }, "NotFound", "No queue \"push\" in this object (queues: email, sms)"],
         [{ _tag: "PauseQueue", queue: "push" }, "NotFound", "No queue \"push\""],
         [{ _tag: "RetryJob", queue: "email", id: "zz" }, "NotFound", "No job \"zz\" in queue \"email\""],

@@ -12,6 +12,7 @@ import {
   type DurableBatchJob,
   type DurableBatchOutcome,
   type DurableJob,
+  type DurableJobBulkResult,
   type DurableJobInfo,
   JobCanceledError,
   NonRetryableError
@@ -200,6 +201,27 @@ describe("DurabilityJobs", () => {
     broken = false
     expect(await jobs.email.deadLetters.redrive()).toBe(1)
     expect((await jobs.email.job("a").wait({ timeoutMs: 5_000 }))?.state).toBe("completed")
+  })
+
+  it("bulk by filter through promises: chunks with a cursor until done; a bad filter rejects naming the field", async () => {
+    const context = await memoryContext()
+    const jobs = new DurabilityJobs({ context, log: quiet, queues: { email: { handler: async () => "ok" } } })
+    await jobs.email.pause()
+    await jobs.email.addBulk(Array.from({ length: 5 }, (_, n) => ({ id: `old-${n}`, payload: n })))
+    const chunks: Array<DurableJobBulkResult> = []
+    let cursor: string | undefined
+    do {
+      const chunk = await jobs.bulk("cancel", { queue: "email", idPrefix: "old-", olderThanMs: 0 }, cursor === undefined ? { limit: 2 } : { limit: 2, cursor })
+      chunks.push(chunk)
+      cursor = chunk.cursor
+    } while (cursor !== undefined)
+    expect(chunks.map((chunk) => chunk.affected)).toEqual([2, 2, 1])
+    expect((await jobs.email.counts()).canceled).toBe(5)
+    await expect(jobs.bulk("cancel", { queue: "email", olderThanMs: -1 })).rejects.toThrow(RangeError)
+    await expect(jobs.bulk("cancel", { queue: "nope" })).rejects.toThrow("filter.queue must name a queue of this object (email)")
+    await expect(jobs.bulk("erase" as never, { queue: "email" })).rejects.toThrow(TypeError)
+    const fresh = await memoryContext()
+    expect(thrownBy(() => new DurabilityJobs({ context: fresh, queues: { bulk: { handler: () => 1 } } })).message).toBe(`"bulk" is reserved by DurabilityJobs`)
   })
 
   it("DurabilityJobs.migrate applies and reverts the jobs tables synchronously", async () => {

@@ -29,6 +29,10 @@ import {
   type DurableJob,
   type DurableJobAddOptions,
   type DurableJobAddResult,
+  type DurableJobBulkAction,
+  type DurableJobBulkOptions,
+  type DurableJobBulkResult,
+  type DurableJobFilter,
   type DurableJobDeadLetterPage,
   type DurableJobEvent,
   type DurableJobFlowNode,
@@ -481,6 +485,10 @@ export class JobsObject extends DurableObject {
 
   flow(root: DurableJobFlowNode): Promise<DurableJobFlowResult> {
     return this.jobs.flow(root)
+  }
+
+  bulk(action: DurableJobBulkAction, filter: DurableJobFilter, options?: DurableJobBulkOptions): Promise<DurableJobBulkResult> {
+    return this.jobs.bulk(action, filter, options)
   }
 
   /** The stored job rows, in insertion order. */
