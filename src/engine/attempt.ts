@@ -263,6 +263,8 @@ const readThenClaim = (run: Run, key: string, entry: ActiveExecution, start: Sta
     const policy = policyOf(row)
     const { storage } = run.engine
     const admission = run.participant.table.admission?.of(row)
+    // A deferral's own follow-up, called once its transaction committed.
+    let deferred: (() => void) | undefined
     const claimAt = (now: number) => {
       const bindings = [key, String(row.generation_id), policy.maxAttempts]
       return storage.exec(
@@ -287,6 +289,7 @@ const readThenClaim = (run: Run, key: string, entry: ActiveExecution, start: Sta
             // Deferred, not claimed: the record waits until then, the alarm follows it in this transaction,
             // and the timer looks again once this key is released.
             entry.revisit = "refresh"
+            deferred = decision.committed
             return Effect.as(
               Effect.zipRight(
                 storage.exec(run.participant.sql.defer, [decision.at, key, String(row.generation_id)]),
@@ -297,7 +300,10 @@ const readThenClaim = (run: Run, key: string, entry: ActiveExecution, start: Sta
           }))
       )
     return Effect.flatMap(claimed, (rows) => {
-      if (rows === undefined) return Effect.void
+      if (rows === undefined) {
+        deferred?.()
+        return Effect.void
+      }
       const [first] = rows
       return first === undefined
         ? exhaust(run, key, row, policy)

@@ -36,6 +36,7 @@ import type { AnyQueueDefinition, CurrentJobTag } from "./definition.js"
 import * as Flow from "./flow.js"
 import * as JobsTable from "./jobsTable.js"
 import * as LogsTable from "./logsTable.js"
+import * as Metrics from "./metrics.js"
 import * as Options from "./options.js"
 import * as Rows from "./rows.js"
 import * as Transport from "./transport.js"
@@ -84,6 +85,7 @@ export interface Core {
 export const tell = (core: Core, events: ReadonlyArray<JobEventDraft>, finished: ReadonlyArray<string> = []): Effect.Effect<void> =>
   Effect.suspend(() => {
     for (const key of finished) core.watchers.notify(key)
+    for (const event of events) Metrics.told(event)
     if (core.hook === undefined || events.length === 0) return Effect.void
     return Effect.forEach(events, (event) =>
       Lifecycle.emitTo<JobEvent>(core.background, core.hook, (timestamp) =>
@@ -303,7 +305,10 @@ const gate = (core: Core, queue: QueueRuntime, buckets: ReturnType<typeof bucket
       yield* JobsTable.holdUntil(storage, queue.name, decision.readyAt, bucket.key === "" ? undefined : bucket.key.slice(2), running)
     }
     // This job waits for the last of its empty buckets.
-    return Admission.Defer({ at: Math.max(...empty.map(({ decision }) => decision.take ? now : decision.readyAt)) })
+    return Admission.Defer({
+      at: Math.max(...empty.map(({ decision }) => decision.take ? now : decision.readyAt)),
+      committed: () => Metrics.rateLimited(queue.name)
+    })
   })
 
 /**
@@ -363,6 +368,11 @@ export const participant = <I>(
       }
       const name = String(execution.row.queue)
       const queue = core.queues.get(name)
+      // The claim committed (with its time, `started_at`): the attempt starts here and now.
+      if (queue !== undefined && queue.options.external === undefined) {
+        const startedAt = execution.row.started_at
+        Metrics.started(name, startedAt === null || startedAt === undefined ? undefined : Number(startedAt) - Number(execution.row.next_attempt_at))
+      }
       const steps = stepsOf(core, execution)
       const plain = queue === undefined ? undefined : Plain.plainOf<PlainJobHandler>(queue.definition)
       if (

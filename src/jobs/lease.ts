@@ -18,6 +18,7 @@ import * as Json from "../shared/json.js"
 import * as Validate from "../shared/validate.js"
 import * as Bucket from "./bucket.js"
 import * as BucketsTable from "./bucketsTable.js"
+import * as Metrics from "./metrics.js"
 import {
   appendLog,
   bucketsOf,
@@ -304,6 +305,8 @@ export const start = (core: Core, queue: QueueRuntime, id: string, token: number
     // and its handler never runs twice at once.
     const [row] = yield* JobsTable.startDelivery(core.storage, `${queue.name}/${id}`, fence, now)
     if (row === undefined) return yield* stale(queue, id, fence)
+    // A Cloudflare Queue's consumer starts the delivery: its attempt starts now (counted once, the token is single use).
+    Metrics.started(queue.name, undefined)
     const payload = yield* Effect.orElseSucceed(
       queue.definition.payload.decode(Json.decode(String(row.payload))),
       () => Json.decode(String(row.payload))
