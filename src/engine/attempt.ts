@@ -32,7 +32,10 @@ import * as Fork from "../shared/fork.js"
 import { type ActiveExecution, begin, type Grouped, type Ready, type Start } from "./participant.js"
 
 
-/** A lifecycle event of `row`; one that cannot settle it (`settles: false`) is built only for a user's hook. */
+/**
+ * A lifecycle event of `row`; one that does not end an attempt (`settles: false`: a start) is built only for
+ * a user's hook.
+ */
 const emit = (
   run: Run,
   row: Row,
@@ -789,7 +792,8 @@ const settleFailure = (run: Run, settled: Settled, error: unknown, terminal: boo
         { attempt: execution.attempt, error: recorded }
       )
     }
-    yield* emit(run, execution.row, decision._tag !== "Retry", (entity, timestamp) =>
+    // Every attempt's end is built, a retry's too: what listens for ends (the watchers, a table's counts) hears it.
+    yield* emit(run, execution.row, true, (entity, timestamp) =>
       decision._tag === "Retry"
         ? {
           ...entity,

@@ -17,6 +17,7 @@
  * const completed = Metric.value(Metric.tagged(JobsMetrics.completed, JobsMetrics.QUEUE_TAG, "emails"))
  * // Effect<MetricState.Counter<number>>: its `count`
  * ```
+ * See docs/observability.md.
  * @packageDocumentation
  */
 import * as Metric from "effect/Metric"

@@ -609,6 +609,17 @@ export const cappedStateCounts = (
     }
   })
 
+/**
+ * How many of the queue's jobs finished with `status` since `since` (by `finished_at`), counted up to the
+ * inspector's cap from a range of the (queue, status, finished_at) index: the rows read are bounded by the
+ * cap, whatever the queue holds.
+ */
+export const cappedFinishedSince = (storage: StorageService, queue: string, status: "completed" | "failed", since: number) =>
+  countOf(storage.exec(
+    Text.cappedCount(`${JOBS} INDEXED BY ${JOBS}_queue_idx`, "queue = ? AND status = ? AND finished_at >= ?"),
+    [queue, status, since]
+  ))
+
 /** The queue's jobs counted by status, pending ones left out (`status`, `n`): from the (queue, status, …) index alone. */
 export const countsByStatus = (storage: StorageService, queue: string): Rows =>
   storage.exec(`SELECT status, COUNT(*) AS n FROM ${JOBS} WHERE queue = ? AND status != 'pending' GROUP BY status`, [queue])

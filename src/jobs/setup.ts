@@ -30,6 +30,7 @@ import * as Core from "./core.js"
 import type { AnyQueueDefinition, CurrentJobTag } from "./definition.js"
 import * as Options from "./options.js"
 import * as Metrics from "./metrics.js"
+import * as Tracing from "./tracing.js"
 import * as JobsSchema from "./schema.js"
 import type * as Types from "./types.js"
 
@@ -90,8 +91,13 @@ export const makeCore = (known: Omit<Core.Core, keyof Attached>, attached: Late.
  */
 export const engineEvents = (
   hook: Types.JobEventHook | undefined,
-  canceling: Map<string, string>
+  canceling: Map<string, string>,
+  spans: Tracing.Spans
 ): Lifecycle.LifecycleHook => {
+  const settled = (queue: string, key: string, outcome: "completed" | "retried" | "failed" | "canceled", durationMs: number | undefined) => {
+    Metrics.settled(queue, outcome, durationMs)
+    if (spans.size > 0) Tracing.settled(spans, key, outcome)
+  }
   const heard: Lifecycle.LifecycleHook = (event) => {
     // Queue "" is the library's own retention upkeep, not a user's job.
     if (event.type === "purged" || event.entityKind !== "job" || event.queue === "") return
@@ -103,7 +109,7 @@ export const engineEvents = (
       case "attempt_settled":
         if (event.outcome === "completed") {
           const reason = canceling.get(event.id)
-          Metrics.settled(queue, reason === undefined ? "completed" : "canceled", event.durationMs)
+          settled(queue, event.id, reason === undefined ? "completed" : "canceled", event.durationMs)
           return hook?.(
             reason === undefined
               ? { ...base, type: "completed", attempt: event.attempt, durationMs: event.durationMs }
@@ -111,18 +117,18 @@ export const engineEvents = (
           )
         }
         if (event.outcome === "retry_scheduled") {
-          Metrics.settled(queue, "retried", event.durationMs)
+          settled(queue, event.id, "retried", event.durationMs)
           return hook?.({ ...base, type: "retry_scheduled", attempt: event.attempt, error: event.error, nextAttemptAt: event.nextAttemptAt })
         }
         if (event.error.name === "JobCanceledError") {
-          Metrics.settled(queue, "canceled", event.durationMs)
+          settled(queue, event.id, "canceled", event.durationMs)
           return hook?.({ ...base, type: "canceled", reason: canceling.get(event.id) ?? event.error.message })
         }
-        Metrics.settled(queue, "failed", event.durationMs)
+        settled(queue, event.id, "failed", event.durationMs)
         return hook?.({ ...base, type: "failed", attempt: event.attempt, error: event.error })
       case "terminal":
         // Exhausted: no attempt ran (a canceled job's end is told by its own settle or the cancel).
-        if (event.reason === "attempts_exhausted") Metrics.settled(queue, "failed", undefined)
+        if (event.reason === "attempts_exhausted") settled(queue, event.id, "failed", undefined)
         return hook?.({ ...base, type: "failed", attempt: event.attempt, error: event.error })
       default:
         return
