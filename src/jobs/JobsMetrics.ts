@@ -93,9 +93,12 @@ export const waitTime: Metric.Metric.Histogram<number> = Metric.histogram(
   "Milliseconds from a job attempt's due time to its start"
 )
 
-/** How long an attempt run here took, in milliseconds: from its start to its end (completed, retried or failed). */
+/**
+ * How long an attempt took, in milliseconds, whatever its outcome (completed, retried or failed): run here,
+ * from its start to its handler's end; leased to a worker, from the lease's claim to the worker's outcome.
+ */
 export const runTime: Metric.Metric.Histogram<number> = Metric.histogram(
   "durability_jobs_run_time_ms",
   timeBoundaries,
-  "Milliseconds a job attempt's handler ran"
+  "Milliseconds a job attempt ran"
 )

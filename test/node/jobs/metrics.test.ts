@@ -125,6 +125,26 @@ describe("jobs metrics", () => {
       expect((yield* counts("metrics-rollback")).added).toBe(1)
     }))
 
+  it.scoped("an external worker's jobs: a lease starts them, its outcome ends them; run time from the lease's claim", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const jobs = yield* object.run(Jobs.make({
+        "metrics-external": Jobs.externalQueue<number, number>({ leaseMs: 10_000, retries: { maxAttempts: 2, delay: () => 100 } })
+      }))
+      const queue = jobs["metrics-external"]
+      yield* object.run(queue.addBulk([{ id: "ok", payload: 1 }, { id: "bad", payload: 2 }]))
+      yield* TestClock.adjust(1_000)
+      const leased = yield* object.run(queue.lease({ limit: 5 }))
+      expect(leased).toHaveLength(2)
+      expect(yield* counts("metrics-external")).toEqual({ ...none, added: 2, started: 2 })
+      yield* TestClock.adjust(300)
+      yield* object.run(queue.complete("ok", leased.find((job) => job.id === "ok")!.token, 10))
+      yield* object.run(queue.fail("bad", leased.find((job) => job.id === "bad")!.token, "no", { retryable: false }))
+      expect(yield* counts("metrics-external")).toEqual({ ...none, added: 2, started: 2, completed: 1, failed: 1 })
+      // Both leased at 1 000 and settled at 1 300.
+      expect(yield* histogram(JobsMetrics.runTime, "metrics-external")).toEqual({ count: 2, sum: 600, min: 300, max: 300 })
+    }))
+
   it.scoped("with a lifecycle hook of the user's, each event is counted once and still told", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
