@@ -61,6 +61,12 @@ export interface Attempt {
 export type Spans = Map<string, Attempt>
 
 /**
+ * Attempts kept waiting for their settle's event: one whose settle never matched (a stale attempt, an
+ * eviction's leftovers) tells none, so the oldest go past this bound (their `Jobs.run` was exported anyway).
+ */
+const MAX_OPEN = 1_000
+
+/**
  * Opens the attempt's `Jobs.run` span (and its `Jobs.claim`) as the handler starts; returns it, to end
  * with `ended`.
  */
@@ -78,6 +84,8 @@ export const started = (
   describe(claim, job.queue, job.id, job.attempt)
   claim.end(now, Exit.void)
   const attempt: Attempt = { tracing, span, queue: job.queue, id: job.id, attempt: job.attempt, endedAt: undefined }
+  spans.delete(job.key)
+  if (spans.size >= MAX_OPEN) spans.delete(spans.keys().next().value!)
   spans.set(job.key, attempt)
   return attempt
 }
