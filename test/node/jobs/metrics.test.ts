@@ -125,6 +125,64 @@ describe("jobs metrics", () => {
       expect((yield* counts("metrics-rollback")).added).toBe(1)
     }))
 
+  it.scoped("a settle rolled back counts nothing: the attempt's end is counted once, when a later attempt's settle commits", () =>
+    Effect.gen(function*() {
+      let failing = false
+      const object = yield* TestDurability.make({
+        storage: withFaults(yield* MemoryStorage.make, {
+          // Retention's count runs in the settle's transaction, after the job's row was completed: failing it rolls the
+          // completion back.
+          sql: (query) => failing && query.startsWith("SELECT COUNT(*) AS n FROM durability_jobs WHERE queue = ? AND status = ?")
+        })
+      })
+      const jobs = yield* object.run(Jobs.make({
+        "metrics-settle": Jobs.queue({ removeOnComplete: { count: 10 }, handler: (job: Jobs.JobContext<number>) => Effect.succeed(job.payload) })
+      }))
+      failing = true
+      yield* object.run(jobs["metrics-settle"].add({ id: "a", payload: 1 }))
+      yield* TestClock.adjust(0)
+      expect(yield* count(object, "SELECT COUNT(*) FROM durability_jobs WHERE key = 'metrics-settle/a' AND status = 'pending'")).toBe(1)
+      expect(yield* counts("metrics-settle")).toEqual({ ...none, added: 1, started: 1 })
+      expect((yield* histogram(JobsMetrics.runTime, "metrics-settle")).count).toBe(0)
+
+      failing = false
+      // The object recovers on its own (the alarm after the failed settle): the next attempt completes.
+      yield* TestClock.adjust(60_000)
+      expect(yield* count(object, "SELECT COUNT(*) FROM durability_jobs WHERE key = 'metrics-settle/a' AND status = 'completed'")).toBe(1)
+      expect(yield* counts("metrics-settle")).toEqual({ ...none, added: 1, started: 2, completed: 1 })
+      expect((yield* histogram(JobsMetrics.runTime, "metrics-settle")).count).toBe(1)
+    }))
+
+  it.scoped("a rate limit's deferral rolled back counts no refusal", () =>
+    Effect.gen(function*() {
+      let failing = false
+      let refused = 0
+      const object = yield* TestDurability.make({
+        storage: withFaults(yield* MemoryStorage.make, {
+          sql: (query) => {
+            const deferral = query.startsWith("UPDATE durability_jobs SET next_attempt_at = ? WHERE key = ?")
+            if (deferral && failing) refused++
+            return deferral && failing
+          }
+        })
+      })
+      const jobs = yield* object.run(Jobs.make({
+        "metrics-limit-rollback": Jobs.queue({ rateLimit: { capacity: 1, refillPerSecond: 1 }, handler: () => Effect.void })
+      }))
+      failing = true
+      yield* object.run(jobs["metrics-limit-rollback"].addBulk([{ id: "a", payload: 1 }, { id: "b", payload: 2 }]))
+      yield* TestClock.adjust(0)
+      // The gate refused "b" (the statement that moves it was tried) but its transaction rolled back.
+      expect(refused).toBeGreaterThan(0)
+      expect(yield* counts("metrics-limit-rollback")).toEqual({ ...none, added: 2, started: 1, completed: 1 })
+      failing = false
+      yield* TestClock.adjust(60_000)
+      const after = yield* counts("metrics-limit-rollback")
+      expect(after.completed).toBe(2)
+      const deferrals = object.storage.statements.filter((sql) => sql.startsWith("UPDATE durability_jobs SET next_attempt_at = ? WHERE key = ?"))
+      expect(after.rateLimited).toBe(deferrals.length)
+    }))
+
   it.scoped("an external worker's jobs: a lease starts them, its outcome ends them; run time from the lease's claim", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
