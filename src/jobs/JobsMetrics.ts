@@ -76,7 +76,8 @@ export const deadLettered: Metric.Metric.Counter<number> = Metric.counter("durab
 
 /**
  * Starts refused by a rate limit (the queue's or the job's group's): each time a due job found an empty
- * token bucket and was moved to its next token.
+ * token bucket and was moved to its next token (a worker's `lease` that gets fewer jobs for a rate limit
+ * moves none, and counts none).
  */
 export const rateLimited: Metric.Metric.Counter<number> = Metric.counter("durability_jobs_rate_limited", {
   description: "Job starts refused by a rate limit",
@@ -85,7 +86,7 @@ export const rateLimited: Metric.Metric.Counter<number> = Metric.counter("durabi
 
 /**
  * How long an attempt waited to start, in milliseconds: from the time it became due (its delay's or
- * retry's end, or the next token a rate limit moved it to) to its claim.
+ * retry's end, or the next token a rate limit moved it to) to its claim, run here or leased to a worker.
  */
 export const waitTime: Metric.Metric.Histogram<number> = Metric.histogram(
   "durability_jobs_wait_time_ms",

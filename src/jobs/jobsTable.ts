@@ -269,7 +269,7 @@ export const leasedSummary = (storage: StorageService, queue: string): Rows =>
 /** The queue's first `take` jobs due by `now` and not leased (`key`, `group_key`), in start order. */
 export const leasable = (storage: StorageService, queue: string, now: number, take: number): Rows =>
   storage.exec(
-    `SELECT key, group_key FROM ${JOBS} WHERE queue = ? AND status = 'pending' AND leased_until IS NULL AND next_attempt_at <= ?
+    `SELECT key, group_key, next_attempt_at FROM ${JOBS} WHERE queue = ? AND status = 'pending' AND leased_until IS NULL AND next_attempt_at <= ?
      ORDER BY ${START_ORDER} LIMIT ?`,
     [queue, now, take]
   )

@@ -122,6 +122,8 @@ export const lease = (core: Core, queue: QueueRuntime, options: LeaseOptions = {
     const now = yield* Clock.currentTimeMillis
     const until = now + length
     const { storage } = core
+    // When each candidate became due (a lease moves `next_attempt_at` to its end): its wait, once leased.
+    const dueAt = new Map<string, number>()
     const body = Effect.gen(function*() {
       const [paused] = yield* QueuesTable.readPaused(storage, queue.name)
       if (Number(paused?.paused ?? 0) === 1) return []
@@ -134,6 +136,7 @@ export const lease = (core: Core, queue: QueueRuntime, options: LeaseOptions = {
       const limited = rateLimitOf(queue) !== undefined || queue.options.groupRateLimit !== undefined
       // With group limits some candidates may be skipped for an empty group bucket: look a little further.
       const candidates = yield* JobsTable.leasable(storage, queue.name, now, limited ? Math.min(room * 4, 400) : room)
+      for (const row of candidates) dueAt.set(String(row.key), Number(row.next_attempt_at))
       const chosen: Array<string> = []
       if (!limited) chosen.push(...candidates.map((row) => String(row.key)))
       else {
@@ -167,6 +170,9 @@ export const lease = (core: Core, queue: QueueRuntime, options: LeaseOptions = {
     const rows = yield* core.handle.writePending(body, () => undefined)
     const leases: Array<Lease> = []
     for (const row of rows) {
+      // Leased (committed) now: how long it waited since it was due (its start is counted with its event below).
+      const due = dueAt.get(String(row.key))
+      if (due !== undefined) Metrics.waited(queue.name, now - due)
       const payload = yield* Effect.orElseSucceed(
         queue.definition.payload.decode(Json.decode(String(row.payload))),
         () => Json.decode(String(row.payload))

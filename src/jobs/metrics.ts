@@ -50,7 +50,11 @@ export const started = (queue: string, waitedMs: number | undefined): void => {
   if (waitedMs !== undefined) JobsMetrics.waitTime.unsafeUpdate(Math.max(0, waitedMs), tags)
 }
 
-/** An attempt run here settled (its settle committed): how long it ran, and its outcome's count. */
+/** An attempt leased to a worker (its lease committed): how long it waited since it was due. */
+export const waited = (queue: string, waitedMs: number): void =>
+  JobsMetrics.waitTime.unsafeUpdate(Math.max(0, waitedMs), tagsOf(queue))
+
+/** An attempt settled (its settle committed): how long it ran, and its outcome's count. */
 export const settled = (
   queue: string,
   outcome: "completed" | "retried" | "failed" | "canceled",

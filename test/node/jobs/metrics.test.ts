@@ -195,6 +195,8 @@ describe("jobs metrics", () => {
       const leased = yield* object.run(queue.lease({ limit: 5 }))
       expect(leased).toHaveLength(2)
       expect(yield* counts("metrics-external")).toEqual({ ...none, added: 2, started: 2 })
+      // Due at 0, leased at 1 000.
+      expect(yield* histogram(JobsMetrics.waitTime, "metrics-external")).toEqual({ count: 2, sum: 2_000, min: 1_000, max: 1_000 })
       yield* TestClock.adjust(300)
       yield* object.run(queue.complete("ok", leased.find((job) => job.id === "ok")!.token, 10))
       yield* object.run(queue.fail("bad", leased.find((job) => job.id === "bad")!.token, "no", { retryable: false }))
