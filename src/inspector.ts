@@ -32,6 +32,7 @@ export type {
   Overview,
   OperationItem,
   OperationStatus,
+  QueueRates,
   QueueSummary,
   Request as InspectorRequest,
   RequestEncoded as InspectorRequestEncoded,

@@ -215,7 +215,11 @@ export interface Timers {
  */
 export type Admission = Data.TaggedEnum<{
   Run: {}
-  Defer: { readonly at: number }
+  Defer: {
+    readonly at: number
+    /** Called once the deferral committed (e.g. to count a rate limit's refusal; a rollback calls nothing). */
+    readonly committed?: (() => void) | undefined
+  }
   Lease: {
     readonly until: number
     readonly state?: LeaseState | undefined

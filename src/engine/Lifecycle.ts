@@ -87,14 +87,17 @@ export type LifecycleHook = (event: LifecycleEvent) => void | PromiseLike<void>
  * promise is handed to `waitUntil` and its rejection reported. The background is given, not looked
  * up, and a caller that already read the clock passes its reading: this is on the engine's hot path.
  */
-/** Marks a hook that only listens for records that settle (the `wait` watchers, when there is no user hook). */
+/**
+ * Marks a hook that only listens for attempts' ends (the `wait` watchers and a capability's counts, when
+ * there is no user hook).
+ */
 const SETTLES_ONLY: unique symbol = Symbol.for("durability/internal/settlesOnly")
 
-/** `hook`, marked as listening only for settles: events that cannot settle a record need not be built for it. */
+/** `hook`, marked as listening only for attempts' ends: other events (a start) need not be built for it. */
 export const settlesOnly = <Event>(hook: (event: Event) => void | PromiseLike<void>): (event: Event) => void | PromiseLike<void> =>
   Object.assign(hook, { [SETTLES_ONLY]: true })
 
-/** Whether an event that cannot settle a record would reach anyone through `hook`. */
+/** Whether an event that ends no attempt (a start) would reach anyone through `hook`. */
 export const hears = (hook: ((event: never) => unknown) | undefined): boolean =>
   hook !== undefined && (hook as { readonly [SETTLES_ONLY]?: boolean })[SETTLES_ONLY] !== true
 

@@ -32,7 +32,10 @@ import * as Fork from "../shared/fork.js"
 import { type ActiveExecution, begin, type Grouped, type Ready, type Start } from "./participant.js"
 
 
-/** A lifecycle event of `row`; one that cannot settle it (`settles: false`) is built only for a user's hook. */
+/**
+ * A lifecycle event of `row`; one that does not end an attempt (`settles: false`: a start) is built only for
+ * a user's hook.
+ */
 const emit = (
   run: Run,
   row: Row,
@@ -263,6 +266,8 @@ const readThenClaim = (run: Run, key: string, entry: ActiveExecution, start: Sta
     const policy = policyOf(row)
     const { storage } = run.engine
     const admission = run.participant.table.admission?.of(row)
+    // A deferral's own follow-up, called once its transaction committed.
+    let deferred: (() => void) | undefined
     const claimAt = (now: number) => {
       const bindings = [key, String(row.generation_id), policy.maxAttempts]
       return storage.exec(
@@ -287,6 +292,7 @@ const readThenClaim = (run: Run, key: string, entry: ActiveExecution, start: Sta
             // Deferred, not claimed: the record waits until then, the alarm follows it in this transaction,
             // and the timer looks again once this key is released.
             entry.revisit = "refresh"
+            deferred = decision.committed
             return Effect.as(
               Effect.zipRight(
                 storage.exec(run.participant.sql.defer, [decision.at, key, String(row.generation_id)]),
@@ -297,7 +303,10 @@ const readThenClaim = (run: Run, key: string, entry: ActiveExecution, start: Sta
           }))
       )
     return Effect.flatMap(claimed, (rows) => {
-      if (rows === undefined) return Effect.void
+      if (rows === undefined) {
+        deferred?.()
+        return Effect.void
+      }
       const [first] = rows
       return first === undefined
         ? exhaust(run, key, row, policy)
@@ -783,7 +792,8 @@ const settleFailure = (run: Run, settled: Settled, error: unknown, terminal: boo
         { attempt: execution.attempt, error: recorded }
       )
     }
-    yield* emit(run, execution.row, decision._tag !== "Retry", (entity, timestamp) =>
+    // Every attempt's end is built, a retry's too: what listens for ends (the watchers, a table's counts) hears it.
+    yield* emit(run, execution.row, true, (entity, timestamp) =>
       decision._tag === "Retry"
         ? {
           ...entity,

@@ -39,8 +39,9 @@ const observe = (watchers: Watchers.Watchers, hook: Lifecycle.LifecycleHook | un
     if (settles && "id" in event) watchers.notify(event.id)
     return hook?.(event)
   }
-  // With no hook of the user's, only the watchers listen: the other events need not be built.
-  return hook === undefined ? Lifecycle.settlesOnly(observer) : observer
+  // With no hook of the user's (or one that hears only settles), only settles are listened for: the other
+  // events need not be built.
+  return !Lifecycle.hears(hook) ? Lifecycle.settlesOnly(observer) : observer
 }
 
 /**

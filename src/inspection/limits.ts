@@ -26,6 +26,11 @@ export const DETAIL_CHILDREN = 100
  * 10 000 records as for 10 million.
  */
 export const COUNT_CAP = 10_000
+/**
+ * The overview's rates count the jobs that finished over this last stretch of time (5 minutes), from
+ * storage: they survive evictions, unlike the in-memory metrics.
+ */
+export const RATE_WINDOW_MS = 5 * 60_000
 /** Ids one redrive may name. */
 export const MAX_REDRIVE_IDS = 1_000
 /** Steps in a workflow instance's detail (the total is counted up to `COUNT_CAP`; `WorkflowSteps` pages on). */

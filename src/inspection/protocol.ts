@@ -25,7 +25,8 @@ export {
   MAX_PAGE,
   MAX_REDRIVE_IDS,
   MAX_RUNNING_LISTED,
-  MESSAGE_CHARS
+  MESSAGE_CHARS,
+  RATE_WINDOW_MS
 } from "./limits.js"
 import { MAX_BULK_LIMIT, MAX_PAGE, MAX_REDRIVE_IDS } from "./limits.js"
 
@@ -89,8 +90,20 @@ export const SchedulerSummary = Schema.Struct({
 export type SchedulerSummary = typeof SchedulerSummary.Type
 
 /**
- * One job queue in the overview: how it processes, whether it is paused, its jobs by state and its dead
- * letters.
+ * A queue's jobs finished over the last `windowMs` (`RATE_WINDOW_MS`), counted from storage by their
+ * `finished_at`: durable, so an eviction does not reset them, each stopping at `COUNT_CAP`. Jobs already
+ * removed (retention, `clean`) are not counted. Per minute: `completed / (windowMs / 60 000)`.
+ */
+export const QueueRates = Schema.Struct({
+  windowMs: Schema.Number,
+  completed: Schema.Number,
+  failed: Schema.Number
+})
+export type QueueRates = typeof QueueRates.Type
+
+/**
+ * One job queue in the overview: how it processes, whether it is paused, its jobs by state, its dead
+ * letters and its recent rates.
  */
 export const QueueSummary = Schema.Struct({
   name: Schema.String,
@@ -98,7 +111,9 @@ export const QueueSummary = Schema.Struct({
   paused: Schema.Boolean,
   /** By state, each stopping at `COUNT_CAP` (like every count of the overview). */
   counts: JobCounts,
-  deadLetters: Schema.Number
+  deadLetters: Schema.Number,
+  /** Jobs completed and failed over the last few minutes (see `QueueRates`). */
+  rates: QueueRates
 })
 export type QueueSummary = typeof QueueSummary.Type
 

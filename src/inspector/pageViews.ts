@@ -145,6 +145,23 @@ function queueToggle(object, queue) {
 
 function queueStatus(queue) { return badge(queue.paused ? "paused" : "running", null, "queue-status"); }
 
+// Counted from storage (finished_at), so they survive evictions; a count at the cap means "at least".
+function rateWindow(queues) {
+  var ms = queues.length > 0 && queues[0].rates ? queues[0].rates.windowMs : 0;
+  return ms > 0 ? Math.round(ms / 60000) + " min" : "minutes";
+}
+
+function perMinute(count, windowMs) {
+  var rate = count / (windowMs / 60000);
+  return (count >= COUNT_CAP ? "≥ " : "") + (rate >= 10 || rate === 0 ? String(Math.round(rate)) : rate.toFixed(1));
+}
+
+function queueRates(q) {
+  if (!q.rates) return h("span", { class: "muted" }, "—");
+  return h("span", { testid: "queue-rates", title: countText(q.rates.completed) + " completed, " + countText(q.rates.failed) + " failed" },
+    perMinute(q.rates.completed, q.rates.windowMs) + " completed · " + perMinute(q.rates.failed, q.rates.windowMs) + " failed");
+}
+
 function queuesTab(object, overview) {
   var queues = overview.jobs ? overview.jobs.queues : [];
   if (queues.length === 0) return card(empty("No queues."));
@@ -162,6 +179,7 @@ function queuesTab(object, overview) {
     { label: "Dead letters", className: "num", cell: function (q) {
       return q.deadLetters === 0 ? h("span", { class: "muted" }, "0") : h("a", { href: link("objects", object, "dead-letters", q.name) }, countText(q.deadLetters));
     } },
+    { label: "Last " + rateWindow(queues) + " (per min)", className: "num", cell: queueRates },
     { label: "Actions", cell: function (q) { return h("div", { class: "actions" }, queueToggle(object, q)); } }
   ];
   return card(h("h3", null, "Queues"), table(columns, queues, function (q) { return { testid: "queue-row", "data-queue": q.name }; }));

@@ -48,6 +48,7 @@ import * as Serve from "./serve.js"
 import type { Queue } from "./queue.js"
 import * as Setup from "./setup.js"
 import { CAPABILITY } from "./setup.js"
+import type * as Tracing from "./tracing.js"
 import * as Transport from "./transport.js"
 import * as JobsSchema from "./schema.js"
 import type * as Types from "./types.js"
@@ -269,6 +270,7 @@ export const make = <const Defs extends Record<string, AnyQueueDefinition>>(
     }
     const storage = yield* StorageService
     const canceling = new Map<string, string>()
+    const spans: Tracing.Spans = new Map()
     const attached = Late.make<Setup.Attached>("The jobs' table handle")
     const core = Setup.makeCore({
       storage,
@@ -276,6 +278,7 @@ export const make = <const Defs extends Record<string, AnyQueueDefinition>>(
       queues,
       hook,
       canceling,
+      spans,
       retained: new Map(),
       flow: { storage, queueOf: (name) => queues.get(name)?.options },
       objectId,
@@ -284,7 +287,7 @@ export const make = <const Defs extends Record<string, AnyQueueDefinition>>(
     const capability = yield* Capability.make(
       Setup.spec(
         definitions,
-        { ...options, onLifecycleEvent: Setup.engineEvents(hook, canceling) },
+        { ...options, onLifecycleEvent: Setup.engineEvents(hook, canceling, spans) },
         core,
         context as Context.Context<unknown>,
         CurrentJob

@@ -38,8 +38,10 @@ import * as Flow from "./flow.js"
 import * as JobsTable from "./jobsTable.js"
 import * as Keyed from "./keyed.js"
 import * as LogsTable from "./logsTable.js"
+import * as Metrics from "./metrics.js"
 import * as Options from "./options.js"
 import * as Rows from "./rows.js"
+import * as Tracing from "./tracing.js"
 import * as Transport from "./transport.js"
 import * as Upkeep from "./upkeep.js"
 import * as TimerSupport from "../engine/timerSupport.js"
@@ -84,6 +86,8 @@ export interface Core {
   readonly rounds?: Keyed.Rounds | undefined
   /** The table's handle, once attached (as `watchers` and `seq`: see `setup.ts`). */
   readonly handle: TableHandle
+  /** The attempts running here with an open span (only with a tracer of the user's: see `tracing.ts`). */
+  readonly spans: Tracing.Spans
 }
 
 /** Tells the events (after the commit) and wakes the waiters of finished keys. */
@@ -91,6 +95,7 @@ export const tell = (core: Core, events: ReadonlyArray<JobEventDraft>, finished:
   // Inside a caller's transaction (`StorageService.atomically`), told once it committed.
   core.storage.afterCommit(Effect.suspend(() => {
     for (const key of finished) core.watchers.notify(key)
+    for (const event of events) Metrics.told(event)
     if (core.hook === undefined || events.length === 0) return Effect.void
     return Effect.forEach(events, (event) =>
       Lifecycle.emitTo<JobEvent>(core.background, core.hook, (timestamp) =>
@@ -254,6 +259,12 @@ const endsCanceled = <A>(canceled: () => JobCanceledError | undefined, body: Eff
     )
   )
 
+/** A handler's exit that is already there: the attempt's span (if any) ends with it. */
+const endedNow = <A, E>(traced: Tracing.Attempt | undefined, exit: Exit.Exit<A, E>): Exit.Exit<A, E> => {
+  if (traced !== undefined) Tracing.ended(traced, exit)
+  return exit
+}
+
 /** The promise face's handler, called directly: the job, its attempt's step runner and the engine's runtime. */
 export type PlainJobHandler = (job: JobContext<unknown>, steps: () => Steps.StepRunner, runtime: Runtime.Runtime<never>) => unknown
 
@@ -310,7 +321,10 @@ const gate = (core: Core, queue: QueueRuntime, buckets: ReturnType<typeof bucket
       yield* JobsTable.holdUntil(storage, queue.name, decision.readyAt, bucket.key === "" ? undefined : bucket.key.slice(2), running)
     }
     // This job waits for the last of its empty buckets.
-    return Admission.Defer({ at: Math.max(...empty.map(({ decision }) => decision.take ? now : decision.readyAt)) })
+    return Admission.Defer({
+      at: Math.max(...empty.map(({ decision }) => decision.take ? now : decision.readyAt)),
+      committed: () => Metrics.rateLimited(queue.name)
+    })
   })
 
 /**
@@ -372,7 +386,25 @@ export const participant = <I>(
       }
       const name = String(execution.row.queue)
       const queue = core.queues.get(name)
-      if (queue?.options.batch !== undefined) return endsCanceled(canceled, batched(core, context, execution, queue, queue.options.batch.size))
+      // The claim committed (with its time, `started_at`): the attempt starts here and now.
+      const claimedAt = execution.row.started_at === null || execution.row.started_at === undefined
+        ? undefined
+        : Number(execution.row.started_at)
+      if (queue !== undefined && queue.options.external === undefined) {
+        Metrics.started(name, claimedAt === undefined ? undefined : claimedAt - Number(execution.row.next_attempt_at))
+      }
+      const tracing = Tracing.of(execution.runtime)
+      const traced = tracing === undefined ? undefined : Tracing.started(core.spans, tracing, {
+        key: execution.key,
+        queue: name,
+        id: String(execution.row.id),
+        attempt: execution.attempt,
+        claimedAt
+      })
+      if (queue?.options.batch !== undefined) {
+        const ran = endsCanceled(canceled, batched(core, context, execution, queue, queue.options.batch.size))
+        return traced === undefined ? ran : Tracing.around(traced, ran)
+      }
       const steps = stepsOf(core, execution)
       const plain = queue === undefined ? undefined : Plain.plainOf<PlainJobHandler>(queue.definition)
       if (
@@ -386,13 +418,14 @@ export const participant = <I>(
           returned = plain(job, steps, execution.runtime)
         } catch (error) {
           const reason = canceled()
-          return Exit.fail(reason === undefined || error instanceof JobCanceledError ? error : reason)
+          return endedNow(traced, Exit.fail(reason === undefined || error instanceof JobCanceledError ? error : reason))
         }
         if (Plain.maybeThenable(returned)) {
-          return endsCanceled(canceled, Effect.flatMap(Plain.awaitReturned(returned), (value) => storedResult(name, value)))
+          const awaited = endsCanceled(canceled, Effect.flatMap(Plain.awaitReturned(returned), (value) => storedResult(name, value)))
+          return traced === undefined ? awaited : Tracing.around(traced, awaited)
         }
         const reason = canceled()
-        return reason === undefined ? storedResult(name, returned) : Exit.fail(reason)
+        return endedNow<string, unknown>(traced, reason === undefined ? storedResult(name, returned) : Exit.fail(reason))
       }
       const body = Effect.gen(function*() {
         if (queue === undefined) return yield* new NonRetryableError({ message: `No queue "${name}" is defined any more` })
@@ -412,7 +445,8 @@ export const participant = <I>(
         const value = yield* provideCaptured(handled, context)
         return yield* Effect.mapError(Json.encodeStored(queue.definition.result, value, "result"), (failure) => unstorableResult(name, failure))
       })
-      return endsCanceled(canceled, body)
+      const ran = endsCanceled(canceled, body)
+      return traced === undefined ? ran : Tracing.around(traced, ran)
     },
     complete: (execution, text, settledAt) =>
       Effect.map(JobsTable.complete(core.storage, execution, text, settledAt), (rows) => rows.length > 0),

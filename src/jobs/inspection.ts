@@ -118,7 +118,12 @@ export const source = (
         processing: processingOf(queue),
         paused: queue.paused,
         counts,
-        deadLetters: yield* DeadLettersTable.cappedCount(storage, queue.name)
+        deadLetters: yield* DeadLettersTable.cappedCount(storage, queue.name),
+        rates: {
+          windowMs: P.RATE_WINDOW_MS,
+          completed: yield* JobsTable.cappedFinishedSince(storage, queue.name, "completed", now - P.RATE_WINDOW_MS),
+          failed: yield* JobsTable.cappedFinishedSince(storage, queue.name, "failed", now - P.RATE_WINDOW_MS)
+        }
       })
     }
     return { jobs: { queues } }

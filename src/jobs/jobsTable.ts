@@ -328,10 +328,10 @@ export const leasedSummary = (storage: StorageService, queue: string): Rows =>
     [queue]
   )
 
-/** The queue's first `take` jobs due by `now` and not leased (`key`, `group_key`, `concurrency_key`, `turn`), in start order. */
+/** The queue's first `take` jobs due by `now` and not leased (`key`, `group_key`, `concurrency_key`, `turn`, `next_attempt_at`), in start order. */
 export const leasable = (storage: StorageService, queue: string, now: number, take: number): Rows =>
   storage.exec(
-    `SELECT key, group_key, concurrency_key, turn FROM ${JOBS} WHERE queue = ? AND status = 'pending' AND leased_until IS NULL AND next_attempt_at <= ?
+    `SELECT key, group_key, concurrency_key, turn, next_attempt_at FROM ${JOBS} WHERE queue = ? AND status = 'pending' AND leased_until IS NULL AND next_attempt_at <= ?
      ORDER BY ${START_ORDER} LIMIT ?`,
     [queue, now, take]
   )
@@ -739,6 +739,17 @@ export const cappedStateCounts = (
       canceled: yield* byStatus("canceled")
     }
   })
+
+/**
+ * How many of the queue's jobs finished with `status` since `since` (by `finished_at`), counted up to the
+ * inspector's cap from a range of the (queue, status, finished_at) index: the rows read are bounded by the
+ * cap, whatever the queue holds.
+ */
+export const cappedFinishedSince = (storage: StorageService, queue: string, status: "completed" | "failed", since: number) =>
+  countOf(storage.exec(
+    Text.cappedCount(`${JOBS} INDEXED BY ${JOBS}_queue_idx`, "queue = ? AND status = ? AND finished_at >= ?"),
+    [queue, status, since]
+  ))
 
 /** The queue's jobs counted by status, pending ones left out (`status`, `n`): from the (queue, status, …) index alone. */
 export const countsByStatus = (storage: StorageService, queue: string): Rows =>

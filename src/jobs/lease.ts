@@ -18,6 +18,7 @@ import * as Json from "../shared/json.js"
 import * as Validate from "../shared/validate.js"
 import * as Bucket from "./bucket.js"
 import * as BucketsTable from "./bucketsTable.js"
+import * as Metrics from "./metrics.js"
 import {
   appendLog,
   bucketsOf,
@@ -142,6 +143,8 @@ export const lease = (core: Core, queue: QueueRuntime, options: LeaseOptions = {
     const now = yield* Clock.currentTimeMillis
     const until = now + length
     const { storage } = core
+    // When each candidate became due (a lease moves `next_attempt_at` to its end): its wait, once leased.
+    const dueAt = new Map<string, number>()
     const body = Effect.gen(function*() {
       const [paused] = yield* QueuesTable.readPaused(storage, queue.name)
       if (Number(paused?.paused ?? 0) === 1) return []
@@ -158,6 +161,7 @@ export const lease = (core: Core, queue: QueueRuntime, options: LeaseOptions = {
       const further = limited || keyRoom !== undefined
       const found = yield* JobsTable.leasable(storage, queue.name, now, further ? Math.min(room * 4, 400) : room)
       const candidates = keyRoom === undefined || limited ? found : found.filter(keyRoom)
+      for (const row of candidates) dueAt.set(String(row.key), Number(row.next_attempt_at))
       const chosen: Array<string> = []
       if (!limited) chosen.push(...candidates.slice(0, room).map((row) => String(row.key)))
       else {
@@ -195,6 +199,9 @@ export const lease = (core: Core, queue: QueueRuntime, options: LeaseOptions = {
     const rows = yield* core.handle.writePending(body, () => undefined)
     const leases: Array<Lease> = []
     for (const row of rows) {
+      // Leased (committed) now: how long it waited since it was due (its start is counted with its event below).
+      const due = dueAt.get(String(row.key))
+      if (due !== undefined) Metrics.waited(queue.name, now - due)
       const payload = yield* Effect.orElseSucceed(
         queue.definition.payload.decode(Json.decode(String(row.payload))),
         () => Json.decode(String(row.payload))
@@ -341,6 +348,8 @@ export const start = (core: Core, queue: QueueRuntime, id: string, token: number
     // and its handler never runs twice at once.
     const [row] = yield* JobsTable.startDelivery(core.storage, `${queue.name}/${id}`, fence, now)
     if (row === undefined) return yield* stale(queue, id, fence)
+    // A Cloudflare Queue's consumer starts the delivery: its attempt starts now (counted once, the token is single use).
+    Metrics.started(queue.name, undefined)
     const payload = yield* Effect.orElseSucceed(
       queue.definition.payload.decode(Json.decode(String(row.payload))),
       () => Json.decode(String(row.payload))

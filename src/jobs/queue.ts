@@ -13,6 +13,7 @@ import type * as Core from "./core.js"
 import * as Lease from "./lease.js"
 import * as Manage from "./manage.js"
 import * as Read from "./read.js"
+import * as Tracing from "./tracing.js"
 import type * as Types from "./types.js"
 
 const DEFAULT_WAIT_MS = 30_000
@@ -133,15 +134,19 @@ export const calls = (core: Core.Core, queue: Core.QueueRuntime): Queue<unknown,
   const withId = <A, E>(name: string, body: (id: string) => Effect.Effect<A, E>) => (id: string) =>
     Effect.flatMap(idOf(id), body).pipe(Effect.withSpan(`Jobs.${name}`))
   const made: Queue<unknown, unknown> = {
-    // Untraced: the hot path (a span costs more than the insert).
+    // Traced only with a tracer of the user's: on the hot path, a span would cost more than the insert.
     add: (options) =>
-      Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        const [result] = yield* Add.addAll(core, [yield* Add.prepare(queue, options, now, "", true)], now)
-        return result!
-      }),
+      Tracing.traced(
+        "Jobs.add",
+        typeof options?.id === "string" ? { "job.queue": queue.name, "job.id": options.id } : { "job.queue": queue.name },
+        Effect.gen(function*() {
+          const now = yield* Clock.currentTimeMillis
+          const [result] = yield* Add.addAll(core, [yield* Add.prepare(queue, options, now, "", true)], now)
+          return result!
+        })
+      ),
     addBulk: (jobs) =>
-      Effect.gen(function*() {
+      Tracing.traced("Jobs.addBulk", { "job.queue": queue.name, "job.count": Array.isArray(jobs) ? jobs.length : 0 }, Effect.gen(function*() {
         if (!Array.isArray(jobs)) {
           return yield* new InvalidInputError({ field: "jobs", kind: "type", message: "jobs must be an array" })
         }
@@ -149,7 +154,7 @@ export const calls = (core: Core.Core, queue: Core.QueueRuntime): Queue<unknown,
         const prepared: Array<Add.Prepared> = []
         for (const [index, job] of jobs.entries()) prepared.push(yield* Add.prepare(queue, job, now, `jobs[${index}].`, true))
         return prepared.length === 0 ? [] : yield* Add.addAll(core, prepared, now)
-      }),
+      })),
     get: withId("get", (id) => Read.get(core, queue, id)),
     list: (options) => Read.list(core, queue, options).pipe(Effect.withSpan("Jobs.list")),
     counts: Read.counts(core, queue),

@@ -21,7 +21,7 @@ import {
 } from "../shared/Errors.js"
 import type * as Capability from "../engine/capability.js"
 import type * as Late from "../shared/late.js"
-import type * as Lifecycle from "../engine/Lifecycle.js"
+import * as Lifecycle from "../engine/Lifecycle.js"
 import * as Policy from "../engine/policy.js"
 import * as Slot from "../engine/slot.js"
 import * as StepMemo from "../steps/memo.js"
@@ -30,6 +30,8 @@ import * as Core from "./core.js"
 import type { AnyQueueDefinition, CurrentJobTag } from "./definition.js"
 import * as Keyed from "./keyed.js"
 import * as Options from "./options.js"
+import * as Metrics from "./metrics.js"
+import * as Tracing from "./tracing.js"
 import * as JobsSchema from "./schema.js"
 import type * as Types from "./types.js"
 
@@ -94,39 +96,58 @@ export const makeCore = (known: Omit<Core.Core, keyof Attached>, attached: Late.
   }
 })
 
-/** The engine's events about jobs, told to the user's hook as job events. */
+/**
+ * The engine's events about jobs: counted in the queues' metrics (every settle is told, after its commit),
+ * then told to the user's hook as job events. With no hook of the user's, only settles are heard (an
+ * attempt's start is counted where it runs: see `Core.participant`), so no other event is built for it.
+ */
 export const engineEvents = (
   hook: Types.JobEventHook | undefined,
-  canceling: Map<string, string>
-): Lifecycle.LifecycleHook | undefined =>
-  hook === undefined ? undefined : (event) => {
+  canceling: Map<string, string>,
+  spans: Tracing.Spans
+): Lifecycle.LifecycleHook => {
+  const settled = (queue: string, key: string, outcome: "completed" | "retried" | "failed" | "canceled", durationMs: number | undefined) => {
+    Metrics.settled(queue, outcome, durationMs)
+    if (spans.size > 0) Tracing.settled(spans, key, outcome)
+  }
+  const heard: Lifecycle.LifecycleHook = (event) => {
     // Queue "" is the library's own retention upkeep, not a user's job.
     if (event.type === "purged" || event.entityKind !== "job" || event.queue === "") return
-    const base = { entityKind: "job" as const, queue: String(event.queue), id: String(event.jobId), timestamp: event.timestamp }
+    const queue = String(event.queue)
+    const base = { entityKind: "job" as const, queue, id: String(event.jobId), timestamp: event.timestamp }
     switch (event.type) {
       case "attempt_started":
-        return hook({ ...base, type: "started", attempt: event.attempt })
+        return hook?.({ ...base, type: "started", attempt: event.attempt })
       case "attempt_settled":
         if (event.outcome === "completed") {
           const reason = canceling.get(event.id)
-          return hook(
+          settled(queue, event.id, reason === undefined ? "completed" : "canceled", event.durationMs)
+          return hook?.(
             reason === undefined
               ? { ...base, type: "completed", attempt: event.attempt, durationMs: event.durationMs }
               : { ...base, type: "canceled", reason }
           )
         }
         if (event.outcome === "retry_scheduled") {
-          return hook({ ...base, type: "retry_scheduled", attempt: event.attempt, error: event.error, nextAttemptAt: event.nextAttemptAt })
+          settled(queue, event.id, "retried", event.durationMs)
+          return hook?.({ ...base, type: "retry_scheduled", attempt: event.attempt, error: event.error, nextAttemptAt: event.nextAttemptAt })
         }
-        return event.error.name === "JobCanceledError"
-          ? hook({ ...base, type: "canceled", reason: canceling.get(event.id) ?? event.error.message })
-          : hook({ ...base, type: "failed", attempt: event.attempt, error: event.error })
+        if (event.error.name === "JobCanceledError") {
+          settled(queue, event.id, "canceled", event.durationMs)
+          return hook?.({ ...base, type: "canceled", reason: canceling.get(event.id) ?? event.error.message })
+        }
+        settled(queue, event.id, "failed", event.durationMs)
+        return hook?.({ ...base, type: "failed", attempt: event.attempt, error: event.error })
       case "terminal":
-        return hook({ ...base, type: "failed", attempt: event.attempt, error: event.error })
+        // Exhausted: no attempt ran (a canceled job's end is told by its own settle or the cancel).
+        if (event.reason === "attempts_exhausted") settled(queue, event.id, "failed", undefined)
+        return hook?.({ ...base, type: "failed", attempt: event.attempt, error: event.error })
       default:
         return
     }
   }
+  return hook === undefined ? Lifecycle.settlesOnly(heard) : heard
+}
 
 const isTerminal = (error: unknown) =>
   error instanceof JobCanceledError || error instanceof DurableResultSerializationError || error instanceof JobStalledError ||

@@ -29,6 +29,7 @@ describe("the public surface", () => {
       "Inspector",
       "Jobs",
       "JobsConsumer",
+      "JobsMetrics",
       "JobsProtocol",
       "JobsRouter",
       "Lifecycle",

@@ -7,7 +7,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
 import * as Inspector from "../../../src/inspector/InspectorService.js"
-import { COUNT_CAP, DETAIL_JSON_CHARS, LIST_JSON_CHARS, MAX_PAGE, MESSAGE_CHARS } from "../../../src/inspection/protocol.js"
+import { COUNT_CAP, DETAIL_JSON_CHARS, LIST_JSON_CHARS, MAX_PAGE, MESSAGE_CHARS, RATE_WINDOW_MS } from "../../../src/inspection/protocol.js"
 import * as Jobs from "../../../src/jobs/Jobs.js"
 import * as FaultyStorage from "../../../src/testing/FaultyStorage.js"
 import * as MemoryStorage from "../../../src/testing/MemoryStorage.js"
@@ -103,14 +103,16 @@ describe("inspector: reading jobs", () => {
           processing: "inline",
           paused: false,
           counts: { waiting: 0, delayed: 1, active: 0, "waiting-children": 0, completed: 2, failed: 0, canceled: 0 },
-          deadLetters: 0
+          deadLetters: 0,
+          rates: { windowMs: RATE_WINDOW_MS, completed: 2, failed: 0 }
         },
         {
           name: "sms",
           processing: "inline",
           paused: false,
           counts: { waiting: 0, delayed: 0, active: 0, "waiting-children": 0, completed: 0, failed: 1, canceled: 0 },
-          deadLetters: 0
+          deadLetters: 0,
+          rates: { windowMs: RATE_WINDOW_MS, completed: 0, failed: 1 }
         }
       ])
       expect(overview).not.toHaveProperty("operations")
@@ -259,6 +261,80 @@ describe("inspector: reading jobs", () => {
       expect(letters.items.map((item) => item.id)).toEqual(ids)
       const overview = yield* valueOf(object, { _tag: "Overview" })
       expect(overview.jobs.queues[0]).toMatchObject({ name: "email", deadLetters: 7, counts: { failed: 7 } })
+    }))
+})
+
+describe("inspector: the overview's rates", () => {
+  it.scoped("jobs finished over the last five minutes, counted from storage: kept across a restart, gone once older", () =>
+    Effect.gen(function*() {
+      const first = yield* TestDurability.make()
+      const { broken, jobs } = yield* setup(first)
+      broken.add("bad")
+      for (const id of ["a", "b", "c"]) yield* first.run(jobs.email.add({ id, payload: { to: id } }))
+      yield* TestClock.adjust(60_000)
+      yield* first.run(jobs.email.add({ id: "bad", payload: { to: "bad" } }))
+      yield* first.run(jobs.sms.add({ id: "s", payload: { to: "s" } }))
+      yield* TestClock.adjust(1)
+      const ratesOf = (overview: { readonly jobs: { readonly queues: ReadonlyArray<{ readonly name: string; readonly rates: unknown }> } }) =>
+        Object.fromEntries(overview.jobs.queues.map((queue) => [queue.name, queue.rates]))
+      expect(ratesOf(yield* valueOf(first, { _tag: "Overview" }))).toEqual({
+        email: { windowMs: RATE_WINDOW_MS, completed: 3, failed: 1 },
+        sms: { windowMs: RATE_WINDOW_MS, completed: 1, failed: 0 }
+      })
+
+      // Durable: a new instance (metrics in memory would start again) reads the same rates from the rows.
+      const second = yield* first.restart
+      yield* setup(second)
+      expect(ratesOf(yield* valueOf(second, { _tag: "Overview" }))).toEqual({
+        email: { windowMs: RATE_WINDOW_MS, completed: 3, failed: 1 },
+        sms: { windowMs: RATE_WINDOW_MS, completed: 1, failed: 0 }
+      })
+      // The first three finished at 0: past the window at 5 minutes and 1 ms; the others at 60 000.
+      yield* TestClock.adjust(RATE_WINDOW_MS - 60_000)
+      expect(ratesOf(yield* valueOf(second, { _tag: "Overview" }))).toEqual({
+        email: { windowMs: RATE_WINDOW_MS, completed: 0, failed: 1 },
+        sms: { windowMs: RATE_WINDOW_MS, completed: 1, failed: 0 }
+      })
+      yield* TestClock.adjust(60_000)
+      expect(ratesOf(yield* valueOf(second, { _tag: "Overview" }))).toEqual({
+        email: { windowMs: RATE_WINDOW_MS, completed: 0, failed: 0 },
+        sms: { windowMs: RATE_WINDOW_MS, completed: 0, failed: 0 }
+      })
+    }))
+
+  it.scoped("each rate is a range of the (queue, status, finished_at) index, capped at COUNT_CAP whatever the queue holds", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const { jobs } = yield* setup(object)
+      const plan = yield* rows(
+        object,
+        "EXPLAIN QUERY PLAN SELECT COUNT(*) AS n FROM (SELECT 1 FROM durability_jobs INDEXED BY durability_jobs_queue_idx " +
+          "WHERE queue = 'email' AND status = 'completed' AND finished_at >= 0 LIMIT 10000)"
+      )
+      expect(plan.map((row) => String(row.detail)).join(" ")).toMatch(/COVERING INDEX durability_jobs_queue_idx \(queue=\? AND status=\? AND finished_at>\?\)/)
+      // COUNT_CAP + 5 completed jobs, copies of one added job (each column as the queue wrote it, but its identity).
+      yield* object.run(jobs.email.add({ id: "template", payload: { to: "t" }, delayMs: 60_000 }))
+      const columns = (yield* rows(object, "SELECT name FROM pragma_table_info('durability_jobs')")).map((row) => String(row.name))
+      const copied: Record<string, string> = {
+        key: "'email/r' || i",
+        id: "'r' || i",
+        seq: "1000000 + i",
+        status: "'completed'",
+        finished_at: "0",
+        generation_id: "'g' || i"
+      }
+      yield* rows(
+        object,
+        `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${COUNT_CAP + 5})
+         INSERT INTO durability_jobs (${columns.join(", ")})
+         SELECT ${columns.map((column) => copied[column] ?? column).join(", ")} FROM n, durability_jobs WHERE key = 'email/template'`
+      )
+      const statements = object.storage.statements.length
+      const overview = yield* valueOf(object, { _tag: "Overview" })
+      expect(overview.jobs.queues[0]).toMatchObject({ name: "email", rates: { completed: COUNT_CAP, failed: 0 } })
+      // Two capped statements per queue (two queues) for the rates: their cost does not grow with the queue.
+      const issued = object.storage.statements.slice(statements)
+      expect(issued.filter((sql) => sql.includes("finished_at >= ?") && sql.includes("LIMIT 10000"))).toHaveLength(4)
     }))
 })
 
