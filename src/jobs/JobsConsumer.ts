@@ -165,8 +165,8 @@ export class Client extends Context.Tag("durability/JobsConsumer/Client")<Client
 // ---------------------------------------------------------------------------------------------
 // Jobs, handlers, options
 
-/** What an Effect handler is given: one leased job of the owning object. */
-export interface QueuedJob<P = unknown> {
+/** One leased job of the owning object, as both faces' consumer handlers see it (their writes apart). */
+export interface LeasedJob<P = unknown> {
   /** The job's id. */
   readonly id: string
   /** The job's queue on the owning object. */
@@ -181,10 +181,17 @@ export interface QueuedJob<P = unknown> {
   readonly idempotencyKey: string
   /** The lease's fencing token (every write of this consumer carries it). */
   readonly token: number
-  /** Aborted once the lease is lost (`StaleLeaseError`), or the job canceled (`JobCanceledError`); the handler is interrupted then. */
+  /**
+   * Aborted once the lease is lost: with a `StaleLeaseError` (the object said so, or it ended unextended), or a
+   * `JobCanceledError` when the job was canceled (the next heartbeat tells). An Effect handler is interrupted then.
+   */
   readonly signal: AbortSignal
   /** When the lease ends unless a heartbeat extends it (epoch ms; heartbeats move it). */
   readonly leaseUntil: number
+}
+
+/** What an Effect handler is given: one leased job of the owning object. */
+export interface QueuedJob<P = unknown> extends LeasedJob<P> {
   /** Stores the job's progress on the object and extends the lease; `StaleLeaseError` once the lease is lost (`canceled` set after a cancel). */
   progress(value: unknown): Effect.Effect<void, StaleLeaseError | ObjectUnreachableError>
   /** Appends a line to the job's log on the object; `StaleLeaseError` once the lease is lost. */

@@ -35,28 +35,7 @@ export interface DurableJobEnvelope {
 }
 
 /** What a consumer's handler is called with: one leased job of the owning object. */
-export interface DurableQueuedJob<P = unknown> {
-  /** The job's id. */
-  readonly id: string
-  /** The job's queue on the owning object. */
-  readonly queue: string
-  /** The owning object's id (`namespace.idFromString(job.object)` reaches it). */
-  readonly object: string
-  /** The job's payload, as the object stored it. */
-  readonly payload: P
-  /** 1-based; already counted by the object when the job was leased. */
-  readonly attempt: number
-  /** Stable for the job across its attempts: pass it to the provider you call. */
-  readonly idempotencyKey: string
-  /** The lease's fencing token (every write of this consumer carries it). */
-  readonly token: number
-  /**
-   * Aborted once the lease is lost: with a `StaleLeaseError` (the object said so, or it ended unextended),
-   * or a `JobCanceledError` when the job was canceled (the next heartbeat tells).
-   */
-  readonly signal: AbortSignal
-  /** When the lease ends unless a heartbeat extends it (epoch ms; heartbeats move it). */
-  readonly leaseUntil: number
+export interface DurableQueuedJob<P = unknown> extends JobsConsumer.LeasedJob<P> {
   /** Stores the job's progress on the object and extends the lease; rejects with the signal's reason once the lease is lost. */
   progress(value: unknown): Promise<void>
   /** Appends a line to the job's log on the object; rejects with the signal's reason once the lease is lost. */
