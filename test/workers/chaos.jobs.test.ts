@@ -155,6 +155,7 @@ it("eviction chaos: jobs, flows, dedup and rate limits survive random resets, no
     batchCalls: 0,
     batchSizes: {} as Record<string, number>,
     batchCallsCut: 0,
+    batchedEnds: {} as Record<string, number>,
     auditsInBatchWait: 0,
     completed: 0,
     failed: {} as Record<string, number>,
@@ -317,7 +318,9 @@ it("eviction chaos: jobs, flows, dedup and rate limits survive random resets, no
         queue: "batched",
         id: `b-${n}`,
         payload: { behaviour: pick(["ok", "ok", "ok", "flaky", "flaky", "doomed", "slow", "exhaust"] as const) },
-        ...(random() < 0.15 ? { delayMs: 200 + Math.floor(random() * 1_300) } : {})
+        ...(random() < 0.15 ? { delayMs: 200 + Math.floor(random() * 1_300) } : {}),
+        // Most ahead of the backlog: started one permit at a time behind it, a batch is mostly a call of one job.
+        ...(random() < 0.7 ? { priority: 10 } : {})
       }
     })
   }
@@ -713,6 +716,9 @@ it("eviction chaos: jobs, flows, dedup and rate limits survive random resets, no
           verdict.violation(`batch call ${call.seq} started at ${call.started_at}, ${member.id}#${member.attempt} claimed at ${member.claimed_at}`)
         }
       }
+    }
+    for (const row of state.jobs) {
+      if (row.queue === "batched") figures.batchedEnds[row.status] = (figures.batchedEnds[row.status] ?? 0) + 1
     }
     for (const call of state.calls) {
       if ((call.queue === "batched") !== (call.batch_seq !== null && batchCalls.has(call.batch_seq))) {
