@@ -734,6 +734,7 @@ it("eviction chaos: jobs, flows, dedup, rate limits and batches survive random r
     if (!state.batchCalls.some((call) => (JSON.parse(call.ids) as ReadonlyArray<string>).length > 1)) {
       verdict.harness("premise not reached: no batch call took more than one job")
     }
+    if (figures.auditsInBatchWait === 0) verdict.harness("premise not reached: no audit saw a batched job held in an open batch wait")
   } finally {
     figures.elapsedMs = Date.now() - started
     figures.violations = verdict.violations.length
