@@ -6,12 +6,15 @@
  * some delayed or prioritized; adds with dedup keys (drop while unfinished, throttle by ttl,
  * replace while not started); flows of two levels whose children fail with `onFailure` fail or
  * ignore; a rate-limited queue (a queue bucket and one per tenant) that is paused for a while; a
- * queue with a concurrency by tenant (one at a time per tenant, two in all); a queue with retention by count, holding some flow parents too; and cancels of jobs in any state. One add, flow or cancel per
- * RPC, as separate requests would. While they drain, through the engine's timers, real platform
+ * queue with a concurrency by tenant (one at a time per tenant, two in all); a queue with retention by count, holding
+ * some flow parents too; a batched queue (`batch: { size: 3, waitMs: 300 }`, a `batchHandler` answering one outcome
+ * per job, its jobs of mixed outcomes, some delayed, some canceled); and cancels of jobs in any state. One add, flow
+ * or cancel per RPC, as separate requests would. While they drain, through the engine's timers, real platform
  * alarms and `runDurableObjectAlarm`, a seeded PRNG resets the object (`state.abort()`) at random
  * moments: in adds, in alarm passes, in handlers. Each reset is followed by an audit of the stored
- * state: a due job is covered by the platform alarm, no parent waits without an unfinished child
- * (its counter equals them), no dedup key has two unfinished holders, retention bound held.
+ * state: a due job is covered by the platform alarm (batched jobs held in an open batch wait
+ * included: the wait moves them to its end, which the alarm must cover as any due time), no parent waits without
+ * an unfinished child (its counter equals them), no dedup key has two unfinished holders, retention bound held.
  *
  * At the end, from the object's tables (jobs, its own handler-call log with each call's claim
  * time, events, adds, cancels, pauses) and the `EffectLedger`: no job lost or unknown; every job
@@ -22,7 +25,10 @@
  * one dedup key never unfinished together, one throttled job per ttl; no start of the paused queue
  * while paused; over every window t of the rate-limited queue's claims, started ≤ capacity +
  * refill × t for the queue's bucket and each tenant's, across every reset; no two handlers of one tenant of the
- * keyed queue at once, nor more than its total.
+ * keyed queue at once, nor more than its total. Batched jobs are held to the same per-job checks (the object logs
+ * each job of a batch call as a call of its own, with the batch call's seq), and each batch handler call (logged
+ * with its jobs' ids) took at most `size` jobs, each once, all claimed before it started, exactly the jobs logged
+ * with it, in its instance.
  *
  * A run reports three things apart (test/shared/Verdict.ts): invariant violations, the only failures
  * called so; harness problems (a call of the driver unanswered through its retries, a premise of the run
@@ -55,13 +61,16 @@ import { prng } from "../shared/prng.js"
 /** Replay a failing run by putting its seed here. */
 const CHAOS_SEED: number | undefined = undefined
 
-const WORK_JOBS = 100
+const WORK_JOBS = 88
 const DEDUP_ADDS = 30
 const LIMITED_JOBS = 60
 const KEPT_JOBS = 30
 const KEYED_JOBS = 30
 const FLOWS = 12
 const CANCELS = 10
+/** Jobs of the batched queue, and cancels aimed at them (besides the random cancels, which may hit them too). */
+const BATCHED_JOBS = 24
+const BATCHED_CANCELS = 4
 const BATCH = 16
 /** Resets at most, and at least: the rounds go on until MIN_RESETS were done, however slow the machine. */
 const RESETS = 30
@@ -106,7 +115,7 @@ type Step =
 
 const canSucceed = (behaviour: JobBehaviour) => behaviour === "ok" || behaviour === "flaky" || behaviour === "slow"
 
-it("eviction chaos: jobs, flows, dedup and rate limits survive random resets, none lost, none doubled", {
+it("eviction chaos: jobs, flows, dedup, rate limits and batches survive random resets, none lost, none doubled", {
   timeout: 60_000
 }, async () => {
   const seed = CHAOS_SEED ?? (Date.now() ^ Math.floor(Math.random() * 0x7fffffff)) >>> 0
@@ -143,6 +152,11 @@ it("eviction chaos: jobs, flows, dedup and rate limits survive random resets, no
     callsCutByResets: 0,
     keyedCalls: 0,
     keyedMostAtOnce: 0,
+    batchCalls: 0,
+    batchSizes: {} as Record<string, number>,
+    batchCallsCut: 0,
+    batchedEnds: {} as Record<string, number>,
+    auditsInBatchWait: 0,
     completed: 0,
     failed: {} as Record<string, number>,
     canceled: 0,
@@ -192,6 +206,8 @@ it("eviction chaos: jobs, flows, dedup and rate limits survive random resets, no
           if (seen.kept.completed > JOBS_CHAOS.kept.completed || seen.kept.failed > JOBS_CHAOS.kept.failed) {
             verdict.violation(`${when}: kept holds ${seen.kept.completed} completed, ${seen.kept.failed} failed`)
           }
+          // Jobs held in an open batch wait are pending at its end: the coverage below includes them.
+          if (seen.batchWait.held > 0) figures.auditsInBatchWait++
         } else figures.auditsDuringAlarmDelivery++
         const latest = seen.pending === 0 || seen.earliest === null ? null : Math.max(seen.earliest, seen.now + JOBS_CHAOS.alarmMinDelayMs)
         return { now: seen.now, instance: seen.instance, alarm: seen.alarm, latest }
@@ -295,6 +311,19 @@ it("eviction chaos: jobs, flows, dedup and rate limits survive random resets, no
       }
     })
   }
+  for (let n = 0; n < BATCHED_JOBS; n++) {
+    steps.push({
+      _tag: "add",
+      spec: {
+        queue: "batched",
+        id: `b-${n}`,
+        payload: { behaviour: pick(["ok", "ok", "ok", "flaky", "flaky", "doomed", "slow", "exhaust"] as const) },
+        ...(random() < 0.15 ? { delayMs: 200 + Math.floor(random() * 1_300) } : {}),
+        // Most ahead of the backlog: started one permit at a time behind it, a batch is mostly a call of one job.
+        ...(random() < 0.7 ? { priority: 10 } : {})
+      }
+    })
+  }
   for (let n = 0; n < KEPT_JOBS; n++) {
     steps.push({ _tag: "add", spec: { queue: "kept", id: `k-${n}`, payload: { behaviour: pick(["ok", "ok", "flaky", "doomed"] as const) } } })
   }
@@ -335,6 +364,14 @@ it("eviction chaos: jobs, flows, dedup and rate limits survive random resets, no
       ? pick([{ queue: target.root.queue, id: target.root.id }, ...(target.root.children ?? []).map((child) => ({ queue: child.queue, id: child.id }))])
       : undefined
     if (chosen !== undefined) steps.splice(at, 0, { _tag: "cancel", ...chosen })
+  }
+  for (let n = 0; n < BATCHED_CANCELS; n++) {
+    const at = Math.floor(steps.length * (0.3 + 0.7 * random()))
+    const earlier = steps.slice(0, at).filter((step) => step._tag === "add" && step.spec.queue === "batched")
+    if (earlier.length === 0) continue
+    // One of the latest added: likely still waiting (in a batch wait, or due behind the backlog) as the cancel lands.
+    const target = pick(earlier.slice(-2))
+    if (target._tag === "add") steps.splice(at, 0, { _tag: "cancel", queue: "batched", id: target.spec.id })
   }
   figures.cancelsAsked = steps.filter((step) => step._tag === "cancel").length
   const flowNodes: Array<FlowSpec & { readonly parent?: string }> = []
@@ -658,10 +695,46 @@ it("eviction chaos: jobs, flows, dedup and rate limits survive random resets, no
       if (overlapping > JOBS_CHAOS.keyedTotal) verdict.violation(`keyed: ${overlapping} calls at once as ${call.id} started (total ${JOBS_CHAOS.keyedTotal})`)
     }
 
+    // Batching: every handler call took at most `size` jobs, each once, claimed before the call started, exactly
+    // the jobs logged with it, in its instance; a batched job ran only within a batch call.
+    const batchCalls = new Map(state.batchCalls.map((call) => [call.seq, call]))
+    figures.batchCalls = state.batchCalls.length
+    figures.batchCallsCut = state.batchCalls.filter((call) => call.ended_at === null).length
+    for (const call of state.batchCalls) {
+      const ids = JSON.parse(call.ids) as ReadonlyArray<string>
+      figures.batchSizes[ids.length] = (figures.batchSizes[ids.length] ?? 0) + 1
+      if (ids.length < 1 || ids.length > JOBS_CHAOS.batch.size) {
+        verdict.violation(`batch call ${call.seq}: ${ids.length} jobs (size ${JOBS_CHAOS.batch.size}): ${ids}`)
+      }
+      if (new Set(ids).size !== ids.length) verdict.violation(`batch call ${call.seq}: a job twice: ${ids}`)
+      const members = state.calls.filter((one) => one.batch_seq === call.seq)
+      if (members.map((one) => one.id).join() !== ids.join()) {
+        verdict.violation(`batch call ${call.seq} took ${ids}, logged ${members.map((one) => one.id)}`)
+      }
+      for (const member of members) {
+        if (member.instance !== call.instance) verdict.violation(`batch call ${call.seq}: ${member.id} logged in another instance`)
+        if (member.claimed_at < 0 || member.claimed_at > call.started_at) {
+          verdict.violation(`batch call ${call.seq} started at ${call.started_at}, ${member.id}#${member.attempt} claimed at ${member.claimed_at}`)
+        }
+      }
+    }
+    for (const row of state.jobs) {
+      if (row.queue === "batched") figures.batchedEnds[row.status] = (figures.batchedEnds[row.status] ?? 0) + 1
+    }
+    for (const call of state.calls) {
+      if ((call.queue === "batched") !== (call.batch_seq !== null && batchCalls.has(call.batch_seq))) {
+        verdict.violation(`${call.queue}/${call.id}#${call.attempt}: batch call ${call.batch_seq}`)
+      }
+    }
+
     // The premises of what the run is meant to exercise: unmet, the run proves less (a harness problem).
     if (figures.resets < MIN_RESETS) verdict.harness(`premise not reached: only ${figures.resets} resets (wanted ${MIN_RESETS})`)
     if (figures.callsCutByResets === 0) verdict.harness("premise not reached: no handler call was cut short by a reset")
     if (state.pauses.length === 0) verdict.harness("premise not reached: the limited queue was never paused")
+    if (!state.batchCalls.some((call) => (JSON.parse(call.ids) as ReadonlyArray<string>).length > 1)) {
+      verdict.harness("premise not reached: no batch call took more than one job")
+    }
+    if (figures.auditsInBatchWait === 0) verdict.harness("premise not reached: no audit saw a batched job held in an open batch wait")
   } finally {
     figures.elapsedMs = Date.now() - started
     figures.violations = verdict.violations.length

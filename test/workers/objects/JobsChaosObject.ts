@@ -1,11 +1,14 @@
 /**
  * `JobsChaosObject`: the application of the job queues' eviction chaos test, on the PUBLIC
- * promise API: one `DurabilityScheduler` and a `DurabilityJobs` with four queues:
+ * promise API: one `DurabilityScheduler` and a `DurabilityJobs` with six queues:
  * - `work`: plain jobs and the children of flows;
  * - `parent`: the parents of flows (they, and those in `kept`, check their children when they run);
  * - `limited`: a queue token bucket and one bucket per tenant, concurrency 3;
  * - `keyed`: a concurrency by tenant: one running job per tenant, `keyedTotal` in all;
- * - `kept`: retention by count (`removeOnComplete`, `removeOnFail`); some flow parents too.
+ * - `kept`: retention by count (`removeOnComplete`, `removeOnFail`); some flow parents too;
+ * - `batched`: a `batchHandler` taking up to `batch.size` jobs per call, with a durable `waitMs`; each call
+ *   is logged (the ids of its jobs, when it started and ended), and each of its jobs as a handler call of
+ *   its own (with the call's `batch_seq`), so the per-job checks hold for batched jobs too.
  * A job's payload says what its handler does (see `JobBehaviour`).
  *
  * Every handler call (with the claim time its row holds when it starts), every job event, every
@@ -18,6 +21,8 @@
 import { DurableObject } from "cloudflare:workers"
 import {
   type AlarmInvocationInfo,
+  type DurableBatchJob,
+  type DurableBatchOutcome,
   DurabilityJobs,
   type DurabilityJobsInstance,
   DurabilityScheduler,
@@ -40,7 +45,7 @@ import type { ApplyResult, EffectLedger } from "./EffectLedger.js"
  */
 export type JobBehaviour = "ok" | "flaky" | "doomed" | "slow" | "exhaust"
 
-export type JobsChaosQueue = "work" | "parent" | "limited" | "keyed" | "kept"
+export type JobsChaosQueue = "work" | "parent" | "limited" | "keyed" | "kept" | "batched"
 
 export interface JobsChaosPayload {
   readonly behaviour: JobBehaviour
@@ -58,7 +63,8 @@ export const JOBS_CHAOS = {
   groupRateLimit: { capacity: 3, refillPerSecond: 4 },
   limitedConcurrency: 3,
   keyedTotal: 2,
-  kept: { completed: 5, failed: 3 }
+  kept: { completed: 5, failed: 3 },
+  batch: { size: 3, waitMs: 300 }
 } as const
 
 export interface JobsChaosResult {
@@ -84,6 +90,19 @@ export interface JobsChaosCall {
   readonly error: string | null
   /** A parent's findings about its children when it ran (null: none wrong). */
   readonly note: string | null
+  /** The batch handler's call this job was part of (`batched` only; null for the other queues). */
+  readonly batch_seq: number | null
+}
+
+/** One call of the `batched` queue's batch handler. */
+export interface JobsChaosBatchCall {
+  readonly seq: number
+  readonly instance: string
+  /** The call's jobs, in its order, as a JSON array of ids. */
+  readonly ids: string
+  readonly started_at: number
+  /** Null while it runs, and for ever once a reset cut it. */
+  readonly ended_at: number | null
 }
 
 export interface JobsChaosEvent {
@@ -157,6 +176,8 @@ export interface JobsChaosAudit {
   readonly kept: { readonly completed: number; readonly failed: number }
   /** Dedup keys (without ttl) held by more than one unfinished job. */
   readonly doubleHolders: ReadonlyArray<{ readonly dedup_key: string; readonly holders: number }>
+  /** The `batched` queue's open wait (its stored end, null: none), and its pending jobs held until then at least. */
+  readonly batchWait: { readonly until: number | null; readonly held: number }
 }
 
 export interface JobsChaosDelivery {
@@ -196,7 +217,15 @@ const CREATE = `
     ended_at INTEGER,
     outcome TEXT NOT NULL DEFAULT 'running',
     error TEXT,
-    note TEXT
+    note TEXT,
+    batch_seq INTEGER
+  );
+  CREATE TABLE IF NOT EXISTS jobs_chaos_batch_calls (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    instance TEXT NOT NULL,
+    ids TEXT NOT NULL,
+    started_at INTEGER NOT NULL,
+    ended_at INTEGER
   );
   CREATE TABLE IF NOT EXISTS jobs_chaos_events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -245,7 +274,10 @@ class TransientError extends Error {
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
 type Handler = (job: DurableJob<JobsChaosPayload>) => Promise<JobsChaosResult>
-type Queues = Record<JobsChaosQueue, { readonly handler: Handler }>
+type BatchHandler = (jobs: ReadonlyArray<DurableBatchJob<JobsChaosPayload>>) => Promise<ReadonlyArray<DurableBatchOutcome<JobsChaosResult>>>
+type Queues =
+  & Record<Exclude<JobsChaosQueue, "batched">, { readonly handler: Handler }>
+  & { readonly batched: { readonly batchHandler: BatchHandler } }
 
 /** A pending job of a paused queue waits: it needs no wake-up. */
 const NOT_PAUSED = "queue NOT IN (SELECT queue FROM durability_job_queues WHERE paused = 1)"
@@ -290,6 +322,11 @@ export class JobsChaosObject extends DurableObject<JobsChaosEnv> {
           removeOnComplete: { count: JOBS_CHAOS.kept.completed },
           removeOnFail: { count: JOBS_CHAOS.kept.failed },
           handler: (job: DurableJob<JobsChaosPayload>) => this.invoke("kept", job)
+        },
+        batched: {
+          ...common,
+          batch: JOBS_CHAOS.batch,
+          batchHandler: (jobs: ReadonlyArray<DurableBatchJob<JobsChaosPayload>>) => this.invokeBatch(jobs)
         }
       },
       onLifecycleEvent: (event) => {
@@ -331,13 +368,13 @@ export class JobsChaosObject extends DurableObject<JobsChaosEnv> {
     return problems.length === 0 ? null : problems.join("; ")
   }
 
-  private async invoke(queue: JobsChaosQueue, job: DurableJob<JobsChaosPayload>): Promise<JobsChaosResult> {
+  /** Records a job's handler call as it starts (with its claim time), and how to record its end. */
+  private recordCall(queue: JobsChaosQueue, job: DurableBatchJob<JobsChaosPayload>, batchSeq: number | null) {
     const sql = this.ctx.storage.sql
-    const key = `${queue}/${job.id}`
-    const [claim] = sql.exec<{ started_at: number }>("SELECT started_at FROM durability_jobs WHERE key = ?", key).toArray()
+    const [claim] = sql.exec<{ started_at: number }>("SELECT started_at FROM durability_jobs WHERE key = ?", `${queue}/${job.id}`).toArray()
     const [row] = sql.exec<{ seq: number }>(
-      `INSERT INTO jobs_chaos_calls (queue, id, behaviour, tenant, attempt, idempotency_key, instance, claimed_at, started_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`,
+      `INSERT INTO jobs_chaos_calls (queue, id, behaviour, tenant, attempt, idempotency_key, instance, claimed_at, started_at, batch_seq)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`,
       queue,
       job.id,
       job.payload.behaviour,
@@ -346,14 +383,50 @@ export class JobsChaosObject extends DurableObject<JobsChaosEnv> {
       job.idempotencyKey,
       this.instance,
       claim?.started_at ?? -1,
+      Date.now(),
+      batchSeq
+    ).toArray()
+    return {
+      seq: row!.seq,
+      end: (outcome: "completed" | "failed", error: string | null) =>
+        sql.exec("UPDATE jobs_chaos_calls SET ended_at = ?, outcome = ?, error = ? WHERE seq = ?", Date.now(), outcome, error, row!.seq)
+    }
+  }
+
+  /** The `batched` queue's handler: one logged call, each job behaving on its own and answering its own outcome. */
+  private async invokeBatch(
+    jobs: ReadonlyArray<DurableBatchJob<JobsChaosPayload>>
+  ): Promise<ReadonlyArray<DurableBatchOutcome<JobsChaosResult>>> {
+    const sql = this.ctx.storage.sql
+    const [call] = sql.exec<{ seq: number }>(
+      "INSERT INTO jobs_chaos_batch_calls (instance, ids, started_at) VALUES (?, ?, ?) RETURNING seq",
+      this.instance,
+      JSON.stringify(jobs.map((job) => job.id)),
       Date.now()
     ).toArray()
-    const end = (outcome: "completed" | "failed", error: string | null) =>
-      sql.exec("UPDATE jobs_chaos_calls SET ended_at = ?, outcome = ?, error = ? WHERE seq = ?", Date.now(), outcome, error, row!.seq)
+    const outcomes = await Promise.all(jobs.map(async (job): Promise<DurableBatchOutcome<JobsChaosResult>> => {
+      const { end } = this.recordCall("batched", job, call!.seq)
+      try {
+        const value = await this.behave(`batched/${job.id}`, job)
+        end("completed", null)
+        return { ok: true, value }
+      } catch (error) {
+        end("failed", error instanceof Error ? error.name : String(error))
+        return { ok: false, error }
+      }
+    }))
+    sql.exec("UPDATE jobs_chaos_batch_calls SET ended_at = ? WHERE seq = ?", Date.now(), call!.seq)
+    return outcomes
+  }
+
+  private async invoke(queue: JobsChaosQueue, job: DurableJob<JobsChaosPayload>): Promise<JobsChaosResult> {
+    const sql = this.ctx.storage.sql
+    const key = `${queue}/${job.id}`
+    const { seq, end } = this.recordCall(queue, job, null)
     try {
       if (queue === "parent" || queue === "kept") {
         const note = await this.childrenProblems(key, job)
-        if (note !== null) sql.exec("UPDATE jobs_chaos_calls SET note = ? WHERE seq = ?", note, row!.seq)
+        if (note !== null) sql.exec("UPDATE jobs_chaos_calls SET note = ? WHERE seq = ?", note, seq)
       }
       const result = await this.behave(key, job)
       end("completed", null)
@@ -364,7 +437,7 @@ export class JobsChaosObject extends DurableObject<JobsChaosEnv> {
     }
   }
 
-  private async behave(key: string, job: DurableJob<JobsChaosPayload>): Promise<JobsChaosResult> {
+  private async behave(key: string, job: DurableBatchJob<JobsChaosPayload>): Promise<JobsChaosResult> {
     const apply = async (): Promise<JobsChaosResult> => {
       const applied: ApplyResult = await this.ledger().apply({ source: key, key: job.idempotencyKey, attempt: job.attempt })
       return { key, attempt: job.attempt, effect: applied.effect }
@@ -474,6 +547,13 @@ export class JobsChaosObject extends DurableObject<JobsChaosEnv> {
        WHERE a.dedup_key IS NOT NULL AND a.ttl_ms IS NULL AND j.status IN ('pending', 'waiting_children')
        GROUP BY a.dedup_key HAVING COUNT(DISTINCT j.key) > 1`
     ).toArray()
+    const [batchWait] = sql.exec<{ until: number | null }>(
+      "SELECT batch_until AS until FROM durability_job_queues WHERE queue = 'batched'"
+    ).toArray()
+    const [held] = sql.exec<{ n: number }>(
+      "SELECT COUNT(*) AS n FROM durability_jobs WHERE queue = 'batched' AND status = 'pending' AND next_attempt_at >= ?",
+      batchWait?.until ?? 0
+    ).toArray()
     const now = Date.now()
     const alarm = await this.ctx.storage.getAlarm()
     return {
@@ -488,7 +568,11 @@ export class JobsChaosObject extends DurableObject<JobsChaosEnv> {
         completed: kept.find((row) => row.status === "completed")?.n ?? 0,
         failed: kept.find((row) => row.status === "failed")?.n ?? 0
       },
-      doubleHolders
+      doubleHolders,
+      batchWait: {
+        until: batchWait?.until ?? null,
+        held: batchWait?.until === undefined || batchWait.until === null ? 0 : held!.n
+      }
     }
   }
 
@@ -503,6 +587,7 @@ export class JobsChaosObject extends DurableObject<JobsChaosEnv> {
          FROM durability_jobs ORDER BY key`
       ),
       calls: all<JobsChaosCall>("SELECT * FROM jobs_chaos_calls ORDER BY seq"),
+      batchCalls: all<JobsChaosBatchCall>("SELECT * FROM jobs_chaos_batch_calls ORDER BY seq"),
       events: all<JobsChaosEvent>("SELECT * FROM jobs_chaos_events ORDER BY seq"),
       adds: all<JobsChaosAdd>("SELECT * FROM jobs_chaos_adds ORDER BY seq"),
       cancels: all<JobsChaosCancel>("SELECT * FROM jobs_chaos_cancels ORDER BY seq"),
