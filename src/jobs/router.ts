@@ -93,9 +93,11 @@ export const merge = <T extends { readonly createdAt: number }>(
 
 const CURSOR_VERSION = 1
 
-const toBase64Url = (text: string) => btoa(String.fromCharCode(...encoder.encode(text))).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "")
+/** `text` (UTF-8) as base64url without padding: a cursor safe in a URL. */
+export const toBase64Url = (text: string) => btoa(String.fromCharCode(...encoder.encode(text))).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "")
 
-const fromBase64Url = (text: string) => {
+/** The text of a base64url string (`toBase64Url`'s inverse); throws on one that is not. */
+export const fromBase64Url = (text: string) => {
   const binary = atob(text.replace(/-/g, "+").replace(/_/g, "/"))
   return new TextDecoder().decode(Uint8Array.from(binary, (char) => char.charCodeAt(0)))
 }
