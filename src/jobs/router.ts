@@ -143,6 +143,8 @@ export type ShardCall =
     | { readonly op: "page"; readonly queue: string; readonly page: Protocol.PageCall }
     | { readonly op: "counts" | "pause" | "resume"; readonly queue: string }
     | { readonly op: "flow"; readonly root: Types.FlowNode<number> }
+    | { readonly op: "event"; readonly key: string }
+    | { readonly op: "bulk"; readonly action: string; readonly filter: Readonly<Record<string, unknown>>; readonly options?: Readonly<Record<string, unknown>> }
     | Protocol.LeaseCall
   )
 
