@@ -83,11 +83,11 @@ const bulkShards = (held: ReadonlyArray<number>, failing: Set<number> = new Set(
       jobsCall: (call: Sent & { readonly v: number }) => {
         calls.push({ ...call, shard })
         if (failing.has(shard)) return Promise.reject(new Error(`shard ${shard} is down`))
-        const from = call.options?.cursor === undefined ? 0 : Number(call.options.cursor)
+        const from = call.options?.cursor === undefined ? 0 : (JSON.parse(call.options.cursor) as [string, number, number])[2]
         const to = Math.min(held[shard]!, from + call.options!.limit!)
         changed[shard] = to
         const done = to === held[shard]
-        return Promise.resolve({ matched: to - from, affected: to - from, examined: to - from, done, ...(done ? {} : { cursor: String(to) }) })
+        return Promise.resolve({ matched: to - from, affected: to - from, examined: to - from, done, ...(done ? {} : { cursor: JSON.stringify(["j", 0, to, 1_234_567_890, 2_345_678_901]) }) })
       }
     })
   }
@@ -112,12 +112,29 @@ describe("JobsRouter.bulk", () => {
       const second = yield* router.bulk("cancel", filter, { limit: 3, reason: "cleanup", cursor: first.cursor! })
       // Shards 1 and 2 were done: only 0 and 3 are asked, each from its own cursor.
       expect(second).toMatchObject({ matched: 5, affected: 5, done: false })
-      expect(fake.calls.map((call) => [call.shard, call.options?.cursor]).sort()).toEqual([[0, "3"], [3, "3"]])
+      const at = (to: number) => JSON.stringify(["j", 0, to, 1_234_567_890, 2_345_678_901])
+      expect(fake.calls.map((call) => [call.shard, call.options?.cursor]).sort()).toEqual([[0, at(3)], [3, at(3)]])
       fake.calls.length = 0
       const third = yield* router.bulk("cancel", filter, { limit: 3, reason: "cleanup", cursor: second.cursor! })
       expect(third).toEqual({ matched: 3, affected: 3, examined: 3, done: true })
-      expect(fake.calls.map((call) => [call.shard, call.options?.cursor])).toEqual([[3, "6"]])
+      expect(fake.calls.map((call) => [call.shard, call.options?.cursor])).toEqual([[3, at(6)]])
       expect(fake.changed).toEqual([5, 0, 2, 9])
+    }))
+
+  it.effect("a cursor over the most shards, each with a shard cursor's length, goes round", () =>
+    Effect.gen(function*() {
+      const SHARDS = JobsRouter.MAX_SHARDS
+      const fake = bulkShards(Array.from({ length: SHARDS }, () => 2))
+      const router = yield* JobsRouter.make({ namespace: fake.namespace, shards: SHARDS })
+      const first = yield* router.bulk("promote", { allQueues: true }, { limit: 1 })
+      expect(first).toMatchObject({ affected: SHARDS, done: false })
+      expect(yield* router.bulk("promote", { allQueues: true }, { limit: 1, cursor: first.cursor! })).toEqual({
+        matched: SHARDS,
+        affected: SHARDS,
+        examined: SHARDS,
+        done: true
+      })
+      expect(fake.calls).toHaveLength(2 * SHARDS)
     }))
 
   it.effect("a failing shard fails the call naming it after every shard was tried; the same cursor goes on", () =>
