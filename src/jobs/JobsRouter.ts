@@ -103,6 +103,11 @@ export class ShardCallError extends Data.TaggedError("ShardCallError")<{
   readonly shard: number
   /** What the call failed with (the object's error, renamed to the caller's index for `addBulk`). */
   readonly cause: unknown
+  /**
+   * `bulk` only: the cursor to go on from, the shards that answered past their chunk and the failed ones
+   * where they were, so going on neither repeats nor skips a chunk.
+   */
+  readonly cursor?: string | undefined
 }> {}
 
 /** The listing options of a routed queue. */
@@ -159,9 +164,10 @@ export interface Router {
    * One chunk of a bulk run on every shard not done yet (`jobs.bulk`): each shard changes up to `limit`
    * jobs (default 100) in its own transaction, so `affected` may reach shards × `limit`; the counts are
    * summed and `cursor` carries each shard's own. Pass it back, with the same action and filter, until
-   * `done`. A failed shard fails the call (the others' chunks committed): calling again with the same
-   * cursor is safe, each shard re-reads from its previous position and a job already changed no longer
-   * matches.
+   * `done`. A failed shard fails the call after every shard was tried (the others' chunks committed):
+   * go on from the error's `cursor` (the failed shard's chunk asked again, no other), or call again with
+   * the same cursor, also safe: a job already changed no longer matches (a `retry` may retry again a job
+   * that failed again meanwhile).
    */
   readonly bulk: (
     action: Bulk.BulkAction,
@@ -411,7 +417,7 @@ const makeWith = (
       const positions: Array<Position> = options?.cursor === undefined
         ? Array.from({ length: shards }, () => "")
         : yield* checked(() => RouterBulk.decodeCursor(options.cursor, shards, run))
-      const answers = yield* tryAll(positions.map((position, shard) =>
+      const tried = yield* Effect.all(positions.map((position, shard) =>
         position === null ? Effect.succeed(undefined) : call<Bulk.BulkResult>(shard, {
           op: "bulk",
           action: input.action,
@@ -422,8 +428,15 @@ const makeWith = (
             ...(position === "" ? {} : { cursor: position })
           }
         })
-      ))
-      const summed = RouterBulk.sum(positions, answers)
+      ), { concurrency: FAN_OUT, mode: "either" })
+      const failed = tried.find(Either.isLeft)
+      const summed = RouterBulk.sum(positions, tried.map((answer) => Either.isLeft(answer) ? "failed" : answer.right))
+      if (failed !== undefined) return yield* new ShardCallError({
+          message: failed.left.message,
+          shard: failed.left.shard,
+          cause: failed.left.cause,
+          cursor: RouterBulk.encodeCursor(summed.positions, run)
+        })
       return summed.result.done ? summed.result : { ...summed.result, cursor: RouterBulk.encodeCursor(summed.positions, run) }
     }).pipe(Effect.withSpan("JobsRouter.bulk", { attributes: { action: String(action) } }))
 

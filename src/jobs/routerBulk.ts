@@ -49,10 +49,13 @@ export const decodeCursor = (cursor: unknown, shards: number, run: number): Arra
   return p as Array<Position>
 }
 
-/** The shards' answers (`undefined`: a shard already done) summed, with the positions to go on from. */
+/**
+ * The shards' answers (`undefined`: a shard already done; `"failed"`: its call failed) summed, with the
+ * positions to go on from (a failed shard's unchanged: its chunk is asked again).
+ */
 export const sum = (
   positions: ReadonlyArray<Position>,
-  answers: ReadonlyArray<BulkResult | undefined>
+  answers: ReadonlyArray<BulkResult | undefined | "failed">
 ): { readonly result: Omit<BulkResult, "cursor">; readonly positions: Array<Position> } => {
   let matched = 0
   let affected = 0
@@ -60,6 +63,7 @@ export const sum = (
   const next = positions.map((position, shard): Position => {
     const answer = answers[shard]
     if (position === null || answer === undefined) return null
+    if (answer === "failed") return position
     matched += answer.matched
     affected += answer.affected
     examined += answer.examined

@@ -137,16 +137,27 @@ describe("JobsRouter.bulk", () => {
       expect(fake.calls).toHaveLength(2 * SHARDS)
     }))
 
-  it.effect("a failing shard fails the call naming it after every shard was tried; the same cursor goes on", () =>
+  it.effect("a failing shard fails the call naming it after every shard was tried; the error's cursor goes on without repeating a chunk", () =>
     Effect.gen(function*() {
       const failing = new Set([2])
       const fake = bulkShards([4, 4, 4], failing)
       const router = yield* JobsRouter.make({ namespace: fake.namespace, shards: 3 })
-      const first = yield* Effect.flip(router.bulk("remove", { allQueues: true }, { limit: 10 }))
+      const first = yield* Effect.flip(router.bulk("remove", { allQueues: true }, { limit: 3 }))
       expect(first).toMatchObject({ _tag: "ShardCallError", shard: 2 })
       expect(fake.calls.map((call) => call.shard).sort()).toEqual([0, 1, 2])
+      expect(fake.changed).toEqual([3, 3, 0])
+      // The error's cursor goes on: shards 0 and 1 past their chunk, shard 2's chunk asked again.
       failing.clear()
-      expect(yield* router.bulk("remove", { allQueues: true }, { limit: 10 })).toEqual({ matched: 12, affected: 12, examined: 12, done: true })
+      fake.calls.length = 0
+      const second = yield* router.bulk("remove", { allQueues: true }, { limit: 3, cursor: (first as JobsRouter.ShardCallError).cursor! })
+      expect(fake.calls.map((call) => [call.shard, call.options?.cursor === undefined ? 0 : JSON.parse(call.options.cursor)[2]]).sort()).toEqual([
+        [0, 3],
+        [1, 3],
+        [2, 0]
+      ])
+      expect(second).toMatchObject({ matched: 5, affected: 5, done: false })
+      expect(yield* router.bulk("remove", { allQueues: true }, { limit: 3, cursor: second.cursor! })).toEqual({ matched: 1, affected: 1, examined: 1, done: true })
+      expect(fake.changed).toEqual([4, 4, 4])
     }))
 
   it.effect("bad input and foreign cursors are refused naming the field, before any call", () =>
