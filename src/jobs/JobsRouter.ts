@@ -431,12 +431,10 @@ const makeWith = (
       ), { concurrency: FAN_OUT, mode: "either" })
       const failed = tried.find(Either.isLeft)
       const summed = RouterBulk.sum(positions, tried.map((answer) => Either.isLeft(answer) ? "failed" : answer.right))
-      if (failed !== undefined) return yield* new ShardCallError({
-          message: failed.left.message,
-          shard: failed.left.shard,
-          cause: failed.left.cause,
-          cursor: RouterBulk.encodeCursor(summed.positions, run)
-        })
+      if (failed !== undefined) {
+        const { cause, message, shard } = failed.left
+        return yield* new ShardCallError({ message, shard, cause, cursor: RouterBulk.encodeCursor(summed.positions, run) })
+      }
       return summed.result.done ? summed.result : { ...summed.result, cursor: RouterBulk.encodeCursor(summed.positions, run) }
     }).pipe(Effect.withSpan("JobsRouter.bulk", { attributes: { action: String(action) } }))
 
