@@ -297,6 +297,18 @@ export interface DurableJobsRouter<J = DurableJobsAnyQueues> {
   queue<K extends Exclude<keyof J, keyof DurabilityJobsBase> & string>(name: K): RoutedQueueOf<J[K]>
   /** The whole tree goes to the shard of the root's key (a root without `id` gets one here first). */
   flow(root: DurableJobFlowNode): Promise<Types.FlowResult>
+  /**
+   * An event arrived: every shard cancels its unfinished jobs added with `cancelOn: key`; the total
+   * canceled. Every shard is tried; a failed one rejects the call with its own error. Sending it again
+   * is safe: a job canceled once is not matched again.
+   */
+  event(key: string): Promise<number>
+  /**
+   * One chunk of a bulk run on every shard not done yet: up to `options.limit` jobs (default 100) on each
+   * shard, so `affected` may reach shards × limit; pass `cursor` back with the same action and filter
+   * until `done`. After a rejection, calling again with the same cursor is safe.
+   */
+  bulk(action: Bulk.BulkAction, filter: DurableJobFilter, options?: Bulk.BulkOptions): Promise<Bulk.BulkResult>
 }
 
 /** The `DurabilityJobs` class: `new DurabilityJobs({ queues })`, and its static helpers. */
@@ -524,7 +536,9 @@ class DurabilityJobsImpl extends Helper<Service> {
       objects: router.objects,
       shardOf: (key) => router.shardOf(key),
       queue: (name) => router.queue(name),
-      flow: (root) => router.flow(root)
+      flow: (root) => router.flow(root),
+      event: (key) => router.event(key),
+      bulk: (action, filter, options) => router.bulk(action, filter, options)
     }
     return routed
   }

@@ -6,6 +6,7 @@
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Cause from "effect/Cause"
+import type * as Bulk from "../jobs/bulk.js"
 import * as JobsRouter from "../jobs/JobsRouter.js"
 import type { AddResult, FlowResult, JobInfo, JobPage, JobState } from "../jobs/types.js"
 import type * as Types from "../jobs/types.js"
@@ -79,6 +80,16 @@ export class Router {
   /** The whole tree goes to the shard of the root's key. */
   flow(root: Types.FlowNode<number>): Promise<FlowResult> {
     return run(this.#router.flow(root))
+  }
+
+  /** Every shard cancels its jobs whose `cancelOn` is `key`; the total canceled (a retry is safe). */
+  event(key: string): Promise<number> {
+    return run(this.#router.event(key))
+  }
+
+  /** One chunk of a bulk run on every shard not done yet (up to `limit` each); pass `cursor` back until `done`. */
+  bulk(action: Bulk.BulkAction, filter: Bulk.JobFilter<number>, options?: Bulk.BulkOptions): Promise<Bulk.BulkResult> {
+    return run(this.#router.bulk(action, filter, options))
   }
 
   /** One queue across the shards. */

@@ -13,6 +13,10 @@
  * - 2: a lease's `heartbeat` and `log` answer `{ status: "canceled" }` once the job was canceled
  *   under that lease (version 1 callers get `"stale"` for it, as before).
  *
+ * A new call kind is additive, not a version: no existing answer changes, and an object that does not
+ * know the op refuses it (a TypeError naming `op`) without executing anything. `event` and `bulk` (a
+ * router's fan-out of `jobs.event` and `jobs.bulk`) came this way, under version 2.
+ *
  * The envelope a transport queue sends has its own version (`ENVELOPE_VERSION`), unchanged.
  * @packageDocumentation
  */
@@ -151,8 +155,21 @@ export const QueueOp = Schema.Struct({ op: Schema.Literal("counts", "pause", "re
 /** A whole flow, to the shard of its root. */
 export const Flow = Schema.Struct({ op: Schema.Literal("flow"), root: AnyObject })
 
+/** An event for every queue of the shard (`jobs.event(key)`): answers how many jobs it canceled. */
+export const Event = Schema.Struct({ op: Schema.Literal("event"), key: Schema.String })
+/**
+ * One bounded chunk of a bulk run on the shard (`jobs.bulk(action, filter, options)`), times in
+ * milliseconds; the shard checks the action, filter and options itself, naming the field.
+ */
+export const Bulk = Schema.Struct({
+  op: Schema.Literal("bulk"),
+  action: Schema.String,
+  filter: AnyObject,
+  options: Schema.optional(AnyObject)
+})
+
 /** Any call an object's `serve` answers, without its version. */
-export const Call = Schema.Union(Add, AddBulk, Get, Page, QueueOp, Flow, Start, Heartbeat, Log, Complete, Fail)
+export const Call = Schema.Union(Add, AddBulk, Get, Page, QueueOp, Flow, Event, Bulk, Start, Heartbeat, Log, Complete, Fail)
 /** Any call an object's `serve` answers, without its version. */
 export type Call = typeof Call.Type
 
@@ -175,7 +192,9 @@ export interface ShardPage<T> {
 // ---------------------------------------------------------------------------------------------
 // Decoding, with the field's name in the message
 
-const OPS = ["flow", "add", "addBulk", "get", "page", "counts", "pause", "resume", ...LEASE_OPS]
+// Calls about the whole object rather than one of its queues.
+const OBJECT_OPS: ReadonlyArray<string> = ["flow", "event", "bulk"]
+const OPS = ["flow", "event", "bulk", "add", "addBulk", "get", "page", "counts", "pause", "resume", ...LEASE_OPS]
 type ParseOptions = { readonly onExcessProperty: "preserve" }
 
 // What each field must be, as its refusal says it.
@@ -190,6 +209,10 @@ const EXPECTED: Readonly<Record<string, string>> = {
   "page.cursor": "a string",
   "page.states": `a non-empty array of ${JOB_STATES.join(", ")}`,
   root: "an object",
+  key: "a string",
+  action: "a string",
+  filter: "an object",
+  options: "an object",
   error: "an object { name?, message }",
   "error.message": "a string",
   "error.name": "a string",
@@ -227,6 +250,8 @@ const BY_OP: Readonly<Record<string, (input: unknown, options: ParseOptions) => 
   pause: Schema.decodeUnknownEither(QueueOp),
   resume: Schema.decodeUnknownEither(QueueOp),
   flow: Schema.decodeUnknownEither(Flow),
+  event: Schema.decodeUnknownEither(Event),
+  bulk: Schema.decodeUnknownEither(Bulk),
   start: Schema.decodeUnknownEither(Start),
   heartbeat: Schema.decodeUnknownEither(Heartbeat),
   log: Schema.decodeUnknownEither(Log),
@@ -249,7 +274,7 @@ export const decodeCall = (call: unknown, queues: ReadonlySet<string>): Versione
   }
   const op = call.op
   if (typeof op !== "string" || !OPS.includes(op)) throw new TypeError(`op must be one of ${OPS.join(", ")}, got ${shown(op)}`)
-  if (op !== "flow" && (typeof call.queue !== "string" || !queues.has(call.queue))) {
+  if (!OBJECT_OPS.includes(op) && (typeof call.queue !== "string" || !queues.has(call.queue))) {
     throw new TypeError(
       `Unknown queue ${shown(call.queue)}: this object's queues are ${[...queues].map((name) => JSON.stringify(name)).join(", ")}`
     )

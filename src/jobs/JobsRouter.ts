@@ -8,6 +8,10 @@
  * after each, and merges them by `createdAt` (then shard): a page costs one call per unfinished shard,
  * whatever its `limit`, and its whole position is in its composite cursor.
  *
+ * `event` and `bulk` go to every shard (at most `FAN_OUT` calls at once): an event's cancels are summed;
+ * a bulk call is one chunk of up to `limit` jobs on each unfinished shard, its composite cursor carrying
+ * each shard's own.
+ *
  * ```ts
  * const Routed = JobsRouter.layer({ namespace: env.MAILER, shards: 8 })
  * const program = Effect.flatMap(JobsRouter.JobsRouter, (router) => router.queue("email").add({ payload: { to } }))
@@ -17,11 +21,14 @@
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import { InvalidInputError } from "../shared/Errors.js"
-import { keyProblem, shown } from "../shared/validate.js"
+import { key as checkKey, keyProblem, shown } from "../shared/validate.js"
+import * as Bulk from "./bulk.js"
 import * as Protocol from "./JobsProtocol.js"
 import { decodeCursor, encodeCursor, merge, partition, type Position, shardOf } from "./router.js"
+import * as RouterBulk from "./routerBulk.js"
 import { type AddResult, type FlowResult, JOB_STATES, type JobInfo, type JobPage, type JobState } from "./types.js"
 import type * as Types from "./types.js"
 
@@ -35,6 +42,8 @@ export const MAX_SHARDS = 10_000
 export const DEFAULT_NAME = "jobs"
 /** The shards' method that hands a call to `DurabilityJobs.serve`, when `method` is not given. */
 export const DEFAULT_METHOD = "jobsCall"
+/** The most calls `event` and `bulk` have in flight at once (one per shard). */
+export const FAN_OUT = 32
 
 /** What `key` is given: the job as added (its id already chosen) and its queue. */
 export interface RouteKeyInput {
@@ -94,6 +103,11 @@ export class ShardCallError extends Data.TaggedError("ShardCallError")<{
   readonly shard: number
   /** What the call failed with (the object's error, renamed to the caller's index for `addBulk`). */
   readonly cause: unknown
+  /**
+   * `bulk` only: the cursor to go on from, the shards that answered past their chunk and the failed ones
+   * where they were, so going on neither repeats nor skips a chunk.
+   */
+  readonly cursor?: string | undefined
 }> {}
 
 /** The listing options of a routed queue. */
@@ -139,6 +153,27 @@ export interface Router {
   readonly queue: (name: string) => RoutedQueue<unknown, unknown>
   /** The whole tree goes to the shard of the root's key (a root without `id` gets one here first). */
   readonly flow: (root: Types.FlowNode<number>) => Effect.Effect<FlowResult, InvalidInputError | ShardCallError>
+  /**
+   * An event arrived: every shard cancels its unfinished jobs whose `cancelOn` is `key` (`jobs.event`);
+   * answers the total canceled. Every shard is tried; one that failed fails the call with its
+   * `ShardCallError` (the lowest such shard). Sending it again is safe: a job canceled once is not
+   * matched again, so a retry cancels only what the failed shards did not.
+   */
+  readonly event: (key: string) => Effect.Effect<number, InvalidInputError | ShardCallError>
+  /**
+   * One chunk of a bulk run on every shard not done yet (`jobs.bulk`): each shard changes up to `limit`
+   * jobs (default 100) in its own transaction, so `affected` may reach shards × `limit`; the counts are
+   * summed and `cursor` carries each shard's own. Pass it back, with the same action and filter, until
+   * `done`. A failed shard fails the call after every shard was tried (the others' chunks committed):
+   * go on from the error's `cursor` (the failed shard's chunk asked again, no other), or call again with
+   * the same cursor, also safe: a job already changed no longer matches (a `retry` may retry again a job
+   * that failed again meanwhile).
+   */
+  readonly bulk: (
+    action: Bulk.BulkAction,
+    filter: Bulk.JobFilter<number>,
+    options?: Bulk.BulkOptions
+  ) => Effect.Effect<Bulk.BulkResult, InvalidInputError | ShardCallError>
 }
 
 /** The router as a service: `JobsRouter.layer(options)`. */
@@ -269,6 +304,13 @@ const makeWith = (
   const all = <A>(body: Record<string, unknown>): Effect.Effect<Array<A>, ShardCallError> =>
     Effect.all(Array.from({ length: shards }, (_, shard) => call<A>(shard, body)), { concurrency: "unbounded" })
 
+  /** Every call tried (at most `FAN_OUT` at once): the answers in shard order, or the lowest shard's failure. */
+  const tryAll = <A>(calls: ReadonlyArray<Effect.Effect<A, ShardCallError>>): Effect.Effect<Array<A>, ShardCallError> =>
+    Effect.flatMap(Effect.all(calls, { concurrency: FAN_OUT, mode: "either" }), (answers) => {
+      const failed = answers.find(Either.isLeft)
+      return failed === undefined ? Effect.succeed(answers.map((answer) => (answer as Either.Right<ShardCallError, A>).right)) : Effect.fail(failed.left)
+    })
+
   /** The shard of a job as added (its id chosen). */
   const route = (queue: string, job: { readonly id: string; readonly payload: unknown; readonly dedup?: Types.DedupOptions<number> | undefined }) => {
     if (settings.key === undefined) return shardOf(job.id, shards)
@@ -366,6 +408,36 @@ const makeWith = (
     resume: Effect.asVoid(all({ op: "resume", queue: name }))
   })
 
+  const bulk: Router["bulk"] = (action, filter, options) =>
+    Effect.gen(function*() {
+      // The shards check the queue's name again; everything else is refused here, before any call.
+      const input = yield* Bulk.checkInput(undefined, action, filter, options)
+      const wire = RouterBulk.wireFilter(filter, input)
+      const run = RouterBulk.runOf(input.action, wire)
+      const positions: Array<Position> = options?.cursor === undefined
+        ? Array.from({ length: shards }, () => "")
+        : yield* checked(() => RouterBulk.decodeCursor(options.cursor, shards, run))
+      const tried = yield* Effect.all(positions.map((position, shard) =>
+        position === null ? Effect.succeed(undefined) : call<Bulk.BulkResult>(shard, {
+          op: "bulk",
+          action: input.action,
+          filter: wire,
+          options: {
+            limit: input.limit,
+            ...(options?.reason === undefined ? {} : { reason: options.reason }),
+            ...(position === "" ? {} : { cursor: position })
+          }
+        })
+      ), { concurrency: FAN_OUT, mode: "either" })
+      const failed = tried.find(Either.isLeft)
+      const summed = RouterBulk.sum(positions, tried.map((answer) => Either.isLeft(answer) ? "failed" : answer.right))
+      if (failed !== undefined) {
+        const { cause, message, shard } = failed.left
+        return yield* new ShardCallError({ message, shard, cause, cursor: RouterBulk.encodeCursor(summed.positions, run) })
+      }
+      return summed.result.done ? summed.result : { ...summed.result, cursor: RouterBulk.encodeCursor(summed.positions, run) }
+    }).pipe(Effect.withSpan("JobsRouter.bulk", { attributes: { action: String(action) } }))
+
   return {
     shards,
     objects: { namespace, names: Array.from({ length: shards }, (_, shard) => nameOf(shard)) },
@@ -377,6 +449,13 @@ const makeWith = (
         if (typeof root.queue !== "string") throw new TypeError(`queue must be a string, got ${shown(root.queue)}`)
         const withRootId = withId(root as Types.AddOptions<unknown, number>, "options") as Types.FlowNode<number> & { readonly id: string }
         return { root: withRootId, shard: route(root.queue, { id: withRootId.id, payload: root.payload }) }
-      }), ({ root: withRootId, shard }) => call<FlowResult>(shard, { op: "flow", root: withRootId })).pipe(Effect.withSpan("JobsRouter.flow"))
+      }), ({ root: withRootId, shard }) => call<FlowResult>(shard, { op: "flow", root: withRootId })).pipe(Effect.withSpan("JobsRouter.flow")),
+    event: (key) =>
+      Effect.flatMap(checkKey("key", key), (name) =>
+        Effect.map(
+          tryAll(Array.from({ length: shards }, (_, shard) => call<number>(shard, { op: "event", key: name }))),
+          (canceled) => canceled.reduce((total, count) => total + count, 0)
+        )).pipe(Effect.withSpan("JobsRouter.event")),
+    bulk
   }
 }

@@ -103,7 +103,7 @@ const OPTION_FIELDS = new Set(["cursor", "limit", "reason"])
 const invalid = (field: string, kind: "range" | "type", message: string) => new InvalidInputError({ field, kind, message })
 
 /** A filter and options, checked. */
-interface Checked {
+export interface Checked {
   readonly action: BulkAction
   readonly queues: ReadonlyArray<string>
   readonly states: ReadonlyArray<JobState>
@@ -118,7 +118,16 @@ interface Checked {
 const isObject = (value: unknown): value is Readonly<Record<string, unknown>> =>
   typeof value === "object" && value !== null && !Array.isArray(value)
 
-const check = (core: Core, action: unknown, filter: unknown, options: unknown): Effect.Effect<Checked, InvalidInputError> =>
+/**
+ * The action, filter and options, checked (`InvalidInputError` naming the field). `names`: the object's
+ * queues; undefined where they are not known (a router, whose shards check the name again).
+ */
+export const checkInput = (
+  names: ReadonlyArray<string> | undefined,
+  action: unknown,
+  filter: unknown,
+  options: unknown
+): Effect.Effect<Checked, InvalidInputError> =>
   Effect.gen(function*() {
     if (typeof action !== "string" || !BULK_ACTIONS.includes(action as BulkAction)) {
       return yield* invalid("action", "type", `action must be one of ${BULK_ACTIONS.join(", ")}, got ${Validate.shown(action)}`)
@@ -136,8 +145,14 @@ const check = (core: Core, action: unknown, filter: unknown, options: unknown): 
     if ((queue === undefined) === (allQueues === undefined)) {
       return yield* invalid("filter.queue", "type", "give filter.queue (a queue's name) or filter.allQueues: true, not both")
     }
-    if (queue !== undefined && (typeof queue !== "string" || !core.queues.has(queue))) {
-      return yield* invalid("filter.queue", "type", `filter.queue must name a queue of this object (${[...core.queues.keys()].join(", ") || "none"}), got ${Validate.shown(queue)}`)
+    if (queue !== undefined && (typeof queue !== "string" || (names === undefined ? queue.length === 0 : !names.includes(queue)))) {
+      return yield* invalid(
+        "filter.queue",
+        "type",
+        names === undefined
+          ? `filter.queue must be a queue's name, got ${Validate.shown(queue)}`
+          : `filter.queue must name a queue of this object (${names.join(", ") || "none"}), got ${Validate.shown(queue)}`
+      )
     }
     const applies = act === "redrive" ? [] : APPLIES[act]
     let chosen = applies
@@ -178,7 +193,7 @@ const check = (core: Core, action: unknown, filter: unknown, options: unknown): 
     }
     return {
       action: act,
-      queues: queue === undefined ? [...core.queues.keys()] : [queue as string],
+      queues: queue === undefined ? [...(names ?? [])] : [queue as string],
       states: chosen,
       idPrefix: idPrefix as string | undefined,
       createdBefore: before,
@@ -224,7 +239,7 @@ interface LettersCursor {
 
 /** One chunk: the run's next jobs (or dead letters), changed in one transaction. */
 export const bulk = (core: Core, action: unknown, filter: unknown, options?: unknown): Effect.Effect<BulkResult, InvalidInputError | StorageError> =>
-  Effect.flatMap(check(core, action, filter, options), (checked) => checked.action === "redrive" ? redriveChunk(core, checked) : jobsChunk(core, checked))
+  Effect.flatMap(checkInput([...core.queues.keys()], action, filter, options), (checked) => checked.action === "redrive" ? redriveChunk(core, checked) : jobsChunk(core, checked))
 
 const jobsChunk = (core: Core, checked: Checked): Effect.Effect<BulkResult, InvalidInputError | StorageError> =>
   Effect.gen(function*() {

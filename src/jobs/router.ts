@@ -93,9 +93,17 @@ export const merge = <T extends { readonly createdAt: number }>(
 
 const CURSOR_VERSION = 1
 
-const toBase64Url = (text: string) => btoa(String.fromCharCode(...encoder.encode(text))).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "")
+/** `text` (UTF-8) as base64url without padding: a cursor safe in a URL. */
+export const toBase64Url = (text: string) => {
+  const bytes = encoder.encode(text)
+  // In slices: a cursor over thousands of shards is too many bytes for one call's arguments.
+  let binary = ""
+  for (let at = 0; at < bytes.length; at += 8_192) binary += String.fromCharCode(...bytes.subarray(at, at + 8_192))
+  return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "")
+}
 
-const fromBase64Url = (text: string) => {
+/** The text of a base64url string (`toBase64Url`'s inverse); throws on one that is not. */
+export const fromBase64Url = (text: string) => {
   const binary = atob(text.replace(/-/g, "+").replace(/_/g, "/"))
   return new TextDecoder().decode(Uint8Array.from(binary, (char) => char.charCodeAt(0)))
 }
@@ -141,6 +149,8 @@ export type ShardCall =
     | { readonly op: "page"; readonly queue: string; readonly page: Protocol.PageCall }
     | { readonly op: "counts" | "pause" | "resume"; readonly queue: string }
     | { readonly op: "flow"; readonly root: Types.FlowNode<number> }
+    | { readonly op: "event"; readonly key: string }
+    | { readonly op: "bulk"; readonly action: string; readonly filter: Readonly<Record<string, unknown>>; readonly options?: Readonly<Record<string, unknown>> }
     | Protocol.LeaseCall
   )
 

@@ -7,13 +7,20 @@
  */
 import * as Effect from "effect/Effect"
 import { InvalidInputError, type StaleLeaseError, type StorageError } from "../shared/Errors.js"
+import type * as Bulk from "./bulk.js"
 import * as Protocol from "./JobsProtocol.js"
 import * as QueueCalls from "./queue.js"
 import type * as Types from "./types.js"
 
-/** What of a `Jobs` service the calls reach: its queues by name, and `flow`. */
+/** What of a `Jobs` service the calls reach: its queues by name, `flow`, `event` and `bulk`. */
 export interface Served {
   readonly flow: (root: Types.FlowNode) => Effect.Effect<Types.FlowResult, InvalidInputError | StorageError>
+  readonly event: (key: string) => Effect.Effect<number, InvalidInputError | StorageError>
+  readonly bulk: (
+    action: Bulk.BulkAction,
+    filter: Bulk.JobFilter,
+    options?: Bulk.BulkOptions
+  ) => Effect.Effect<Bulk.BulkResult, InvalidInputError | StorageError>
 }
 
 // The queue names of each `Jobs` service (what a call may name), registered by `Jobs.make`.
@@ -81,6 +88,9 @@ const lease = (
 /** Executes one decoded call against the object's queues (`jobs`: a `Jobs` service). */
 export const serve = (jobs: Served, call: Protocol.Versioned<Protocol.Call>): Effect.Effect<unknown, InvalidInputError | StorageError> => {
   if (call.op === "flow") return jobs.flow(call.root as unknown as Types.FlowNode)
+  if (call.op === "event") return jobs.event(call.key)
+  // The action, filter and options are checked by `bulk` itself, which names the field it refuses.
+  if (call.op === "bulk") return jobs.bulk(call.action as Bulk.BulkAction, call.filter as Bulk.JobFilter, call.options as Bulk.BulkOptions | undefined)
   const queue = (jobs as unknown as Readonly<Record<string, QueueCalls.Queue<unknown, unknown>>>)[call.queue]!
   switch (call.op) {
     case "add":

@@ -133,7 +133,11 @@ describe("router: a shard call's checks", () => {
       { v: 1, op: "counts", queue: "email" },
       { v: 1, op: "pause", queue: "email" },
       { v: 1, op: "resume", queue: "email" },
-      { v: 1, op: "flow", root: { queue: "report", payload: null } }
+      { v: 1, op: "flow", root: { queue: "report", payload: null } },
+      // Calls about the whole object name no queue; bulk's own fields are checked by the object's bulk.
+      { v: 2, op: "event", key: "order-1" },
+      { v: 2, op: "bulk", action: "cancel", filter: { allQueues: true } },
+      { v: 2, op: "bulk", action: "cancel", filter: { queue: "email" }, options: { limit: 5, cursor: "x" } }
     ]
     for (const call of calls) expect(Router.parseCall(call, queues)).toEqual(call)
     // Every version of the protocol an object answers.
@@ -145,7 +149,7 @@ describe("router: a shard call's checks", () => {
       [null, "A jobs call must be an object, got null"],
       [{ op: "add" }, "must have v: 1 or 2 (this object's protocol versions), got undefined"],
       [{ v: 3, op: "add" }, "must have v: 1 or 2 (this object's protocol versions), got 3"],
-      [{ v: 1, op: "drop", queue: "email" }, "op must be one of flow, add, addBulk, get, page, counts, pause, resume, start, heartbeat, log, complete, fail, undelivered, got \"drop\""],
+      [{ v: 1, op: "drop", queue: "email" }, "op must be one of flow, event, bulk, add, addBulk, get, page, counts, pause, resume, start, heartbeat, log, complete, fail, undelivered, got \"drop\""],
       [{ v: 1, op: "add", queue: "sms", job: {} }, "Unknown queue \"sms\": this object's queues are \"email\", \"report\""],
       [{ v: 1, op: "add", queue: "email" }, "job must be an object"],
       [{ v: 1, op: "addBulk", queue: "email", jobs: {} }, "jobs must be an array"],
@@ -154,7 +158,10 @@ describe("router: a shard call's checks", () => {
       [{ v: 1, op: "flow", root: "x" }, "root must be an object"],
       [{ v: 2, op: "heartbeat", queue: "email", id: "x", token: 0 }, "token must be the positive integer of the lease, got 0"],
       [{ v: 2, op: "fail", queue: "email", id: "x", token: 1, error: {} }, "error.message must be a string, got undefined"],
-      [{ v: 2, op: "page", queue: "email", page: { limit: 5, states: [] } }, "page.states must be a non-empty array"]
+      [{ v: 2, op: "page", queue: "email", page: { limit: 5, states: [] } }, "page.states must be a non-empty array"],
+      [{ v: 2, op: "event" }, "key must be a string, got undefined"],
+      [{ v: 2, op: "bulk", action: "cancel", filter: [] }, "filter must be an object"],
+      [{ v: 2, op: "bulk", action: "cancel", filter: {}, options: 3 }, "options must be an object, got 3"]
     ]
     for (const [call, message] of cases) expect(() => Router.parseCall(call, queues)).toThrow(message)
   })
