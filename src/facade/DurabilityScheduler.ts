@@ -6,6 +6,7 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
+import type * as Tracer from "effect/Tracer"
 import { type AlarmInvocationInfo, type DurabilityContext, objectIdOf } from "../shared/platform.js"
 import * as Scheduler from "../engine/Scheduler.js"
 import * as SchedulerConfig from "../engine/SchedulerConfig.js"
@@ -23,11 +24,18 @@ export type DurabilitySchedulerOptions = Omit<SchedulerConfig.SchedulerOptions<n
 export interface DurabilitySchedulerConfig extends DurabilitySchedulerOptions {
   /** The object's `ctx` (`DurableObjectState`) of a SQLite-backed class. */
   readonly context: DurabilityContext
+  /**
+   * A tracer for the engine's runtime (e.g. OpenTelemetry's, from `@effect/opentelemetry`): the helpers'
+   * calls and the attempts the alarm starts make their spans with it (see docs/observability.md). None by
+   * default: no span is made.
+   */
+  readonly tracer?: Tracer.Tracer | undefined
 }
 
 interface Internals {
   readonly runtime: ObjectRuntime
   readonly config: SchedulerConfig.SchedulerConfig
+  readonly tracer: Tracer.Tracer | undefined
 }
 
 const registry = new WeakMap<object, Internals>()
@@ -65,15 +73,24 @@ export class DurabilityScheduler {
   constructor(config: DurabilitySchedulerConfig) {
     if (typeof config !== "object" || config === null) throw new TypeError("DurabilityScheduler needs a config object")
     const context = checkContext(config.context)
-    const { context: _context, ...options } = config
+    const { context: _context, tracer, ...options } = config
+    if (tracer !== undefined && (typeof tracer !== "object" || tracer === null || typeof tracer.span !== "function")) {
+      throw new TypeError("tracer must be an Effect Tracer (Tracer.make, or OpenTelemetry's from @effect/opentelemetry)")
+    }
     const resolved = Effect.runSync(
       Effect.either(SchedulerConfig.resolve({ ...options, objectId: objectIdOf(context) }, "milliseconds"))
     )
     if (Either.isLeft(resolved)) throw toError(resolved.left)
     const existing = byStorage.get(context.storage)
     if (existing !== undefined) {
-      const { config: current } = internals(existing)
+      const { config: current, tracer: currentTracer } = internals(existing)
       const differs = SCHEDULER_OPTIONS.find((key) => current[key] !== resolved.right[key])
+      if (differs === undefined && tracer !== currentTracer) {
+        throw new Error(
+          "This Durable Object already has a DurabilityScheduler with another tracer: an object has one scheduler. " +
+            "Create one DurabilityScheduler and pass it to every helper as { scheduler }."
+        )
+      }
       if (differs === undefined) return existing
       throw new Error(
         `This Durable Object already has a DurabilityScheduler with ${differs} ${describeOption(current[differs])}, ` +
@@ -81,7 +98,7 @@ export class DurabilityScheduler {
           `Create one DurabilityScheduler and pass it to every helper as { scheduler }.`
       )
     }
-    registry.set(this, { runtime: new ObjectRuntime(context, resolved.right), config: resolved.right })
+    registry.set(this, { runtime: new ObjectRuntime(context, resolved.right, tracer), config: resolved.right, tracer })
     byStorage.set(context.storage, this)
   }
 

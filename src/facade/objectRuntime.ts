@@ -16,6 +16,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberId from "effect/FiberId"
 import * as Layer from "effect/Layer"
+import type * as Tracer from "effect/Tracer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
@@ -78,11 +79,14 @@ export class ObjectRuntime {
   /** Set once the warm-up succeeded: later calls skip awaiting it (a promise turn per call). */
   private warmed = false
 
-  constructor(private readonly context: DurabilityContext, config: SchedulerConfig.SchedulerConfig) {
+  constructor(private readonly context: DurabilityContext, config: SchedulerConfig.SchedulerConfig, tracer?: Tracer.Tracer) {
     // Resolved by the facade's constructor: the build checks nothing again and cannot fail.
     const engine = Layer.merge(Scheduler.layerDurableObjectResolved(context, config), InspectionRegistry.layer)
     const hooks = hooksOf(context)
-    this.runtime = ManagedRuntime.make(hooks === undefined ? engine : Layer.provide(engine, hooks.layer))
+    // Provided under the engine (not merged beside it), so the engine's own fibers, the alarm's, carry it too.
+    const traced = tracer === undefined ? undefined : Layer.setTracer(tracer)
+    const under = hooks === undefined ? traced : traced === undefined ? hooks.layer : Layer.merge(hooks.layer, traced)
+    this.runtime = ManagedRuntime.make(under === undefined ? engine : Layer.provide(engine, under))
     this.block()
     hooks?.started(this)
   }

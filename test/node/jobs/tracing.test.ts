@@ -9,6 +9,8 @@ import { Context, Effect, Exit, Option, TestClock, Tracer } from "effect"
 import * as Jobs from "../../../src/jobs/Jobs.js"
 import * as Plain from "../../../src/shared/plain.js"
 import * as TestDurability from "../../../src/testing/TestDurability.js"
+import { type DurabilityContext, DurabilityJobs, DurabilityScheduler, type DurableJob } from "durability"
+import { TestObjectState } from "durability/testing"
 
 interface Recorded {
   readonly name: string
@@ -163,5 +165,37 @@ describe("jobs spans", () => {
       expect(yield* object.run(jobs["traced-off"].get("o"))).toMatchObject({ state: "completed" })
       expect(traced.spans.filter((span) => span.name.startsWith("Jobs."))).toEqual([])
     }).pipe(Effect.withTracerEnabled(false), Effect.withTracer(traced.tracer))
+  })
+})
+
+describe("jobs spans on the promise face", () => {
+  it("DurabilityScheduler's tracer: an add's Jobs.add, and the attempt the alarm starts after an eviction makes its Jobs.run", async () => {
+    const traced = recordingTracer()
+    const state = await TestObjectState.make()
+    const build = (context: DurabilityContext) => {
+      const scheduler = new DurabilityScheduler({ context, tracer: traced.tracer })
+      return new DurabilityJobs({ scheduler, queues: { mail: { handler: (job: DurableJob<string>) => job.payload.length } } })
+    }
+    const jobs = build(state.context)
+    await jobs.mail.add({ id: "later", payload: "x@y", delayMs: 1_000 })
+    expect(attrs(traced.named("Jobs.add")[0])).toEqual({ "job.queue": "mail", "job.id": "later" })
+    // The delayed job is run by the new instance's alarm: its runtime carries the tracer too.
+    const next = await state.restart()
+    const again = build(next.context)
+    // Its alarm (whenever the old instance set it) comes within the minute.
+    await next.advance("1 minute")
+    expect(await again.mail.get("later")).toMatchObject({ state: "completed", result: 3 })
+    const [run] = traced.named("Jobs.run")
+    expect(attrs(run)).toEqual({ "job.queue": "mail", "job.id": "later", "job.attempt": 1 })
+    expect(traced.spans.filter((span) => span.parent === run?.spanId).map((span) => span.name)).toEqual(["Jobs.claim", "Jobs.settle"])
+  })
+
+  it("a tracer that is not one is refused; a second scheduler over the object with another tracer throws", async () => {
+    const state = await TestObjectState.make()
+    expect(() => new DurabilityScheduler({ context: state.context, tracer: {} as Tracer.Tracer })).toThrow(TypeError)
+    const first = recordingTracer().tracer
+    const scheduler = new DurabilityScheduler({ context: state.context, tracer: first })
+    expect(new DurabilityScheduler({ context: state.context, tracer: first })).toBe(scheduler)
+    expect(() => new DurabilityScheduler({ context: state.context, tracer: recordingTracer().tracer })).toThrow(/another tracer/)
   })
 })
