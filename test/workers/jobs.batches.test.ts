@@ -45,6 +45,7 @@ describe("jobs: batched queues", () => {
     expect(waiting.next_attempt_at).toBe(until)
     expect(Number(until) - waiting.created_at).toBeGreaterThanOrEqual(JOBS.batchWaitMs)
     // Memory is lost; the stored wait and the alarm are not.
+    // `waitMs` (3 s) leaves a loaded machine room for the reset and the add before the wait's end.
     await reset(jobs)
     await jobs.stub.add("batched", { id: "second", payload: {} })
     expect((await rowOf(jobs, "second", "batched"))!.next_attempt_at).toBe(until)

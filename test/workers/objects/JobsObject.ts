@@ -58,7 +58,7 @@ export const JOBS = {
   plainMaxPayloadBytes: 1_024,
   keyedTotal: 2,
   batchSize: 4,
-  batchWaitMs: 500
+  batchWaitMs: 3_000
 } as const
 
 export type QueueName = "plain" | "ordered" | "limited" | "flaky" | "retained" | "slow" | "report" | "keyed" | "batched"
