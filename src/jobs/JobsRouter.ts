@@ -8,7 +8,8 @@
  * after each, and merges them by `createdAt` (then shard): a page costs one call per unfinished shard,
  * whatever its `limit`, and its whole position is in its composite cursor.
  *
- * `event` and `bulk` go to every shard (at most `FAN_OUT` calls at once): an event's cancels are summed;
+ * A call that reaches several shards (`addBulk`, a page, `counts`, `pause`, `resume`, a `get` by a custom
+ * key, `event`, `bulk`) has at most `FAN_OUT` calls in flight at once. `event` and `bulk` go to every shard: an event's cancels are summed;
  * a bulk call is one chunk of up to `limit` jobs on each unfinished shard, its composite cursor carrying
  * each shard's own.
  *
@@ -42,7 +43,7 @@ export const MAX_SHARDS = 10_000
 export const DEFAULT_NAME = "jobs"
 /** The shards' method that hands a call to `DurabilityJobs.serve`, when `method` is not given. */
 export const DEFAULT_METHOD = "jobsCall"
-/** The most calls `event` and `bulk` have in flight at once (one per shard). */
+/** The most calls one router call has in flight at once (one per shard), whatever the shard count. */
 export const FAN_OUT = 32
 
 /** What `key` is given: the job as added (its id already chosen) and its queue. */
@@ -302,7 +303,7 @@ const makeWith = (
     })
 
   const all = <A>(body: Record<string, unknown>): Effect.Effect<Array<A>, ShardCallError> =>
-    Effect.all(Array.from({ length: shards }, (_, shard) => call<A>(shard, body)), { concurrency: "unbounded" })
+    Effect.all(Array.from({ length: shards }, (_, shard) => call<A>(shard, body)), { concurrency: FAN_OUT })
 
   /** Every call tried (at most `FAN_OUT` at once): the answers in shard order, or the lowest shard's failure. */
   const tryAll = <A>(calls: ReadonlyArray<Effect.Effect<A, ShardCallError>>): Effect.Effect<Array<A>, ShardCallError> =>
@@ -344,7 +345,7 @@ const makeWith = (
               (part) => Effect.sync(() => part.forEach((result, position) => (results[indexes[position]!] = result)))
             )
           ),
-          { concurrency: "unbounded", mode: "either" }
+          { concurrency: FAN_OUT, mode: "either" }
         )
         const failed = settled.find((outcome) => outcome._tag === "Left")
         if (failed !== undefined && failed._tag === "Left") return yield* Effect.fail(failed.left)
@@ -392,7 +393,7 @@ const makeWith = (
               }
             })
           ),
-          { concurrency: "unbounded" }
+          { concurrency: FAN_OUT }
         )
         const merged = merge(positions, pages, limit)
         return merged.positions.every((position) => position === null)

@@ -276,3 +276,46 @@ describe("the promise router's event and bulk", () => {
     expect(fake.calls.map((call) => call.shard).sort()).toEqual([0, 1])
   })
 })
+
+/** Shards whose calls stay in flight until the test lets them answer (`counts` of an empty queue). */
+const heldShards = () => {
+  const waiting: Array<() => void> = []
+  let inFlight = 0
+  let most = 0
+  const namespace = {
+    idFromName: (name: string) => Number(name.split(":")[1]),
+    get: (_shard: number) => ({
+      jobsCall: () =>
+        new Promise((resolve) => {
+          most = Math.max(most, ++inFlight)
+          waiting.push(() => {
+            inFlight--
+            resolve({ counts: { waiting: 1, delayed: 0, active: 0, "waiting-children": 0, completed: 0, failed: 0, canceled: 0 }, paused: false })
+          })
+        })
+    })
+  }
+  return { namespace, waiting, most: () => most }
+}
+
+describe("JobsRouter's fan-outs", () => {
+  it.effect("a call that reaches every shard has at most FAN_OUT calls in flight (counts over 70 shards)", () =>
+    Effect.gen(function*() {
+      const held = heldShards()
+      const router = yield* JobsRouter.make({ namespace: held.namespace, shards: 70 })
+      const fiber = yield* Effect.fork(router.queue("mail").counts)
+      let answered = 0
+      while (answered < 70) {
+        // Let the router start what it may, then answer what is in flight.
+        while (held.waiting.length === 0) yield* Effect.yieldNow()
+        for (let turn = 0; turn < 50; turn++) yield* Effect.yieldNow()
+        const batch = held.waiting.splice(0)
+        expect(batch.length).toBeLessThanOrEqual(JobsRouter.FAN_OUT)
+        answered += batch.length
+        for (const answer of batch) answer()
+      }
+      const counts = yield* fiber.await.pipe(Effect.flatten)
+      expect(counts.waiting).toBe(70)
+      expect(held.most()).toBe(JobsRouter.FAN_OUT)
+    }))
+})
