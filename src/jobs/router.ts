@@ -103,7 +103,7 @@ export const toBase64Url = (text: string) => {
 }
 
 /** The text of a base64url string (`toBase64Url`'s inverse); throws on one that is not. */
-export const fromBase64Url = (text: string) => {
+const fromBase64Url = (text: string) => {
   const binary = atob(text.replace(/-/g, "+").replace(/_/g, "/"))
   return new TextDecoder().decode(Uint8Array.from(binary, (char) => char.charCodeAt(0)))
 }
@@ -112,8 +112,11 @@ export const fromBase64Url = (text: string) => {
 export const encodeCursor = (positions: ReadonlyArray<Position>): string =>
   toBase64Url(JSON.stringify({ v: CURSOR_VERSION, p: positions }))
 
-export const decodeCursor = (cursor: unknown, shards: number): Array<Position> => {
-  const bad = () => new TypeError(`cursor must be a cursor returned by this router's list, got ${shown(cursor)}`)
+/**
+ * The fields of a composite cursor (base64url JSON of an object) whose positions are one per shard, or
+ * `bad()`: the parse that the listing's and the bulk run's cursors share.
+ */
+export const cursorFields = (cursor: unknown, bad: () => Error): { readonly v?: unknown; readonly r?: unknown; readonly p: Array<Position> } => {
   if (typeof cursor !== "string" || cursor.length === 0 || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw bad()
   let parsed: unknown
   try {
@@ -121,14 +124,20 @@ export const decodeCursor = (cursor: unknown, shards: number): Array<Position> =
   } catch {
     throw bad()
   }
-  const { p, v } = (typeof parsed === "object" && parsed !== null ? parsed : {}) as { readonly v?: unknown; readonly p?: unknown }
-  if (v !== CURSOR_VERSION || !Array.isArray(p) || !p.every((position) => position === null || typeof position === "string")) {
-    throw bad()
-  }
+  const fields = (typeof parsed === "object" && parsed !== null ? parsed : {}) as { readonly v?: unknown; readonly r?: unknown; readonly p?: unknown }
+  const { p } = fields
+  if (!Array.isArray(p) || !p.every((position) => position === null || typeof position === "string")) throw bad()
+  return { ...fields, p: p as Array<Position> }
+}
+
+export const decodeCursor = (cursor: unknown, shards: number): Array<Position> => {
+  const bad = () => new TypeError(`cursor must be a cursor returned by this router's list, got ${shown(cursor)}`)
+  const { p, v } = cursorFields(cursor, bad)
+  if (v !== CURSOR_VERSION) throw bad()
   if (p.length !== shards) {
     throw new RangeError(`cursor was made for ${p.length} shards; this router has ${shards} (a listing cannot span a resharding)`)
   }
-  return p as Array<Position>
+  return p
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@
  */
 import { shown } from "../shared/validate.js"
 import type { BulkAction, BulkResult, Checked, JobFilter } from "./bulk.js"
-import { fnv1a32, fromBase64Url, type Position, toBase64Url } from "./router.js"
+import { cursorFields, fnv1a32, type Position, toBase64Url } from "./router.js"
 
 const CURSOR_VERSION = 1
 
@@ -32,21 +32,12 @@ export const encodeCursor = (positions: ReadonlyArray<Position>, run: number): s
 /** The shards' positions of `cursor`, or a TypeError (RangeError for another shard count) naming `options.cursor`. */
 export const decodeCursor = (cursor: unknown, shards: number, run: number): Array<Position> => {
   const bad = () => new TypeError(`options.cursor must be a cursor this router's bulk returned for the same action and filter, got ${shown(cursor)}`)
-  if (typeof cursor !== "string" || cursor.length === 0 || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw bad()
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(fromBase64Url(cursor))
-  } catch {
-    throw bad()
-  }
-  const { p, r, v } = (typeof parsed === "object" && parsed !== null ? parsed : {}) as { readonly v?: unknown; readonly r?: unknown; readonly p?: unknown }
-  if (v !== CURSOR_VERSION || r !== run || !Array.isArray(p) || !p.every((position) => position === null || typeof position === "string")) {
-    throw bad()
-  }
+  const { p, r, v } = cursorFields(cursor, bad)
+  if (v !== CURSOR_VERSION || r !== run) throw bad()
   if (p.length !== shards) {
     throw new RangeError(`options.cursor must be made for this router's ${shards} shards, it was made for ${p.length} (a run cannot span a resharding)`)
   }
-  return p as Array<Position>
+  return p
 }
 
 /**
