@@ -4,7 +4,7 @@
  * contract a higher one builds on (the engine's `DurableTable`, the inspection's `Source`), so it
  * must never need the higher one.
  *
- *   shared < engine < inspection < steps < operations, alarms, jobs, workflows < schedules < inspector
+ *   shared < engine < inspection < steps, routing < operations, alarms, jobs, workflows < schedules < inspector
  *     < facade, effect < testing
  *
  * Operations, alarms and jobs are one layer: none imports another; so are the two faces, facade
@@ -24,6 +24,7 @@ const LAYERS: Readonly<Record<string, number>> = {
   engine: 1,
   inspection: 2,
   steps: 3,
+  routing: 3,
   operations: 4,
   alarms: 4,
   jobs: 4,
