@@ -7,7 +7,7 @@ import { defineConfig } from "vitest/config"
 const source = (file: string) => fileURLToPath(new URL(`./src/${file}`, import.meta.url))
 const alias = [
   { find: /^durability$/, replacement: source("index.ts") },
-  { find: /^durability\/(effect|testing|utils|inspector)$/, replacement: source("$1.ts") },
+  { find: /^durability\/(effect|testing|utils|inspector|routing)$/, replacement: source("$1.ts") },
   { find: /^durability\/workflow-engine$/, replacement: source("workflowEngine.ts") }
 ]
 

@@ -30,7 +30,8 @@ const ENTRIES = [
   { subpath: "durability/testing", source: "src/testing.ts", report: "testing.api.md" },
   { subpath: "durability/inspector", source: "src/inspector.ts", report: "inspector.api.md" },
   { subpath: "durability/utils", source: "src/utils.ts", report: "utils.api.md" },
-  { subpath: "durability/workflow-engine", source: "src/workflowEngine.ts", report: "workflow-engine.api.md" }
+  { subpath: "durability/workflow-engine", source: "src/workflowEngine.ts", report: "workflow-engine.api.md" },
+  { subpath: "durability/routing", source: "src/routing.ts", report: "routing.api.md" }
 ]
 
 const args = process.argv.slice(2)

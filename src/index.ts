@@ -211,3 +211,6 @@ export { migrations as durabilityWorkflowMigrations } from "./workflows/schema.j
 export type { LifecycleEvent as DurabilityLifecycleEvent, LifecycleHook } from "./engine/Lifecycle.js"
 export { logLifecycle } from "./engine/Logging.js"
 export type { SerializedError } from "./shared/Errors.js"
+export { RoutingLoad } from "./facade/RoutingLoad.js"
+export type { EnqueueResult, LoadSnapshot, ProcessingLoad } from "./routing/RoutingLoad.js"
+export type { FailureReason, MessageWrite, StoredMessage } from "./shared/StoredMessage.js"

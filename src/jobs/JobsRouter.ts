@@ -29,6 +29,7 @@ import { key as checkKey, keyProblem, shown } from "../shared/validate.js"
 import * as Bulk from "./bulk.js"
 import * as Protocol from "./JobsProtocol.js"
 import { decodeCursor, encodeCursor, merge, partition, type Position, shardOf } from "./router.js"
+import { shardName } from "../shared/sharding.js"
 import * as RouterBulk from "./routerBulk.js"
 import { type AddResult, type FlowResult, JOB_STATES, type JobInfo, type JobPage, type JobState } from "./types.js"
 import type * as Types from "./types.js"
@@ -282,7 +283,7 @@ const makeWith = (
   settings: { readonly shards: number; readonly key: RouterOptions["key"]; readonly name: string; readonly method: string }
 ): Router => {
   const { shards } = settings
-  const nameOf = (shard: number) => `${settings.name}:${shard}`
+  const nameOf = (shard: number) => shardName(settings.name, shard)
   const stubs = new Map<number, Stub>()
 
   const call = <A>(shard: number, body: Record<string, unknown>): Effect.Effect<A, ShardCallError> =>

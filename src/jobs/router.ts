@@ -18,20 +18,8 @@ import type { ShardPage } from "./JobsProtocol.js"
 // ---------------------------------------------------------------------------------------------
 // Hash and partition
 
-const encoder = new TextEncoder()
-
-/** FNV-1a, 32 bits, over the UTF-8 bytes of `text`: the documented routing hash (never change it). */
-export const fnv1a32 = (text: string): number => {
-  let hash = 0x811c9dc5
-  for (const byte of encoder.encode(text)) {
-    hash ^= byte
-    hash = Math.imul(hash, 0x01000193) >>> 0
-  }
-  return hash >>> 0
-}
-
-/** The shard (0-based) of a routing key among `shards`. */
-export const shardOf = (key: string, shards: number): number => fnv1a32(key) % shards
+// The hash lives in shared/sharding.ts: the routing client's hashed preset uses the same one.
+export { fnv1a32, shardOf } from "../shared/sharding.js"
 
 /** Indexes of `items` grouped by shard, each group in the caller's order. */
 export const partition = (shardOfItem: ReadonlyArray<number>): Map<number, Array<number>> => {
@@ -92,6 +80,8 @@ export const merge = <T extends { readonly createdAt: number }>(
 }
 
 const CURSOR_VERSION = 1
+
+const encoder = new TextEncoder()
 
 /** `text` (UTF-8) as base64url without padding: a cursor safe in a URL. */
 export const toBase64Url = (text: string) => {

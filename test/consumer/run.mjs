@@ -242,7 +242,7 @@ const checkVersions = ({ installs, versions, node }) => {
 // ---------------------------------------------------------------------------------------------
 // The tarball
 
-const ENTRY_POINTS = ["index", "effect", "testing", "utils", "inspector", "workflowEngine"]
+const ENTRY_POINTS = ["index", "effect", "testing", "utils", "inspector", "workflowEngine", "routing"]
 
 const pack = (destination) => {
   const stdout = run("npm", ["pack", "--json", "--pack-destination", destination], root)

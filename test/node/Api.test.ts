@@ -38,6 +38,8 @@ describe("the public surface", () => {
       "NamedAlarms",
       "Operations",
       "RetryPolicy",
+      "RoutingClient",
+      "RoutingLoad",
       "Scheduler",
       "SchedulerConfig",
       "Schedules",

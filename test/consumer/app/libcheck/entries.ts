@@ -2,6 +2,7 @@
 import * as Durability from "durability"
 import * as DurabilityEffect from "durability/effect"
 import * as DurabilityInspector from "durability/inspector"
+import * as DurabilityRouting from "durability/routing"
 import * as DurabilityTesting from "durability/testing"
 import * as DurabilityUtils from "durability/utils"
 import * as DurabilityWorkflowEngine from "durability/workflow-engine"
@@ -10,6 +11,7 @@ export const entryPoints = [
   Durability,
   DurabilityEffect,
   DurabilityInspector,
+  DurabilityRouting,
   DurabilityTesting,
   DurabilityUtils,
   DurabilityWorkflowEngine
