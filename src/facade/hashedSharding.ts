@@ -3,7 +3,9 @@
  * @packageDocumentation
  */
 import { InvalidInputError } from "../shared/Errors.js"
-import * as Client from "../routing/RoutingClient.js"
+import type * as Client from "../routing/RoutingClient.js"
+import { RoutingError as EffectRoutingError } from "../routing/RoutingError.js"
+import { hashedSettings, hashedTarget } from "../routing/selection.js"
 import { RoutingError } from "./RoutingClient.js"
 
 /** A hashed preset's options: `shards`, `key(input)`, and optionally the objects' `name` and a `locationHint`. */
@@ -17,11 +19,11 @@ export type HashedShardingOptions<Input> = Client.HashedOptions<Input>
  * string fails with a `RoutingError`.
  */
 export const hashedSharding = <Input>(options: HashedShardingOptions<Input>): (input: Input) => Client.RoutingTarget => {
-  const settings = Client.hashedSettings(options)
+  const settings = hashedSettings(options)
   if (settings instanceof InvalidInputError) throw settings.kind === "range" ? new RangeError(settings.message) : new TypeError(settings.message)
   return (input) => {
-    const target = Client.hashedTarget(settings, input)
-    if (target instanceof Client.RoutingError) throw new RoutingError(target.message)
+    const target = hashedTarget(settings, input)
+    if (target instanceof EffectRoutingError) throw new RoutingError(target.message)
     return target
   }
 }

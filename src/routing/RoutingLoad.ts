@@ -9,7 +9,7 @@
  * routing client keeps the latest one per shard to choose where the next push goes.
  *
  * ```ts
- * import { Effect } from "effect"
+ * import * as Effect from "effect/Effect"
  * import { RoutingLoad } from "durability/effect"
  *
  * const program = Effect.gen(function*() {
