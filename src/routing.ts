@@ -7,7 +7,7 @@
  * @module durability/routing
  */
 export { DurabilityRouting } from "./facade/DurabilityRouting.js"
-export type { DurabilityRoutingConfig, RoutingSession } from "./facade/DurabilityRouting.js"
+export type { DurabilityRoutingConfig, RoutingInvoker, RoutingSession } from "./facade/DurabilityRouting.js"
 export { RoutingClient, RoutingError } from "./facade/RoutingClient.js"
 export type { LocationHint, RoutingAddress, RoutingClientConfig, RoutingTarget, Sharding } from "./facade/RoutingClient.js"
 export { hashedSharding } from "./facade/hashedSharding.js"

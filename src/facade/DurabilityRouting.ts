@@ -7,9 +7,9 @@
 import type { EnqueueResult } from "../routing/RoutingLoad.js"
 import { RoutingLoad } from "./RoutingLoad.js"
 import type { Sharding } from "./RoutingClient.js"
-import { checkClientConfig, namespaceClient, type RoutingSession, sessionOf } from "./routingSession.js"
+import { checkClientConfig, namespaceClient, type RoutingInvoker, type RoutingSession, sessionOf } from "./routingSession.js"
 
-export type { RoutingSession }
+export type { RoutingInvoker, RoutingSession }
 
 /** How `DurabilityRouting.client` finds and calls the target's objects. */
 export interface DurabilityRoutingConfig<Target extends Rpc.DurableObjectBranded, Input, Value, Context = unknown> {

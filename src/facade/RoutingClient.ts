@@ -16,6 +16,7 @@ export type { LocationHint, RoutingAddress, RoutingTarget } from "../routing/Rou
 
 /** A sharding function answered no shard, or a routed call was misused; nothing was called. */
 export class RoutingError extends Error {
+  /** Always `"RoutingError"` (kept across Workers RPC). */
   override readonly name = "RoutingError"
 }
 

@@ -80,7 +80,14 @@ export interface RoutingSession<Input, Value, Context = unknown> {
    * The transforms hook: `invoke("push", [input, context?])` pushes with `context` merged over the
    * positional one (which must then be an object); any other method is a `RoutingError`.
    */
-  setContext(context: Record<string, unknown>): { invoke(method: string, args: ReadonlyArray<unknown>): Promise<unknown> }
+  setContext(context: Record<string, unknown>): RoutingInvoker
+
+}
+
+/** What `setContext` returns: the method call a transforms stub makes. */
+export interface RoutingInvoker {
+  /** Calls `method` (only `"push"`) with `args` (`[input, context?]`). */
+  invoke(method: string, args: ReadonlyArray<unknown>): Promise<unknown>
 }
 
 const merged = <Context>(positional: unknown, over: object): Context => {

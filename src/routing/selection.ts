@@ -14,6 +14,7 @@ export type LocationHint = "wnam" | "enam" | "sam" | "weur" | "eeur" | "apac" | 
 
 /** The shard one push goes to: its object's name, and where to place the object if it does not exist yet. */
 export interface RoutingAddress {
+  /** The shard's object name. */
   readonly shard: string
   /** Only where a new object is created; an existing object stays where it is. */
   readonly locationHint?: LocationHint

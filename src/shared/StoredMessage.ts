@@ -10,7 +10,9 @@
  */
 /** An error as it crosses a boundary (RPC, a result envelope, a dead letter): its name and message. */
 export interface SerializedError {
+  /** The error's name, e.g. `TypeError`. */
   name: string
+  /** The error's message. */
   message: string
 }
 
@@ -25,6 +27,7 @@ export interface StoredMessage<Body = unknown> {
   readonly messageId: string
   /** The target it was for. */
   readonly target: string
+  /** The message's body, as enqueued. */
   readonly body: Body
   /** When the message was accepted (epoch milliseconds). */
   readonly enqueuedAt: number
