@@ -19,6 +19,7 @@ declare module "cloudflare:test" {
     readonly FACES_OBJECT: DurableObjectNamespace<import("./objects/FacesObject.js").FacesObject>
     readonly WORKFLOW_ENGINE_OBJECT: DurableObjectNamespace<import("./objects/WorkflowEngineObject.js").WorkflowEngineObject>
     readonly WORKFLOWS_OBJECT: DurableObjectNamespace<import("./objects/WorkflowsObject.js").WorkflowsObject>
+    readonly ROUTING_OBJECT: DurableObjectNamespace<import("./objects/RoutingObject.js").RoutingObject>
     readonly JOBS_QUEUE: Queue
   }
 }
