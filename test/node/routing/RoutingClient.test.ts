@@ -359,3 +359,39 @@ describe("RoutingClient: options", () => {
     )
   })
 })
+
+describe("RoutingClient.hashed", () => {
+  it.effect("a stable-key sharding: the same key, the same shard, whatever the load; no resize", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(100_000)
+      const sharding = yield* RoutingClient.hashed({ shards: 16, key: (input: { readonly user: string }) => input.user, name: "jobs" })
+      const { calls, invoke } = recorder<{ readonly user: string }>((_, __, now) => accepted("ok", snapshot(now, { pending: 10_000 })))
+      const client = yield* RoutingClient.make({ invoke, sharding, softBacklogLimit: 1 })
+      for (const user of ["job-42", "job-42", "a", "job-42"]) yield* client.push({ user })
+      // FNV-1a 32-bit: "job-42" → 0xd5178945, 5 of 16; "a" → 0xe40c292c, 12 of 16.
+      expect(calls.map(([address]) => address.shard)).toEqual(["jobs:5", "jobs:5", "jobs:12", "jobs:5"])
+      expect(yield* client.width()).toBe(1)
+    }))
+
+  it.effect("a wrong option is an InvalidInputError naming it; a key that is no string fails the push with RoutingError", () =>
+    Effect.gen(function*() {
+      const key = (input: string) => input
+      expect(yield* Effect.flip(RoutingClient.hashed({ shards: 0, key }))).toMatchObject({ field: "shards", kind: "range" })
+      expect(yield* Effect.flip(RoutingClient.hashed({ shards: 2, key: 1 as never }))).toMatchObject({ field: "key", kind: "type" })
+      expect(yield* Effect.flip(RoutingClient.hashed({ shards: 2, key, name: "" }))).toMatchObject({ field: "name", kind: "type" })
+      expect(yield* Effect.flip(RoutingClient.hashed({ shards: 2, key, locationHint: 1 as never }))).toMatchObject({ field: "locationHint" })
+      const hinted = yield* RoutingClient.hashed({ shards: 3, key, name: "t", locationHint: "apac" })
+      const { calls, invoke } = recorder<string>((_, __, now) => accepted("ok", snapshot(now)))
+      const client = yield* RoutingClient.make({ invoke, sharding: hinted })
+      yield* client.push("a")
+      expect(calls).toEqual([[{ shard: "t:1", locationHint: "apac" }, "a"]])
+      const untyped = recorder<{ readonly id?: string }>((_, __, now) => accepted("ok", snapshot(now)))
+      const broken = yield* RoutingClient.make({
+        invoke: untyped.invoke,
+        sharding: yield* RoutingClient.hashed({ shards: 2, key: (input: { readonly id?: string }) => input.id as string })
+      })
+      const error = yield* Effect.flip(broken.push({}))
+      expect(error).toMatchObject({ _tag: "RoutingError", message: "key(input) must return a string, got undefined" })
+      expect(untyped.calls).toEqual([])
+    }))
+})
