@@ -37,4 +37,14 @@ describe("imports", () => {
     )
     expect(reaches.map((file) => path.relative(root, file))).toEqual([])
   })
+
+  it("only the routing client imports cloudflare:workers, and only dynamically (Node code, and a push given a namespace, never load it)", () => {
+    const root = path.resolve(__dirname, "../../src")
+    const importers = sourceFiles(root).filter((file) => /["']cloudflare:workers["']\s*\)?/.test(fs.readFileSync(file, "utf8").replace(/\/\*[\s\S]*?\*\/|\/\/.*$/gm, "")))
+      .map((file) => path.relative(root, file).split(path.sep).join("/"))
+    expect(importers).toEqual(["facade/DurabilityRouting.ts"])
+    const text = fs.readFileSync(path.join(root, "facade/DurabilityRouting.ts"), "utf8")
+    expect(text).not.toMatch(/^\s*import[^(]*["']cloudflare:workers["']/m)
+    expect(text).toMatch(/await import\("cloudflare:workers"\)/)
+  })
 })
