@@ -211,3 +211,20 @@ export { migrations as durabilityWorkflowMigrations } from "./workflows/schema.j
 export type { LifecycleEvent as DurabilityLifecycleEvent, LifecycleHook } from "./engine/Lifecycle.js"
 export { logLifecycle } from "./engine/Logging.js"
 export type { SerializedError } from "./shared/Errors.js"
+export { DurabilityLog, durabilityLogLeaseMigrations, durabilityLogMigrations, maxLogBytes } from "./facade/DurabilityLog.js"
+export type {
+  DurabilityLogConfig,
+  DurabilityLogOptions,
+  LogAppendInput,
+  LogBounds,
+  LogColdStorage,
+  LogLease,
+  LogLeaseInfo,
+  LogLeasesOptions,
+  LogPage,
+  LogReadOptions,
+  LogRecord,
+  LogRetentionOptions,
+  LogSegment
+} from "./facade/DurabilityLog.js"
+export { LogAppendError, LogLeaseError, LogTruncatedError } from "./facade/errors.js"
