@@ -573,11 +573,7 @@ export const make = <Body = unknown>(
       return out
     })
 
-    const load = Effect.gen(function*() {
-      const low = yield* Records.lowestCursor(storage)
-      const pending = low === undefined ? 0 : Math.max(0, (yield* Records.nextOffset(storage)) - low)
-      return yield* routing.snapshot(pending)
-    })
+    const load = Effect.flatMap(Records.backlog(storage), routing.snapshot)
 
     /** One step of retention: the leading run of expiring records among the oldest page, flushed then deleted. */
     const trimStep = (retention: NonNullable<Settings<Body>["retention"]>) =>

@@ -122,10 +122,6 @@ export const edges = (storage: StorageService): Effect.Effect<Edges, StorageErro
     })
   )
 
-/** The counter alone. */
-export const nextOffset = (storage: StorageService): Effect.Effect<number, StorageError> =>
-  Effect.map(storage.exec(`SELECT next_offset FROM ${LOG_SEQ} WHERE id = 0`), ([row]) => num(row?.next_offset ?? 0))
-
 /** Up to `limit` records from `from` on, in offset order. */
 export const page = (storage: StorageService, from: number, limit: number): Effect.Effect<ReadonlyArray<StoredRecord>, StorageError> =>
   Effect.map(
@@ -224,6 +220,12 @@ export const cursors = (storage: StorageService): Effect.Effect<ReadonlyArray<{ 
     (rows) => rows.map((row) => ({ consumer: String(row.consumer), offset: num(row.cursor_offset), committedAt: num(row.committed_at) }))
   )
 
-/** The lowest committed cursor, or undefined with none. */
-export const lowestCursor = (storage: StorageService): Effect.Effect<number | undefined, StorageError> =>
-  Effect.map(storage.exec(`SELECT MIN(cursor_offset) AS low FROM ${CURSORS}`), ([row]) => optionalNum(row?.low))
+/** How far the furthest-behind consumer is from the next offset (0 without cursors), with one statement. */
+export const backlog = (storage: StorageService): Effect.Effect<number, StorageError> =>
+  Effect.map(
+    storage.exec(`SELECT s.next_offset, (SELECT MIN(cursor_offset) FROM ${CURSORS}) AS low FROM ${LOG_SEQ} s WHERE s.id = 0`),
+    ([row]) => {
+      const low = optionalNum(row?.low)
+      return low === undefined ? 0 : Math.max(0, num(row?.next_offset ?? 0) - low)
+    }
+  )
