@@ -30,6 +30,7 @@ export { QueuesJobsObject } from "./objects/QueuesJobsObject.js"
 export { InspectedObject } from "./objects/InspectedObject.js"
 export { WorkflowEngineObject } from "./objects/WorkflowEngineObject.js"
 export { WorkflowsObject } from "./objects/WorkflowsObject.js"
+export { LogObject } from "./objects/LogObject.js"
 
 /** A bare SQLite-backed object: tests reach its storage through `runInDurableObject`. */
 export class StorageObject extends DurableObject {}
