@@ -34,10 +34,12 @@ import * as Schema from "effect/Schema"
 import * as Background from "../engine/Background.js"
 import * as Migrations from "../engine/Migrations.js"
 import { StorageService } from "../engine/StorageService.js"
+import * as InspectionRegistry from "../inspection/InspectionRegistry.js"
 import * as RoutingLoad from "../routing/RoutingLoad.js"
 import { InvalidInputError, InvalidOptionError, type MigrationError, type StorageError } from "../shared/Errors.js"
 import * as Json from "../shared/json.js"
 import { shown } from "../shared/validate.js"
+import * as LogInspection from "./inspection.js"
 import * as Leases from "./leasesTable.js"
 import * as Records from "./recordsTable.js"
 import * as LogSchema from "./schema.js"
@@ -472,6 +474,7 @@ export const make = <Body = unknown>(
     if (config.leases !== undefined && !(yield* Migrations.isCurrent(LogSchema.LEASES_CAPABILITY, LogSchema.leaseMigrations))) {
       yield* Migrations.migrate(LogSchema.LEASES_CAPABILITY, LogSchema.leaseMigrations)
     }
+    yield* InspectionRegistry.register(LogInspection.source(storage, config.leases !== undefined))
     // One trim at a time in this isolate: two would flush the same records twice.
     const trimming = yield* Effect.makeSemaphore(1)
     const report = (event: string, details: Record<string, unknown>) =>

@@ -143,3 +143,13 @@ export const held = (storage: StorageService, now: number, limit: number): Effec
     ),
     (rows) => rows.map(toLease)
   )
+
+/** How many ranges are held now across consumers, counted up to `cap`. */
+export const heldTotal = (storage: StorageService, now: number, cap: number): Effect.Effect<number, StorageError> =>
+  Effect.map(
+    storage.exec(
+      `SELECT COUNT(*) AS count FROM (SELECT 1 FROM ${LOG_LEASES} WHERE state = 'pending' OR (state = 'active' AND expires_at > ?) LIMIT ?)`,
+      [now, cap]
+    ),
+    ([row]) => num(row?.count ?? 0)
+  )

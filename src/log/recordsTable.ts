@@ -229,3 +229,21 @@ export const backlog = (storage: StorageService): Effect.Effect<number, StorageE
       return low === undefined ? 0 : Math.max(0, num(row?.next_offset ?? 0) - low)
     }
   )
+
+/** How many consumers have a cursor, and how many segments are indexed, each counted up to `cap`. */
+export const cappedCounts = (storage: StorageService, cap: number): Effect.Effect<{ readonly consumers: number; readonly segments: number }, StorageError> =>
+  Effect.map(
+    storage.exec(
+      `SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM ${CURSORS} LIMIT ?)) AS consumers,
+         (SELECT COUNT(*) FROM (SELECT 1 FROM ${SEGMENTS} LIMIT ?)) AS segments`,
+      [cap, cap]
+    ),
+    ([row]) => ({ consumers: num(row?.consumers ?? 0), segments: num(row?.segments ?? 0) })
+  )
+
+/** The first `limit` cursors by consumer name. */
+export const firstCursors = (storage: StorageService, limit: number) =>
+  Effect.map(
+    storage.exec(`SELECT consumer, cursor_offset, committed_at FROM ${CURSORS} ORDER BY consumer LIMIT ?`, [limit]),
+    (rows) => rows.map((row) => ({ consumer: String(row.consumer), offset: num(row.cursor_offset), committedAt: num(row.committed_at) }))
+  )
