@@ -75,6 +75,8 @@ export interface DurabilityLogOptions<Body = unknown> {
   routing?: RoutingLoad | undefined
   /** Caps an append, a read page, a trim step and a lease (default 100). */
   maxBatchSize?: number | undefined
+  /** The reference's storage choice: only `"sqlite"` (the default, and the only backend here) is accepted. */
+  storageBackend?: "sqlite" | undefined
 }
 
 /** What `new DurabilityLog(...)` takes: its options and where it attaches. */
@@ -133,6 +135,10 @@ export class DurabilityLog<Body = unknown> {
 
   constructor(config: DurabilityLogConfig<Body>) {
     if (typeof config !== "object" || config === null) throw new TypeError("DurabilityLog needs a config object")
+    const backend = (config as DurabilityLogOptions<Body>).storageBackend
+    if (backend !== undefined && backend !== "sqlite") {
+      throw new TypeError(`storageBackend must be "sqlite" (SQLite-backed objects only), got ${JSON.stringify(String(backend))}`)
+    }
     const { runtime } = attach(config)
     this.#runtime = runtime
     this.#routing = (config as DurabilityLogOptions<Body>).routing ?? new RoutingLoad()

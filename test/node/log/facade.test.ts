@@ -20,11 +20,11 @@ import * as TestObjectState from "../../../src/testing/TestObjectState.js"
 
 const START = 1_800_000_000_000
 
-type Options = Partial<Pick<DurabilityLogConfig<string>, "retention" | "cold" | "maxBatchSize" | "leases">>
+type Options = Partial<Pick<DurabilityLogConfig<string>, "retention" | "cold" | "maxBatchSize" | "leases" | "storageBackend">>
 
 const fixture = async (options: Options = {}) => {
   const state = await TestObjectState.make({ startTime: START })
-  const log = new DurabilityLog<string>({ context: state.context, ...options })
+  const log = new DurabilityLog<string>({ context: state.context, storageBackend: "sqlite", ...options })
   return { log, state }
 }
 
@@ -312,7 +312,8 @@ describe("DurabilityLog: retention and cold storage", () => {
       [{ maxBatchSize: 1.5 }, RangeError, "maxBatchSize"],
       [{ leases: { maxParallelism: 0 } }, RangeError, "leases.maxParallelism"],
       [{ leases: { onPoison: 3 as never } }, TypeError, "leases.onPoison"],
-      [{ cold: { write: async () => "x" } as never }, TypeError, "cold.read"]
+      [{ cold: { write: async () => "x" } as never }, TypeError, "cold.read"],
+      [{ storageBackend: "kv" as never }, TypeError, "storageBackend must be \"sqlite\""]
     ]
     for (const [options, ErrorClass, text] of cases) {
       let thrown: unknown
