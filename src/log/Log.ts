@@ -493,7 +493,7 @@ export const make = <Body = unknown>(
             return { success: false as const, error: checked, load: yield* load }
           }
           const now = yield* Clock.currentTimeMillis
-          const offsets = yield* storage.transaction(Effect.gen(function*() {
+          const { backlog, offsets } = yield* storage.transaction(Effect.gen(function*() {
             const given = [...new Set(checked.flatMap((record) => record.key === undefined ? [] : [record.key]))]
             const held = given.length === 0 ? new Map<string, number>() : yield* Records.offsetsOfKeys(storage, given)
             // The new records, in first-appearance order; a key repeated in the batch is one record.
@@ -508,15 +508,17 @@ export const make = <Body = unknown>(
               fresh.push({ ...record, key })
               return { fresh: fresh.length - 1 }
             })
-            if (fresh.length === 0) return slots.map((slot) => (slot as { held: number }).held)
-            const first = yield* Records.reserve(storage, fresh.length, fresh.reduce((sum, record) => sum + record.bytes, 0))
+            if (fresh.length === 0) return { offsets: slots.map((slot) => (slot as { held: number }).held), backlog: undefined }
+            const { backlog, first } = yield* Records.reserve(storage, fresh.length, fresh.reduce((sum, record) => sum + record.bytes, 0))
             yield* Records.insert(
               storage,
               fresh.map((record, i) => ({ offset: first + i, key: record.key, payload: record.payload, bytes: record.bytes, appendedAt: now }))
             )
-            return slots.map((slot) => "held" in slot ? slot.held : first + slot.fresh)
+            return { offsets: slots.map((slot) => "held" in slot ? slot.held : first + slot.fresh), backlog }
           }))
-          return { success: true as const, value: offsets, load: yield* load }
+          // The backlog came with the reservation; an append of keys already held reads it.
+          const snapshot = backlog === undefined ? yield* load : yield* routing.snapshot(backlog)
+          return { success: true as const, value: offsets, load: snapshot }
         })
       ).pipe(Effect.withSpan("Log.append"))
 

@@ -86,15 +86,25 @@ export const offsetsOfKeys = (
     (parts) => new Map(parts.flat().map((row) => [String(row.dedup_key), num(row.log_offset)]))
   )
 
-/** Reserves `count` offsets and adds `bytes` to the stored total; returns the first reserved offset. */
-export const reserve = (storage: StorageService, count: number, bytes: number): Effect.Effect<number, StorageError> =>
+/**
+ * Reserves `count` offsets and adds `bytes` to the stored total: the first reserved offset, and the
+ * furthest-behind consumer's backlog after it (the load an append answers), with one statement.
+ */
+export const reserve = (
+  storage: StorageService,
+  count: number,
+  bytes: number
+): Effect.Effect<{ readonly first: number; readonly backlog: number }, StorageError> =>
   Effect.map(
     storage.exec(
       `UPDATE ${LOG_SEQ} SET next_offset = next_offset + ?, total_bytes = total_bytes + ? WHERE id = 0
-       RETURNING next_offset - ? AS first`,
+       RETURNING next_offset - ? AS first, next_offset, (SELECT MIN(cursor_offset) FROM ${CURSORS}) AS low`,
       [count, bytes, count]
     ),
-    ([row]) => num(row?.first)
+    ([row]) => {
+      const low = optionalNum(row?.low)
+      return { first: num(row?.first), backlog: low === undefined ? 0 : Math.max(0, num(row?.next_offset) - low) }
+    }
   )
 
 /** Inserts records at their reserved offsets (as few statements as the binding limit allows). */

@@ -23,7 +23,8 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
   {
     name: "durability_0024_log",
     // The counter is one row made here, so an append reserves its offsets with one UPDATE … RETURNING and
-    // never reads the table's maximum (which a trim would have moved).
+    // never reads the table's maximum (which a trim would have moved). No index on appended_at: retention reads
+    // the oldest records by offset (appended in offset order), and each index row is one more write per append.
     up: `CREATE TABLE ${RECORDS} (
         log_offset INTEGER PRIMARY KEY,
         dedup_key TEXT NOT NULL UNIQUE,
@@ -31,7 +32,6 @@ export const migrations: ReadonlyArray<Migrations.Migration> = [
         bytes INTEGER NOT NULL,
         appended_at INTEGER NOT NULL
       );
-      CREATE INDEX ${RECORDS}_appended_idx ON ${RECORDS} (appended_at, log_offset);
       CREATE TABLE ${CURSORS} (
         consumer TEXT PRIMARY KEY,
         cursor_offset INTEGER NOT NULL,

@@ -503,11 +503,13 @@ describe("DurabilityLog: load and migrations", () => {
     expect((await log.load()).outbound.pendingDeliveries).toBe(0)
   })
 
-  it("counts appends as inbound calls in the load it answers", async () => {
+  it("counts appends as inbound calls in the load it answers, with the backlog after the append", async () => {
     const { log } = await fixture()
     await offsetsOf(log, ["a"])
-    const result = await log.append({ body: "b" })
+    await log.commit("search", 1)
+    const result = await log.append([{ body: "b" }, { body: "c" }])
     expect(result.load.inbound.completed).toBe(1)
+    expect(result.load.outbound.pendingDeliveries).toBe(2)
     expect((await log.load()).inbound.completed).toBe(2)
   })
 
