@@ -228,3 +228,6 @@ export type {
   LogSegment
 } from "./facade/DurabilityLog.js"
 export { LogAppendError, LogLeaseError, LogTruncatedError } from "./facade/errors.js"
+// The load telemetry a log's appends answer (shared with routing and fanout).
+export { RoutingLoad } from "./facade/RoutingLoad.js"
+export type { Direction, EnqueueResult, LoadSnapshot, ProcessingLoad } from "./facade/RoutingLoad.js"

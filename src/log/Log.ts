@@ -72,6 +72,7 @@ export interface LogRecord<Body = unknown> {
   offset: number
   /** Its deduplication key (a UUID when none was given). */
   deduplicationKey: string
+  /** The record's body, as appended. */
   body: Body
   /** When it was appended (epoch milliseconds). */
   appendedAt: number
@@ -79,6 +80,7 @@ export interface LogRecord<Body = unknown> {
 
 /** A page of records and where the next one starts. */
 export interface LogPage<Body = unknown> {
+  /** The page's records, in offset order. */
   records: LogRecord<Body>[]
   /** Where the next read continues: the last record's offset + 1 (or where this read started, when empty). */
   nextOffset: number
@@ -96,8 +98,11 @@ export interface LogReadOptions {
 
 /** A run of records flushed to cold storage by `trim`. */
 export interface LogSegment<Body = unknown> {
+  /** The segment's first offset. */
   firstOffset: number
+  /** The segment's last offset (inclusive). */
   lastOffset: number
+  /** Its records, in offset order. */
   records: LogRecord<Body>[]
 }
 
@@ -115,9 +120,13 @@ export interface LogBounds {
 export interface LogLease<Body = unknown> {
   /** Its holder's id: `ack` or `nack` it. A reclaim gives the range a new one, fencing the old holder. */
   batchId: string
+  /** The consumer the range is leased for. */
   consumer: string
+  /** The range's records, in offset order (fetched back from cold storage if they were flushed). */
   records: LogRecord<Body>[]
+  /** The range's first offset. */
   firstOffset: number
+  /** The range's last offset (inclusive). */
   lastOffset: number
   /** 1 for a fresh range, one more each time it is claimed again. */
   attempt: number
@@ -127,14 +136,21 @@ export interface LogLease<Body = unknown> {
 
 /** A leased range as stored, for operators (`leases`). */
 export interface LogLeaseInfo {
+  /** Its current holder's id. */
   readonly batchId: string
+  /** The consumer it is leased for. */
   readonly consumer: string
+  /** The range's first offset. */
   readonly firstOffset: number
+  /** The range's last offset (inclusive). */
   readonly lastOffset: number
   /** Held (`active`), nacked (`pending`), done (`acked`), or given up as poison (`skipped`). */
   readonly state: "active" | "pending" | "acked" | "skipped"
+  /** How many times it was claimed (1 for a fresh range). */
   readonly attempt: number
+  /** When the current holder's lease lapses (epoch milliseconds; 0 once nacked). */
   readonly expiresAt: number
+  /** When the range was first leased (epoch milliseconds). */
   readonly createdAt: number
 }
 

@@ -9,7 +9,7 @@
  * routing client keeps the latest one per shard to choose where the next push goes.
  *
  * ```ts
- * import { Effect } from "effect"
+ * import * as Effect from "effect/Effect"
  * import { RoutingLoad } from "durability/effect"
  *
  * const program = Effect.gen(function*() {
@@ -49,6 +49,7 @@ export interface LoadSnapshot {
   observedAt: number
   /** How far back `completed` and `averageProcessingMs` look: one minute. */
   windowMs: number
+  /** Inbound calls: work handed to this object. */
   inbound: ProcessingLoad
   /** Outbound calls, and the work still stored that this object must deliver. */
   outbound: ProcessingLoad & { pendingDeliveries: number }
@@ -124,6 +125,7 @@ export class LoadWindow {
     }
   }
 
+  /** The counters at `now`, with the given count of stored work still to deliver. */
   snapshot(pendingDeliveries: number, now: number): LoadSnapshot {
     return {
       observedAt: now,

@@ -10,7 +10,9 @@
  */
 /** An error as it crosses a boundary (RPC, a result envelope, a dead letter): its name and message. */
 export interface SerializedError {
+  /** The error's name (or its tag). */
   name: string
+  /** The error's message. */
   message: string
 }
 

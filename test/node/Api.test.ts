@@ -39,6 +39,7 @@ describe("the public surface", () => {
       "NamedAlarms",
       "Operations",
       "RetryPolicy",
+      "RoutingLoad",
       "Scheduler",
       "SchedulerConfig",
       "Schedules",
