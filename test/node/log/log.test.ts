@@ -6,7 +6,7 @@
  * load from the context's `RoutingLoad`, and the statements an append and a read cost.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Duration, Effect, Exit, TestClock } from "effect"
+import { Deferred, Duration, Effect, Exit, Fiber, TestClock } from "effect"
 import * as Log from "../../../src/log/Log.js"
 import * as RoutingLoad from "../../../src/routing/RoutingLoad.js"
 import * as FaultyStorage from "../../../src/testing/FaultyStorage.js"
@@ -150,6 +150,32 @@ describe("Log (Effect face)", () => {
       yield* object.run(log.ack("w", stolen.batchId))
       expect(yield* object.run(log.cursor("w"))).toBe(3)
       expect(yield* object.run(log.leases("w"))).toEqual([])
+    }))
+
+  it.scoped("two workers of one consumer never get the same offsets, even while one waits on cold storage", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const store = coldStore()
+      const gate = yield* Deferred.make<void>()
+      let coldReads = 0
+      const cold: Log.LogColdStorage<Body> = {
+        write: store.cold.write,
+        // The first read waits until the test opens the gate: the other worker leases meanwhile.
+        read: (locator) => Effect.zipRight(coldReads++ === 0 ? Deferred.await(gate) : Effect.void, store.cold.read(locator))
+      }
+      const log = yield* object.run(Log.make<Body>({ retention: { maxRecords: 2 }, cold, leases: { maxParallelism: 3 } }))
+      yield* object.run(log.append(bodies(0, 6)))
+      expect(yield* object.run(log.trim)).toBe(4)
+      const first = yield* Effect.fork(object.run(log.lease("w", 2)))
+      yield* TestClock.adjust(0)
+      const second = yield* object.run(log.lease("w", 2))
+      yield* Deferred.succeed(gate, undefined)
+      const late = yield* Fiber.join(first)
+      const third = yield* object.run(log.lease("w", 2))
+      const ranges = [second, late, third].map((lease) => lease === undefined ? undefined : [lease.firstOffset, lease.lastOffset])
+      expect(ranges).toEqual([[0, 1], [2, 3], [4, 5]])
+      expect([second, late, third].flatMap((lease) => lease!.records.map((record) => record.body.n))).toEqual([0, 1, 2, 3, 4, 5])
+      expect(coldReads).toBe(3)
     }))
 
   it.scoped("a failing poison handler is reported as durability.log.poison_handler.failed; the skip stands", () =>
