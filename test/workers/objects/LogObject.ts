@@ -81,8 +81,13 @@ export class LogObject extends DurableObject<LogEnv> {
     return this.log.cursors()
   }
 
-  trim() {
-    return this.log.trim()
+  /** Applies retention; a hold (`holdFlush`) lasts for this trim only. */
+  async trim() {
+    try {
+      return await this.log.trim()
+    } finally {
+      this.holdAt = 0
+    }
   }
 
   forgetColdBefore(offset: number) {
@@ -101,7 +106,7 @@ export class LogObject extends DurableObject<LogEnv> {
     return this.log.load()
   }
 
-  /** Holds the `nth` cold write from now (1: the next) after its put, until the object is reset. */
+  /** Holds the `nth` cold write of the next trim (1: its first) after its put, until the object is reset. */
   holdFlush(nth: number): void {
     this.holdAt = this.writes + nth
   }
