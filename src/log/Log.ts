@@ -566,27 +566,25 @@ export const make = <Body = unknown>(
         return { records, nextOffset, lag: Math.max(0, window.nextOffset - nextOffset) }
       })
 
-    const read = (options: LogReadOptions) =>
-      Effect.gen(function*() {
-        if (typeof options !== "object" || options === null) return yield* appendError("options", "read needs { from, limit? }")
-        const from = yield* nonNegativeOffset("from", options.from)
-        const limit = options.limit === undefined
-          ? config.maxBatchSize
-          : isPositiveInteger(options.limit)
-          ? Math.min(options.limit, config.maxBatchSize)
-          : yield* appendError("limit", `limit must be a positive integer, got ${shown(options.limit)}`)
-        return yield* readFrom(from, limit)
-      }).pipe(Effect.withSpan("Log.read"))
+    const read = Effect.fn("Log.read")(function*(options: LogReadOptions) {
+      if (typeof options !== "object" || options === null) return yield* appendError("options", "read needs { from, limit? }")
+      const from = yield* nonNegativeOffset("from", options.from)
+      const limit = options.limit === undefined
+        ? config.maxBatchSize
+        : isPositiveInteger(options.limit)
+        ? Math.min(options.limit, config.maxBatchSize)
+        : yield* appendError("limit", `limit must be a positive integer, got ${shown(options.limit)}`)
+      return yield* readFrom(from, limit)
+    })
 
     const cursor = (consumer: string) =>
       Effect.flatMap(consumerName(consumer), (name) => Records.cursor(storage, name)).pipe(Effect.withSpan("Log.cursor"))
 
-    const commit = (consumer: string, offset: number) =>
-      Effect.gen(function*() {
-        const name = yield* consumerName(consumer)
-        const at = yield* nonNegativeOffset("offset", offset)
-        yield* Records.commit(storage, name, at, yield* Clock.currentTimeMillis)
-      }).pipe(Effect.withSpan("Log.commit"))
+    const commit = Effect.fn("Log.commit")(function*(consumer: string, offset: number) {
+      const name = yield* consumerName(consumer)
+      const at = yield* nonNegativeOffset("offset", offset)
+      yield* Records.commit(storage, name, at, yield* Clock.currentTimeMillis)
+    })
 
     const cursors = Effect.map(Records.cursors(storage), (rows) => {
       const out: Record<string, number> = {}
@@ -685,117 +683,113 @@ export const make = <Body = unknown>(
       expiresAt: row.expiresAt
     })
 
-    const lease = (consumer: string, limit?: number) =>
-      Effect.gen(function*() {
-        const settings = yield* leaseSettings
-        const name = yield* consumerName(consumer)
-        const size = limit === undefined
-          ? config.maxBatchSize
-          : isPositiveInteger(limit)
-          ? Math.min(limit, config.maxBatchSize)
-          : yield* appendError("limit", `limit must be a positive integer, got ${shown(limit)}`)
-        const now = yield* Clock.currentTimeMillis
-        const expiresAt = now + settings.leaseMs
-        const poisonable = settings.maxAttempts !== undefined && settings.onPoison !== undefined
-        // First, reclaim: a nacked range, or one whose holder's lease lapsed, under a fresh batch id.
-        const reclaimed = yield* storage.transaction(Effect.gen(function*() {
-          const row = yield* Leases.reclaimable(storage, name, now)
-          if (row === undefined) return undefined
-          const attempt = row.attempt + 1
-          const poison = poisonable && attempt > settings.maxAttempts!
-          const next: Leases.LeaseRow = {
-            ...row,
-            batchId: crypto.randomUUID(),
-            state: poison ? "skipped" : "active",
-            attempt,
-            expiresAt
-          }
-          const moved = yield* Leases.reassign(storage, { batchId: row.batchId, nextBatchId: next.batchId, state: next.state as "active" | "skipped", expiresAt })
-          return moved ? next : undefined
-        }))
-        if (reclaimed !== undefined) {
-          if (reclaimed.state === "skipped") {
-            // The skip is durable already; the handler is told after, and its failure is reported, not thrown.
-            const records = yield* recordsOf(reclaimed.firstOffset, reclaimed.lastOffset).pipe(Effect.orElseSucceed(() => []))
-            yield* Effect.suspend(() => settings.onPoison!(leaseOf(reclaimed, records))).pipe(
-              Effect.catchAllCause((cause) =>
-                report("durability.log.poison_handler.failed", {
-                  consumer: name,
-                  batchId: reclaimed.batchId,
-                  firstOffset: reclaimed.firstOffset,
-                  lastOffset: reclaimed.lastOffset,
-                  error: Background.serializeError(Cause.squash(cause))
-                })
-              )
+    const lease = Effect.fn("Log.lease")(function*(consumer: string, limit?: number) {
+      const leasing = yield* leaseSettings
+      const name = yield* consumerName(consumer)
+      const size = limit === undefined
+        ? config.maxBatchSize
+        : isPositiveInteger(limit)
+        ? Math.min(limit, config.maxBatchSize)
+        : yield* appendError("limit", `limit must be a positive integer, got ${shown(limit)}`)
+      const now = yield* Clock.currentTimeMillis
+      const expiresAt = now + leasing.leaseMs
+      const poisonable = leasing.maxAttempts !== undefined && leasing.onPoison !== undefined
+      // First, reclaim: a nacked range, or one whose holder's lease lapsed, under a fresh batch id.
+      const reclaimed = yield* storage.transaction(Effect.gen(function*() {
+        const row = yield* Leases.reclaimable(storage, name, now)
+        if (row === undefined) return undefined
+        const attempt = row.attempt + 1
+        const poison = poisonable && attempt > leasing.maxAttempts!
+        const next: Leases.LeaseRow = {
+          ...row,
+          batchId: crypto.randomUUID(),
+          state: poison ? "skipped" : "active",
+          attempt,
+          expiresAt
+        }
+        const moved = yield* Leases.reassign(storage, { batchId: row.batchId, nextBatchId: next.batchId, state: next.state as "active" | "skipped", expiresAt })
+        return moved ? next : undefined
+      }))
+      if (reclaimed !== undefined) {
+        if (reclaimed.state === "skipped") {
+          // The skip is durable already; the handler is told after, and its failure is reported, not thrown.
+          const records = yield* recordsOf(reclaimed.firstOffset, reclaimed.lastOffset).pipe(Effect.orElseSucceed(() => []))
+          yield* Effect.suspend(() => leasing.onPoison!(leaseOf(reclaimed, records))).pipe(
+            Effect.catchAllCause((cause) =>
+              report("durability.log.poison_handler.failed", {
+                consumer: name,
+                batchId: reclaimed.batchId,
+                firstOffset: reclaimed.firstOffset,
+                lastOffset: reclaimed.lastOffset,
+                error: Background.serializeError(Cause.squash(cause))
+              })
             )
-            return undefined
-          }
-          return leaseOf(reclaimed, yield* recordsOf(reclaimed.firstOffset, reclaimed.lastOffset))
+          )
+          return undefined
         }
-        // Otherwise a fresh range after everything this consumer leased or committed. The page may come from
-        // cold storage (a wait, during which other calls run): the range is recorded only if the allocation is
-        // still the one it started from.
-        for (let tries = 0; tries < 5; tries++) {
-          const start = yield* Effect.gen(function*() {
-            if ((yield* Leases.heldCount(storage, name, now)) >= settings.maxParallelism) return undefined
-            const window = yield* bounds
-            const allocated = yield* Leases.allocation(storage, name)
-            const committed = yield* Records.cursor(storage, name)
-            return { from: Math.max(window.oldestOffset, committed ?? 0, allocated ?? 0), allocated }
-          })
-          if (start === undefined) return undefined
-          const page = yield* readFrom(start.from, size)
-          if (page.records.length === 0) return undefined
-          const row: Leases.LeaseRow = {
-            batchId: crypto.randomUUID(),
-            consumer: name,
-            firstOffset: page.records[0]!.offset,
-            lastOffset: page.records.at(-1)!.offset,
-            state: "active",
-            attempt: 1,
-            expiresAt,
-            createdAt: now
-          }
-          const opened = yield* storage.transaction(Effect.gen(function*() {
-            if ((yield* Leases.allocation(storage, name)) !== start.allocated) return false
-            if ((yield* Leases.heldCount(storage, name, now)) >= settings.maxParallelism) return false
-            yield* Leases.open(storage, row)
-            return true
-          }))
-          if (opened) return leaseOf(row, page.records)
+        return leaseOf(reclaimed, yield* recordsOf(reclaimed.firstOffset, reclaimed.lastOffset))
+      }
+      // Otherwise a fresh range after everything this consumer leased or committed. The page may come from
+      // cold storage (a wait, during which other calls run): the range is recorded only if the allocation is
+      // still the one it started from.
+      for (let tries = 0; tries < 5; tries++) {
+        const start = yield* Effect.gen(function*() {
+          if ((yield* Leases.heldCount(storage, name, now)) >= leasing.maxParallelism) return undefined
+          const window = yield* bounds
+          const allocated = yield* Leases.allocation(storage, name)
+          const committed = yield* Records.cursor(storage, name)
+          return { from: Math.max(window.oldestOffset, committed ?? 0, allocated ?? 0), allocated }
+        })
+        if (start === undefined) return undefined
+        const page = yield* readFrom(start.from, size)
+        if (page.records.length === 0) return undefined
+        const row: Leases.LeaseRow = {
+          batchId: crypto.randomUUID(),
+          consumer: name,
+          firstOffset: page.records[0]!.offset,
+          lastOffset: page.records.at(-1)!.offset,
+          state: "active",
+          attempt: 1,
+          expiresAt,
+          createdAt: now
         }
-        return undefined
-      }).pipe(Effect.withSpan("Log.lease"))
-
-    const ack = (consumer: string, batchId: string) =>
-      Effect.gen(function*() {
-        yield* leaseSettings
-        const name = yield* consumerName(consumer)
-        const id = yield* batchIdOf(batchId)
-        const now = yield* Clock.currentTimeMillis
-        yield* storage.transaction(Effect.gen(function*() {
-          if (!(yield* Leases.settle(storage, name, id, "acked"))) return yield* notHeld(id)
-          // The cursor moves over the unbroken run of settled ranges from it, never past one in flight.
-          const start = (yield* Records.cursor(storage, name)) ?? 0
-          let at = start
-          for (const row of yield* Leases.from(storage, name, start)) {
-            if (row.firstOffset > at || (row.state !== "acked" && row.state !== "skipped")) break
-            at = Math.max(at, row.lastOffset + 1)
-          }
-          if (at > start) {
-            yield* Records.commit(storage, name, at, now)
-            yield* Leases.dropPassed(storage, name, at)
-          }
+        const opened = yield* storage.transaction(Effect.gen(function*() {
+          if ((yield* Leases.allocation(storage, name)) !== start.allocated) return false
+          if ((yield* Leases.heldCount(storage, name, now)) >= leasing.maxParallelism) return false
+          yield* Leases.open(storage, row)
+          return true
         }))
-      }).pipe(Effect.withSpan("Log.ack"))
+        if (opened) return leaseOf(row, page.records)
+      }
+      return undefined
+    })
 
-    const nack = (consumer: string, batchId: string) =>
-      Effect.gen(function*() {
-        yield* leaseSettings
-        const name = yield* consumerName(consumer)
-        const id = yield* batchIdOf(batchId)
-        if (!(yield* Leases.settle(storage, name, id, "pending"))) return yield* notHeld(id)
-      }).pipe(Effect.withSpan("Log.nack"))
+    const ack = Effect.fn("Log.ack")(function*(consumer: string, batchId: string) {
+      yield* leaseSettings
+      const name = yield* consumerName(consumer)
+      const id = yield* batchIdOf(batchId)
+      const now = yield* Clock.currentTimeMillis
+      yield* storage.transaction(Effect.gen(function*() {
+        if (!(yield* Leases.settle(storage, name, id, "acked"))) return yield* notHeld(id)
+        // The cursor moves over the unbroken run of settled ranges from it, never past one in flight.
+        const start = (yield* Records.cursor(storage, name)) ?? 0
+        let at = start
+        for (const row of yield* Leases.from(storage, name, start)) {
+          if (row.firstOffset > at || (row.state !== "acked" && row.state !== "skipped")) break
+          at = Math.max(at, row.lastOffset + 1)
+        }
+        if (at > start) yield* Records.commit(storage, name, at, now)
+        // Settled ranges the cursor passed (this walk's, or a commit's made by hand) are done with.
+        yield* Leases.dropPassed(storage, name, at)
+      }))
+    })
+
+    const nack = Effect.fn("Log.nack")(function*(consumer: string, batchId: string) {
+      yield* leaseSettings
+      const name = yield* consumerName(consumer)
+      const id = yield* batchIdOf(batchId)
+      if (!(yield* Leases.settle(storage, name, id, "pending"))) return yield* notHeld(id)
+    })
 
     const leases = (consumer: string) =>
       Effect.gen(function*() {
