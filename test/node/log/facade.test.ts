@@ -414,6 +414,18 @@ describe("DurabilityLog: leases", () => {
     expect(await log.cursor("search")).toBe(1)
   })
 
+  it("drops settled ranges a hand commit already passed", async () => {
+    const { log } = await fixture({ leases: { maxParallelism: 2 } })
+    await offsetsOf(log, ["a", "b", "c"])
+    const first = await log.lease("search", 1)
+    const second = await log.lease("search", 1)
+    await log.ack("search", second!.batchId)
+    await log.commit("search", 3)
+    await log.ack("search", first!.batchId)
+    expect(await log.cursor("search")).toBe(3)
+    expect(await log.leases("search")).toEqual([])
+  })
+
   it("rejects double settlement of one batch", async () => {
     const { log } = await fixture({ leases: {} })
     await offsetsOf(log, ["a"])
