@@ -75,8 +75,11 @@ export interface DurabilityLogOptions<Body = unknown> {
   routing?: RoutingLoad | undefined
   /** Caps an append, a read page, a trim step and a lease (default 100). */
   maxBatchSize?: number | undefined
-  /** The reference's storage choice: only `"sqlite"` (the default, and the only backend here) is accepted. */
-  storageBackend?: "sqlite" | undefined
+  /**
+   * The reference's storage choice, typed as the reference's: only `"sqlite"` (the default, and the only backend
+   * here) is accepted; `"kv"` throws a `TypeError`.
+   */
+  storageBackend?: "sqlite" | "kv" | undefined
 }
 
 /** What `new DurabilityLog(...)` takes: its options and where it attaches. */

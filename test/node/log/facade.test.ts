@@ -313,7 +313,7 @@ describe("DurabilityLog: retention and cold storage", () => {
       [{ leases: { maxParallelism: 0 } }, RangeError, "leases.maxParallelism"],
       [{ leases: { onPoison: 3 as never } }, TypeError, "leases.onPoison"],
       [{ cold: { write: async () => "x" } as never }, TypeError, "cold.read"],
-      [{ storageBackend: "kv" as never }, TypeError, "storageBackend must be \"sqlite\""]
+      [{ storageBackend: "kv" }, TypeError, "storageBackend must be \"sqlite\""]
     ]
     for (const [options, ErrorClass, text] of cases) {
       let thrown: unknown
