@@ -6,7 +6,9 @@
  */
 import { describe, expect, it } from "vitest"
 import {
+  DurabilityAlarms,
   DurabilityLog,
+  DurabilityScheduler,
   type DurabilityLogConfig,
   durabilityLogLeaseMigrations,
   durabilityLogMigrations,
@@ -500,6 +502,33 @@ describe("DurabilityLog: leases", () => {
     await expect(log.ack("search", "x")).rejects.toThrow(/leases option/)
     await expect(log.nack("search", "x")).rejects.toThrow(/leases option/)
     expect(state.storage.sql.exec("SELECT name FROM sqlite_master WHERE name = 'durability_log_leases'").toArray()).toEqual([])
+  })
+})
+
+describe("DurabilityLog: retention from a named alarm", () => {
+  it("a shared scheduler's named alarm trims every minute; the log itself schedules nothing", async () => {
+    const state = await TestObjectState.make({ startTime: START })
+    const scheduler = new DurabilityScheduler({ context: state.context })
+    const log = new DurabilityLog<string>({ scheduler, retention: { maxAgeMs: 60_000 } })
+    await offsetsOf(log, ["a", "b"])
+    expect(state.storage.alarmAt).toBeNull()
+    const trimmed: Array<number> = []
+    const alarms = new DurabilityAlarms({
+      scheduler,
+      handlers: {
+        trim: async () => {
+          trimmed.push(await log.trim())
+          await alarms.trim(state.now() + 60_000)
+        }
+      }
+    })
+    await alarms.trim(START + 60_000)
+    await state.advance(60_000)
+    expect(trimmed).toEqual([0])
+    await offsetsOf(log, ["c"])
+    await state.advance(60_000)
+    expect(trimmed).toEqual([0, 2])
+    expect(await log.bounds()).toEqual({ oldestOffset: 2, hotOffset: 2, nextOffset: 3 })
   })
 })
 
