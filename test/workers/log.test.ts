@@ -9,6 +9,7 @@
  */
 import { env, runInDurableObject } from "cloudflare:test"
 import { describe, expect, it } from "vitest"
+import { DurabilityInspector } from "../../src/inspector.js"
 import { LOG, type LogObject } from "./objects/LogObject.js"
 import { waitFor } from "./support/lab.js"
 
@@ -135,6 +136,38 @@ describe("retained log in workerd", () => {
     await stub.commit("fast", 3)
     await stub.commit("slow", 1)
     expect((await stub.load()).outbound.pendingDeliveries).toBe(2)
+  })
+})
+
+describe("retained log in the inspector", () => {
+  it("GET /api/objects/:object/log shows the window, the consumers' lag, the R2 segments and the leases held", async () => {
+    const name = `inspected-${crypto.randomUUID()}`
+    const stub = env.LOG_OBJECT.get(env.LOG_OBJECT.idFromName(name))
+    await appendAll(stub, 0, 5)
+    expect(await stub.trim()).toBe(2)
+    await stub.commit("slow", 1)
+    // A worker of a new consumer starts at offset 0, read back from R2.
+    const lease = await stub.lease("workers", 1)
+    expect(lease?.records.map((record) => record.body.value)).toEqual([0])
+    const token = "log-inspector-token-0123456789"
+    const handler = DurabilityInspector.handler({ objects: { namespace: env.LOG_OBJECT, names: [name] }, token, log: () => undefined })
+    const get = async (path: string) => {
+      const response = await handler(new Request(`https://worker.test/_durability/api/objects/${name}${path}`, { headers: { Authorization: `Bearer ${token}` } }))
+      return { status: response!.status, body: await response!.json() as Record<string, unknown> }
+    }
+    const overview = await get("")
+    expect(overview.status).toBe(200)
+    expect(overview.body).toMatchObject({
+      scheduler: { capabilities: ["log"] },
+      log: { oldestOffset: 0, hotOffset: 2, nextOffset: 5, consumers: 1, segments: 1, leasesHeld: 1 }
+    })
+    const view = await get("/log")
+    expect(view.status).toBe(200)
+    expect(view.body).toMatchObject({
+      consumers: [{ consumer: "slow", offset: 1, lag: 4 }],
+      segments: { count: 1, first: [{ firstOffset: 0, lastOffset: 1, locator: (await stub.coldKeys())[0] }] },
+      leases: [{ consumer: "workers", batchId: lease!.batchId, firstOffset: 0, lastOffset: 0, state: "active", attempt: 1 }]
+    })
   })
 })
 

@@ -1,5 +1,6 @@
 /**
- * `LogObject`: a retained log written against the public promise API (`DurabilityLog`), over real
+ * `LogObject`: a retained log written against the public promise API (`DurabilityLog` on a shared
+ * `DurabilityScheduler`, inspectable through `inspect`), over real
  * SQLite storage, flushing to a real R2 bucket (`LOG_COLD`, miniflare's). It keeps the three newest
  * records in the object (`maxRecords: 3`), flushes one record per trim step (`maxBatchSize: 3`, so a
  * longer trim has several steps), and leases for up to two workers per consumer, for one second.
@@ -9,7 +10,7 @@
  * reset between the write and the delete that follows it).
  */
 import { DurableObject } from "cloudflare:workers"
-import { DurabilityLog, type LogRecord } from "../../../src/index.js"
+import { answerInspection, DurabilityLog, DurabilityScheduler, type LogRecord } from "../../../src/index.js"
 
 /** What each record carries. */
 export interface Event {
@@ -24,6 +25,7 @@ interface LogEnv {
 }
 
 export class LogObject extends DurableObject<LogEnv> {
+  private readonly scheduler: DurabilityScheduler
   private readonly log: DurabilityLog<Event>
   /** Cold writes this instance completed in R2 (held ones included). */
   private writes = 0
@@ -33,9 +35,9 @@ export class LogObject extends DurableObject<LogEnv> {
   constructor(ctx: DurableObjectState, env: LogEnv) {
     super(ctx, env)
     const prefix = ctx.id.toString()
+    this.scheduler = new DurabilityScheduler({ context: ctx, alarmMinDelayMs: 1_000 })
     this.log = new DurabilityLog<Event>({
-      context: ctx,
-      alarmMinDelayMs: 1_000,
+      scheduler: this.scheduler,
       maxBatchSize: LOG.maxBatchSize,
       retention: { maxRecords: LOG.maxRecords },
       leases: { maxParallelism: 2, leaseMs: LOG.leaseMs },
@@ -104,6 +106,11 @@ export class LogObject extends DurableObject<LogEnv> {
 
   load() {
     return this.log.load()
+  }
+
+  /** The inspector's entry point. */
+  inspect(request: unknown) {
+    return answerInspection(this.scheduler, request)
   }
 
   /** Holds the `nth` cold write of the next trim (1: its first) after its put, until the object is reset. */
