@@ -546,10 +546,18 @@ export const make = <Body = unknown>(
         if (segment === undefined || config.cold === undefined) return yield* lost
         const records = yield* config.cold.read(segment.locator).pipe(Effect.mapError((cause) => coldError("read", cause)))
         if (records === undefined || !Array.isArray(records)) return yield* lost
-        const kept = records.filter((record) => record.offset >= from && record.offset <= segment.lastOffset && record.offset < hotOffset)
-          .sort((a, b) => a.offset - b.offset)
-          .slice(0, limit)
-        if (kept.length === 0 || kept[0]!.offset !== from) return yield* lost
+        const byOffset = new Map<number, LogRecord<Body>>()
+        for (const record of records) {
+          if (typeof record === "object" && record !== null) byOffset.set(record.offset, record)
+        }
+        // The contiguous run from `from`: a record the store lost is a truncation when it is read, never a skip.
+        const kept: Array<LogRecord<Body>> = []
+        for (let at = from; at <= segment.lastOffset && at < hotOffset && kept.length < limit; at++) {
+          const record = byOffset.get(at)
+          if (record === undefined) break
+          kept.push(record)
+        }
+        if (kept.length === 0) return yield* lost
         return kept
       })
 

@@ -132,6 +132,26 @@ describe("Log (Effect face)", () => {
       expect(yield* second.run(readAll(again, 0))).toEqual([0, 1, 2, 3])
     }))
 
+  it.scoped("a record cold storage lost inside a segment is a truncation when read, never a silent skip", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const store = coldStore()
+      const log = yield* object.run(Log.make<Body>({ retention: { maxRecords: 1 }, cold: store.cold }))
+      yield* object.run(log.append(bodies(0, 4)))
+      expect(yield* object.run(log.trim)).toBe(3)
+      const [locator, records] = [...store.segments][0]!
+      store.segments.set(locator, records.filter((record) => record.offset !== 1))
+      const page = yield* object.run(log.read({ from: 0 }))
+      expect(page.records.map((record) => record.offset)).toEqual([0])
+      expect(page.nextOffset).toBe(1)
+      expect(yield* Effect.flip(object.run(log.read({ from: page.nextOffset })))).toMatchObject({
+        _tag: "LogTruncatedError",
+        requestedOffset: 1,
+        oldestOffset: 3
+      })
+      expect((yield* object.run(log.read({ from: 2 }))).records.map((record) => record.offset)).toEqual([2])
+    }))
+
   it.scoped("leases expire on the Clock; a reclaim's fresh batch id fences the old holder", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
