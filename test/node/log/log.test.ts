@@ -218,6 +218,17 @@ describe("Log (Effect face)", () => {
       expect(next.firstOffset).toBe(1)
     }))
 
+  it.scoped("Log.layer provides the object's log under the Log tag", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const program = Effect.gen(function*() {
+        const log = yield* Log.Log
+        yield* log.append({ body: "hello" })
+        return (yield* log.read({ from: 0 })).records.map((record) => record.body)
+      })
+      expect(yield* object.run(Effect.provide(program, Log.layer({ maxBatchSize: 10 })))).toEqual(["hello"])
+    }))
+
   it.scoped("counts appends in the context's RoutingLoad", () =>
     Effect.gen(function*() {
       const object = yield* TestDurability.make()
