@@ -59,10 +59,13 @@ const wantX = ["J5", "J6", "J7"].some(wanted)
 const wantI = wanted("I1")
 // Workflows (W1–W4): the peer (Cloudflare Workflows, local) and the library, each its own worker.
 const wantW = ["W1", "W2", "W3", "W4"].some(wanted)
+// The retained log (L1): the library and its raw-SQL floor, one worker.
+const wantL = wanted("L1")
 
 const settings = smoke
   ? {
     reps: 1,
+    l1: { n: 200, batch: 100, page: 100 },
     b1: { n: 200, batch: 100 },
     b3: { rounds: 1, alarms: 8, leadMs: 300, spreadMs: 400, loadBatch: 5, loadEveryMs: 50 },
     b4: { backlog: 1_000, chunk: 500 },
@@ -87,6 +90,8 @@ const settings = smoke
   }
   : {
     reps: 3,
+    // L1: n single-record appends (batch per request from here), then n records read back in pages of `page`.
+    l1: { n: 10_000, batch: 1_000, page: 100 },
     b1: { n: 10_000, batch: 100 },
     b3: { rounds: 3, alarms: 64, leadMs: 500, spreadMs: 2_000, loadBatch: 10, loadEveryMs: 25 },
     b4: { backlog: 100_000, chunk: 500 },
@@ -137,7 +142,7 @@ const settings = smoke
 if (option("--reps") !== undefined) settings.reps = Number(option("--reps"))
 // A run of job scenarios alone does not replace the B figures of latest.json.
 const outFile = option("--out") ??
-  path.join(bench, "results", smoke ? "smoke.json" : wantB ? "latest.json" : wantJ ? "jobs.json" : wantX ? "jobs-external.json" : wantI ? "inspector.json" : "workflows.json")
+  path.join(bench, "results", smoke ? "smoke.json" : wantB ? "latest.json" : wantJ ? "jobs.json" : wantX ? "jobs-external.json" : wantI ? "inspector.json" : wantL ? "log.json" : "workflows.json")
 
 const log = (...parts) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}]`, ...parts)
 
@@ -720,6 +725,7 @@ const built = wantB
 if (wantJ) built.jobs = bundle(path.join(bench, "workers/jobs.wrangler.toml"), "jobs")
 if (wantX) built.jobsExternal = bundle(path.join(bench, "workers/jobsExternal.wrangler.toml"), "jobsExternal")
 if (wantI) built.inspector = bundle(path.join(bench, "workers/inspector.wrangler.toml"), "inspector")
+if (wantL) built.log = bundle(path.join(bench, "workers/log.wrangler.toml"), "log")
 /** Workers of the workflow scenarios that did not bundle: worker -> why (their rows print "not built"). */
 const notBuilt = {}
 if (wantW) {
@@ -779,6 +785,7 @@ const mfOptions = {
       }]
       : []),
     ...(wantI ? [workerOptions("inspector", built.inspector, [["TARGET", "InspectorBench"]])] : []),
+    ...(wantL ? [workerOptions("log", built.log, [["TARGET", "LogBench"], ["TARGET_FLOOR", "LogFloorBench"]])] : []),
     ...(wantW
       ? workflowWorkers().filter((impl) => built[impl.worker] !== undefined).map((impl) => ({
         ...workerOptions(impl.worker, built[impl.worker], impl.durableObjects),
@@ -798,6 +805,7 @@ try {
   if (wantJ) fetchers.jobs = await mf.getWorker("jobs")
   if (wantX) fetchers.jobsExternal = await mf.getWorker("jobsExternal")
   if (wantI) fetchers.inspector = await mf.getWorker("inspector")
+  if (wantL) fetchers.log = await mf.getWorker("log")
   for (const impl of wantW ? WORKFLOW_IMPLEMENTATIONS : []) {
     if (built[impl.worker] !== undefined) fetchers[impl.worker] = await mf.getWorker(impl.worker)
   }
@@ -1661,6 +1669,40 @@ try {
       }
     }
   }
+  if (wantL) {
+    // L1: the retained log beside its raw-SQL floor. Appends and reads are timed from here, around the requests
+    // (each carries `batch` appends or the whole read); statements and rows written are counted in the object.
+    const { batch, n, page } = settings.l1
+    const l1 = {}
+    for (const impl of ["library", "floor"]) {
+      const samples = { appendsPerSec: [], readsPerSec: [], appendStatements: [], appendRows: [], readStatements: [] }
+      for (let rep = 0; rep < settings.reps; rep++) {
+        const name = fresh(impl, "l1")
+        await call("log", "counts", { impl, name })
+        let started = performance.now()
+        for (let done = 0; done < n; done += batch) await call("log", "append", { impl, name, count: Math.min(batch, n - done) })
+        samples.appendsPerSec.push(n / ((performance.now() - started) / 1_000))
+        const appended = await call("log", "counts", { impl, name })
+        started = performance.now()
+        const { read } = await call("log", "read", { impl, name, from: 0, count: n, page })
+        samples.readsPerSec.push(read / ((performance.now() - started) / 1_000))
+        if (read !== n) throw new Error(`L1 ${impl}: read ${read} of ${n} records`)
+        const reading = await call("log", "counts", { impl, name })
+        samples.appendStatements.push(appended.statements / n)
+        samples.appendRows.push(appended.rowsWritten / n)
+        samples.readStatements.push(reading.statements / n)
+      }
+      l1[impl] = {
+        appendsPerSec: round(median(samples.appendsPerSec), 0),
+        readsPerSec: round(median(samples.readsPerSec), 0),
+        statementsPerAppend: round(median(samples.appendStatements), 3),
+        rowsWrittenPerAppend: round(median(samples.appendRows), 3),
+        statementsPerRecordRead: round(median(samples.readStatements), 3)
+      }
+      log(`L1 ${impl}: ${l1[impl].appendsPerSec} appends/s, ${l1[impl].readsPerSec} reads/s, ${l1[impl].statementsPerAppend} statements per append, ${l1[impl].statementsPerRecordRead} per record read`)
+    }
+    results.scenarios.L1 = { n, batch, page, ...l1 }
+  }
   if (wantW) {
     // Workflows, W1–W4: each implementation through its driver, by the same functions (bench/workers/workflowsDriver.ts
     // runs each scenario inside workerd and answers its samples; the figures are made here, the same for both).
@@ -2234,6 +2276,19 @@ for (const [n, f] of Object.entries(s.I1?.library.sparse ?? {})) {
   )
 }
 
+// The retained log (L1): the library beside its raw-SQL floor.
+const logRows = []
+if (s.L1) {
+  const { floor, library } = s.L1
+  const logRow = (metric, key, digits) =>
+    logRows.push({ scenario: "L1", metric, library: fmt(library[key], digits), floor: fmt(floor[key], digits), ratio: fmt(library[key] / floor[key], 2) })
+  logRow(`single-record appends/s (n=${s.L1.n}, timed from Node)`, "appendsPerSec", 0)
+  logRow(`records read/s (pages of ${s.L1.page})`, "readsPerSec", 0)
+  logRow("SQL statements per append (the answered load included)", "statementsPerAppend", 2)
+  logRow("rows written per append (indexes included)", "rowsWrittenPerAppend", 2)
+  logRow("SQL statements per record read", "statementsPerRecordRead", 3)
+}
+
 // Workflows (W1–W4): the library beside Cloudflare Workflows run locally (the peer); "not built" while the
 // library's worker does not bundle, "error" when a run failed (its message in the JSON).
 const workflowRows = []
@@ -2339,6 +2394,7 @@ if (jobRows.length > 0) results.jobsTable = render(["scenario", "metric", "libra
 if (externalRows.length > 0) results.externalJobsTable = render(["scenario", "metric", "library", "goal", "met"], externalRows)
 if (inspectorRows.length > 0) results.inspectorTable = render(Object.keys(inspectorRows[0]), inspectorRows)
 if (sparseRows.length > 0) results.inspectorSparseTable = render(["scenario", "metric", "value", "goal", "met"], sparseRows)
+if (logRows.length > 0) results.logTable = render(["scenario", "metric", "library", "floor", "ratio"], logRows)
 if (workflowRows.length > 0) results.workflowsTable = render(["scenario", "metric", "library", "library, liveTimers", "CF Workflows (local)", "goal", "met"], workflowRows)
 
 fs.mkdirSync(path.dirname(outFile), { recursive: true })
@@ -2371,6 +2427,7 @@ if (results.workflowsTable !== undefined) {
   const missing = Object.entries(notBuilt)
   for (const [worker, reason] of missing) console.log(`not built: bench/workers/${worker}.ts (${reason})`)
 }
+if (results.logTable !== undefined) console.log(`\n${results.logTable}`)
 console.log(`\nwritten to ${path.relative(root, outFile)}`)
 if (failed) {
   const lines = fs.existsSync(path.join(buildDir, "workerd.log")) ? fs.readFileSync(path.join(buildDir, "workerd.log"), "utf8").split("\n") : []
@@ -2378,4 +2435,4 @@ if (failed) {
 } else {
   fs.rmSync(buildDir, { recursive: true, force: true })
 }
-if (failed || rows.length + jobRows.length + externalRows.length + inspectorRows.length + workflowRows.length === 0) process.exit(1)
+if (failed || rows.length + jobRows.length + externalRows.length + inspectorRows.length + workflowRows.length + logRows.length === 0) process.exit(1)

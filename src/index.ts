@@ -212,5 +212,22 @@ export type { LifecycleEvent as DurabilityLifecycleEvent, LifecycleHook } from "
 export { logLifecycle } from "./engine/Logging.js"
 export type { SerializedError } from "./shared/Errors.js"
 export { RoutingLoad } from "./facade/RoutingLoad.js"
-export type { EnqueueResult, LoadSnapshot, ProcessingLoad } from "./routing/RoutingLoad.js"
+export type { Direction, EnqueueResult, LoadSnapshot, ProcessingLoad } from "./routing/RoutingLoad.js"
 export type { FailureReason, MessageWrite, StoredMessage } from "./shared/StoredMessage.js"
+export { DurabilityLog, durabilityLogLeaseMigrations, durabilityLogMigrations, maxLogBytes } from "./facade/DurabilityLog.js"
+export type {
+  DurabilityLogConfig,
+  DurabilityLogOptions,
+  LogAppendInput,
+  LogBounds,
+  LogColdStorage,
+  LogLease,
+  LogLeaseInfo,
+  LogLeasesOptions,
+  LogPage,
+  LogReadOptions,
+  LogRecord,
+  LogRetentionOptions,
+  LogSegment
+} from "./facade/DurabilityLog.js"
+export { LogAppendError, LogLeaseError, LogTruncatedError } from "./facade/errors.js"

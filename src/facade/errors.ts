@@ -67,6 +67,26 @@ export class WorkflowChildError extends named("WorkflowChildError") {}
 /** The workflow instance was terminated: its running step's signal is aborted with this error. */
 export class WorkflowTerminatedError extends named("WorkflowTerminatedError") {}
 
+/** A log call's input is definitely wrong (`DurabilityLog`); `append` answers it as `success: false`. */
+export class LogAppendError extends named("LogAppendError") {}
+/** A log call asked for an offset that retention trimmed; `oldestOffset` is the oldest still readable. */
+export class LogTruncatedError extends named("LogTruncatedError") {
+  /** The offset asked for. */
+  readonly requestedOffset: number
+  /** The oldest offset still readable. */
+  readonly oldestOffset: number
+  constructor(message: string, options?: { readonly cause?: unknown }) {
+    super(message, options)
+    const cause = options?.cause as { readonly requestedOffset?: unknown; readonly oldestOffset?: unknown } | undefined
+    // From the Effect API's error, or (revived after RPC) from the message.
+    const spelled = /^Log offset (\d+) was trimmed; the oldest retained offset is (\d+)$/.exec(message)
+    this.requestedOffset = typeof cause?.requestedOffset === "number" ? cause.requestedOffset : Number(spelled?.[1] ?? NaN)
+    this.oldestOffset = typeof cause?.oldestOffset === "number" ? cause.oldestOffset : Number(spelled?.[2] ?? NaN)
+  }
+}
+/** A log lease's batch id is not held any more (settled, or reclaimed by another worker after it expired). */
+export class LogLeaseError extends named("LogLeaseError") {}
+
 const byTag: Record<string, new(message: string, options?: { readonly cause?: unknown }) => Error> = {
   NonRetryableError,
   DurableRetryPolicyError,
@@ -88,7 +108,10 @@ const byTag: Record<string, new(message: string, options?: { readonly cause?: un
   WorkflowNotFoundError,
   WorkflowFinishedError,
   WorkflowChildError,
-  WorkflowTerminatedError
+  WorkflowTerminatedError,
+  LogAppendError,
+  LogTruncatedError,
+  LogLeaseError
 }
 
 const classOf = (name: unknown) => typeof name === "string" && Object.hasOwn(byTag, name) ? byTag[name] : undefined

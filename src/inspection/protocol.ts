@@ -63,7 +63,7 @@ export type WorkflowStatus = typeof WorkflowStatus.Type
 export const WorkflowCounts = Schema.Record({ key: WorkflowStatus, value: Schema.Number })
 
 /** The capabilities an object can attach, each a part of the inspector (and of `PurgeBefore`). */
-export const Capability = Schema.Literal("operations", "alarms", "jobs", "schedules", "workflows")
+export const Capability = Schema.Literal("operations", "alarms", "jobs", "schedules", "workflows", "log")
 export type Capability = typeof Capability.Type
 
 // ---------------------------------------------------------------------------------------------
@@ -136,7 +136,17 @@ export const Overview = Schema.Struct({
   schedules: Schema.optional(Schema.Struct({ active: Schema.Number, paused: Schema.Number, ended: Schema.Number })),
   jobs: Schema.optional(Schema.Struct({ queues: Schema.Array(QueueSummary) })),
   /** Every workflow the object defines, in definition order. */
-  workflows: Schema.optional(Schema.Struct({ definitions: Schema.Array(WorkflowSummary) }))
+  workflows: Schema.optional(Schema.Struct({ definitions: Schema.Array(WorkflowSummary) })),
+  /** The retained log's window, its stored bytes, and how many consumers, cold segments and held leases it has. */
+  log: Schema.optional(Schema.Struct({
+    oldestOffset: Schema.Number,
+    hotOffset: Schema.Number,
+    nextOffset: Schema.Number,
+    bytes: Schema.Number,
+    consumers: Schema.Number,
+    segments: Schema.Number,
+    leasesHeld: Schema.Number
+  }))
 })
 export type Overview = typeof Overview.Type
 
@@ -492,6 +502,40 @@ export const BulkResult = Schema.Struct({
 })
 export type BulkResult = typeof BulkResult.Type
 
+/** The retained log: its window, each consumer's cursor and lag, the first cold segments, the first held leases. */
+export class RetainedLogQuery extends Schema.TaggedClass<RetainedLogQuery>()("RetainedLog", {}) {}
+
+/** What `RetainedLog` answers (each list at most `MAX_PAGE` long, oldest first). */
+export const RetainedLogView = Schema.Struct({
+  oldestOffset: Schema.Number,
+  hotOffset: Schema.Number,
+  nextOffset: Schema.Number,
+  /** UTF-8 bytes of the records still in the object. */
+  bytes: Schema.Number,
+  consumers: Schema.Array(Schema.Struct({ consumer: Schema.String, offset: Schema.Number, lag: Schema.Number, committedAt: Millis })),
+  segments: Schema.Struct({
+    count: Schema.Number,
+    bytes: Schema.Number,
+    first: Schema.Array(Schema.Struct({
+      firstOffset: Schema.Number,
+      lastOffset: Schema.Number,
+      locator: Schema.String,
+      bytes: Schema.Number,
+      flushedAt: Millis
+    }))
+  }),
+  leases: Schema.Array(Schema.Struct({
+    consumer: Schema.String,
+    batchId: Schema.String,
+    firstOffset: Schema.Number,
+    lastOffset: Schema.Number,
+    state: Schema.Literal("active", "pending"),
+    attempt: Schema.Number,
+    expiresAt: Millis
+  }))
+})
+export type RetainedLogView = typeof RetainedLogView.Type
+
 // ---------------------------------------------------------------------------------------------
 // The request and its answer
 
@@ -508,7 +552,8 @@ export const Query = Schema.Union(
   WorkflowsQuery,
   WorkflowQuery,
   WorkflowStepsQuery,
-  WorkflowEventsQuery
+  WorkflowEventsQuery,
+  RetainedLogQuery
 )
 export type Query = typeof Query.Type
 
@@ -601,6 +646,7 @@ export const answers = {
   TerminateWorkflow: ActionResult,
   RestartWorkflow: ActionResult,
   SendWorkflowEvent: ActionResult,
+  RetainedLog: RetainedLogView,
   PurgeBefore: ActionResult
 } as const satisfies Record<Request["_tag"], Schema.Schema.Any>
 

@@ -232,6 +232,9 @@ const alarms = HttpApiGroup.make("alarms")
       .addSuccess(P.ActionResult)
   )
 
+const log = HttpApiGroup.make("log")
+  .add(HttpApiEndpoint.get("view", "/api/objects/:object/log").setPath(ObjectPath).addSuccess(P.RetainedLogView))
+
 const SchedulePath = Schema.Struct({ object: ObjectName, key: Id })
 const scheduleAction = <const N extends string>(name: N) =>
   HttpApiEndpoint.post(name, `/api/objects/:object/schedules/:key/${name}`).setPath(SchedulePath).setPayload(Empty).addSuccess(P.ActionResult)
@@ -349,6 +352,7 @@ export class InspectorApi extends HttpApi.make("durability-inspector")
   .add(schedules)
   .add(jobs)
   .add(workflows)
+  .add(log)
   .add(maintenance)
   .add(meta)
   .addError(BadRequest.annotations({ description: "The request is malformed; the message names the field." }), { status: 400 })
@@ -424,6 +428,9 @@ const alarmsLive = HttpApiBuilder.group(InspectorApi, "alarms", (handlers) =>
   handlers
     .handle("list", ({ path, urlParams }) => ask(path.object, { _tag: "Alarms", ...urlParams }))
     .handle("cancel", ({ path }) => ask(path.object, { _tag: "CancelAlarm", name: path.name })))
+
+const logLive = HttpApiBuilder.group(InspectorApi, "log", (handlers) =>
+  handlers.handle("view", ({ path }) => ask(path.object, { _tag: "RetainedLog" })))
 
 const schedulesLive = HttpApiBuilder.group(InspectorApi, "schedules", (handlers) =>
   handlers
@@ -557,7 +564,7 @@ export const authorization = (
  * `Authorization` (see `authorization`); serve it with `HttpApiBuilder.toWebHandler` or any server.
  */
 export const layer: Layer.Layer<HttpApi.Api, never, Backend | Authorization> = HttpApiBuilder.api(InspectorApi).pipe(
-  Layer.provide([objectsLive, operationsLive, alarmsLive, schedulesLive, jobsLive, workflowsLive, maintenanceLive, metaLive]),
+  Layer.provide([objectsLive, operationsLive, alarmsLive, schedulesLive, jobsLive, workflowsLive, logLive, maintenanceLive, metaLive]),
   Layer.provide(guardLive),
   Layer.provide(errorsLive)
 )

@@ -51,6 +51,7 @@ const owners: Record<Exclude<Tag, "Overview" | "PurgeBefore">, Protocol.Capabili
   CancelOperation: "operations",
   Alarms: "alarms",
   CancelAlarm: "alarms",
+  RetainedLog: "log",
   Schedules: "schedules",
   TriggerSchedule: "schedules",
   PauseSchedule: "schedules",

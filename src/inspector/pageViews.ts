@@ -104,7 +104,8 @@ function tabBar(object, tabs, current, overview) {
     schedules: overview.schedules ? countText(overview.schedules.active) + " active" : "",
     operations: overview.operations ? countText(overview.operations.counts.pending) + " pending" : "",
     alarms: overview.alarms ? countText(overview.alarms.pending) + " pending" : "",
-    workflows: workflowsCount(overview)
+    workflows: workflowsCount(overview),
+    log: overview.log ? countText(overview.log.nextOffset - overview.log.oldestOffset) + " records" : ""
   };
   return h("nav", { class: "tabs", testid: "tabs", "aria-label": "Capabilities" }, tabs.map(function (t) {
     return h("a", { href: link("objects", object, t.id), testid: "tab-" + t.id, "aria-current": t.id === current ? "page" : null },
@@ -124,6 +125,7 @@ function objectView(object, tabId, sub, query) {
       current === "schedules" ? schedulesTab(object) :
       current === "operations" ? operationsTab(object, overview, query.get("status")) :
       current === "workflows" ? workflowsTab(object, overview, sub, query.get("status")) :
+      current === "log" ? logTab(object) :
       alarmsTab(object);
     return content.then(function (node) {
       return {
@@ -530,6 +532,39 @@ function alarmsTab(object) {
     return card(h("h3", null, "Alarms"),
       page.items.length === 0 ? empty("No pending or failed alarms.") : table(columns, page.items, function (a) { return { testid: "alarm-row", "data-name": a.name }; }),
       pager(page, pageState));
+  });
+}
+
+function logTab(object) {
+  return api(["objects", object, "log"]).then(function (log) {
+    var window = h("p", { testid: "log-window" }, "Offsets " + log.oldestOffset + " to " + (log.nextOffset - 1) +
+      " readable; from " + log.hotOffset + " in the object (" + log.bytes + " bytes); next offset " + log.nextOffset + ".");
+    var consumers = [
+      { label: "Consumer", className: "wrap", cell: function (c) { return h("code", null, u(c.consumer)); } },
+      { label: "Cursor", className: "num", cell: function (c) { return String(c.offset); } },
+      { label: "Lag", className: "num", cell: function (c) { return String(c.lag); } },
+      { label: "Committed", cell: function (c) { return when(c.committedAt); } }
+    ];
+    var segments = [
+      { label: "Offsets", cell: function (g) { return g.firstOffset + "–" + g.lastOffset; } },
+      { label: "Locator", className: "wrap", cell: function (g) { return h("code", null, u(g.locator)); } },
+      { label: "Bytes", className: "num", cell: function (g) { return String(g.bytes); } },
+      { label: "Flushed", cell: function (g) { return when(g.flushedAt); } }
+    ];
+    var leases = [
+      { label: "Consumer", className: "wrap", cell: function (l) { return h("code", null, u(l.consumer)); } },
+      { label: "Offsets", cell: function (l) { return l.firstOffset + "–" + l.lastOffset; } },
+      { label: "State", cell: function (l) { return badge(l.state, null, "log-lease-state"); } },
+      { label: "Attempt", className: "num", cell: function (l) { return String(l.attempt); } },
+      { label: "Expires", cell: function (l) { return when(l.expiresAt); } }
+    ];
+    return card(h("h3", null, "Log"), window,
+      h("h4", null, "Consumers"),
+      log.consumers.length === 0 ? empty("No consumer has committed.") : table(consumers, log.consumers, function (c) { return { testid: "log-consumer-row", "data-consumer": c.consumer }; }),
+      h("h4", null, "Cold segments (" + log.segments.count + ", " + log.segments.bytes + " bytes)"),
+      log.segments.first.length === 0 ? empty("Nothing flushed to cold storage.") : table(segments, log.segments.first, function () { return { testid: "log-segment-row" }; }),
+      h("h4", null, "Leases held"),
+      log.leases.length === 0 ? empty("No lease held.") : table(leases, log.leases, function () { return { testid: "log-lease-row" }; }));
   });
 }
 

@@ -33,6 +33,7 @@ describe("the public surface", () => {
       "JobsProtocol",
       "JobsRouter",
       "Lifecycle",
+      "Log",
       "Logging",
       "Migrations",
       "NamedAlarms",

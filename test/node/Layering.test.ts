@@ -4,7 +4,7 @@
  * contract a higher one builds on (the engine's `DurableTable`, the inspection's `Source`), so it
  * must never need the higher one.
  *
- *   shared < engine < inspection < steps, routing < operations, alarms, jobs, workflows < schedules < inspector
+ *   shared < engine < inspection < steps, routing < operations, alarms, jobs, workflows, log < schedules < inspector
  *     < facade, effect < testing
  *
  * Operations, alarms and jobs are one layer: none imports another; so are the two faces, facade
@@ -29,6 +29,7 @@ const LAYERS: Readonly<Record<string, number>> = {
   alarms: 4,
   jobs: 4,
   workflows: 4,
+  log: 4,
   schedules: 5,
   inspector: 6,
   facade: 7,

@@ -41,6 +41,14 @@ const OWNED: ReadonlyArray<Owned> = [
   { table: "durability_workflow_events", constant: "EVENTS", owner: "workflows/eventsTable.ts", schema: "workflows/schema.ts" },
   { table: "durability_effect_workflow_executions", constant: "EXECUTIONS", owner: "workflows/engine/executionsTable.ts", schema: "workflows/engine/schema.ts" },
   { table: "durability_effect_workflow_activities", constant: "ACTIVITIES", owner: "workflows/engine/journalTable.ts", schema: "workflows/engine/schema.ts" },
+  { table: "durability_log_records", constant: "RECORDS", owner: "log/recordsTable.ts", schema: "log/schema.ts" },
+  // The offset counter and the byte total, moved with the records in the same transactions.
+  { table: "durability_log_seq", constant: "LOG_SEQ", owner: "log/recordsTable.ts", schema: "log/schema.ts" },
+  { table: "durability_log_cursors", constant: "CURSORS", owner: "log/recordsTable.ts", schema: "log/schema.ts" },
+  // Indexed in the transaction that deletes the segment's records.
+  { table: "durability_log_segments", constant: "SEGMENTS", owner: "log/recordsTable.ts", schema: "log/schema.ts" },
+  { table: "durability_log_leases", constant: "LOG_LEASES", owner: "log/leasesTable.ts", schema: "log/schema.ts" },
+  { table: "durability_log_allocations", constant: "ALLOCATIONS", owner: "log/leasesTable.ts", schema: "log/schema.ts" },
   { table: "durability_effect_workflow_deferreds", constant: "DEFERREDS", owner: "workflows/engine/journalTable.ts", schema: "workflows/engine/schema.ts" }
 ]
 

@@ -21,5 +21,7 @@ declare module "cloudflare:test" {
     readonly WORKFLOWS_OBJECT: DurableObjectNamespace<import("./objects/WorkflowsObject.js").WorkflowsObject>
     readonly ROUTING_OBJECT: DurableObjectNamespace<import("./objects/RoutingObject.js").RoutingObject>
     readonly JOBS_QUEUE: Queue
+    readonly LOG_OBJECT: DurableObjectNamespace<import("./objects/LogObject.js").LogObject>
+    readonly LOG_COLD: R2Bucket
   }
 }

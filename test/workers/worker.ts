@@ -31,6 +31,7 @@ export { InspectedObject } from "./objects/InspectedObject.js"
 export { WorkflowEngineObject } from "./objects/WorkflowEngineObject.js"
 export { WorkflowsObject } from "./objects/WorkflowsObject.js"
 export { RoutingObject } from "./objects/RoutingObject.js"
+export { LogObject } from "./objects/LogObject.js"
 
 /** A bare SQLite-backed object: tests reach its storage through `runInDurableObject`. */
 export class StorageObject extends DurableObject {}
