@@ -138,10 +138,6 @@ export class DurabilityLog<Body = unknown> {
 
   constructor(config: DurabilityLogConfig<Body>) {
     if (typeof config !== "object" || config === null) throw new TypeError("DurabilityLog needs a config object")
-    const backend = (config as DurabilityLogOptions<Body>).storageBackend
-    if (backend !== undefined && backend !== "sqlite") {
-      throw new TypeError(`storageBackend must be "sqlite" (SQLite-backed objects only), got ${JSON.stringify(String(backend))}`)
-    }
     const { runtime } = attach(config)
     this.#runtime = runtime
     this.#routing = (config as DurabilityLogOptions<Body>).routing ?? new RoutingLoad()

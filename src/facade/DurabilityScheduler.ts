@@ -18,8 +18,25 @@ export type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.
 export type { AlarmRetryInfo } from "../engine/SchedulerConfig.js"
 export type { DurabilityRuntime, DurabilityServices } from "./DurabilityRuntime.js"
 
-/** Times in milliseconds (the Effect face's `Scheduler.layerDurableObject` takes Durations too). */
-export type DurabilitySchedulerOptions = Omit<SchedulerConfig.SchedulerOptions<number>, "objectId">
+/**
+ * Times in milliseconds (the Effect face's `Scheduler.layerDurableObject` takes Durations too).
+ * `storageBackend` is typed as the reference library's so its code compiles unchanged; only `"sqlite"` runs
+ * (a `TypeError` for `"kv"`): this package needs SQLite-backed objects.
+ */
+export type DurabilitySchedulerOptions = Omit<SchedulerConfig.SchedulerOptions<number>, "objectId"> & {
+  readonly storageBackend?: "sqlite" | "kv" | undefined
+}
+
+/** Refuses a storage backend other than SQLite, naming the field. */
+export const checkStorageBackend = (backend: unknown): void => {
+  if (backend !== undefined && backend !== "sqlite") {
+    throw new TypeError(
+      `storageBackend must be "sqlite": this package runs on SQLite-backed objects only (new_sqlite_classes), got ${
+        JSON.stringify(String(backend))
+      }`
+    )
+  }
+}
 
 export interface DurabilitySchedulerConfig extends DurabilitySchedulerOptions {
   /** The object's `ctx` (`DurableObjectState`) of a SQLite-backed class. */
@@ -73,7 +90,8 @@ export class DurabilityScheduler {
   constructor(config: DurabilitySchedulerConfig) {
     if (typeof config !== "object" || config === null) throw new TypeError("DurabilityScheduler needs a config object")
     const context = checkContext(config.context)
-    const { context: _context, tracer, ...options } = config
+    const { context: _context, tracer, storageBackend, ...options } = config
+    checkStorageBackend(storageBackend)
     if (tracer !== undefined && (typeof tracer !== "object" || tracer === null || typeof tracer.span !== "function")) {
       throw new TypeError("tracer must be an Effect Tracer (Tracer.make, or OpenTelemetry's from @effect/opentelemetry)")
     }

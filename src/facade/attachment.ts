@@ -11,6 +11,7 @@ import * as StorageService from "../engine/StorageService.js"
 import type * as Migrations from "../engine/Migrations.js"
 import {
   checkContext,
+  checkStorageBackend,
   DurabilityScheduler,
   type DurabilitySchedulerOptions,
   internals,
@@ -33,6 +34,7 @@ export interface Attached {
 
 export const attach = (config: SchedulerAttachment): Attached => {
   if (typeof config !== "object" || config === null) throw new TypeError("a config object is required")
+  checkStorageBackend((config as { readonly storageBackend?: unknown }).storageBackend)
   if (config.scheduler !== undefined) {
     const found = internals(config.scheduler)
     // They belong to the shared scheduler; here they would be silently ignored.
