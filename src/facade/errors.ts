@@ -67,6 +67,13 @@ export class WorkflowChildError extends named("WorkflowChildError") {}
 /** The workflow instance was terminated: its running step's signal is aborted with this error. */
 export class WorkflowTerminatedError extends named("WorkflowTerminatedError") {}
 
+/** A definite rejection of a fanout enqueue, returned in `{ success: false }` (nothing was stored). */
+export class FanoutEnqueueError extends named("FanoutEnqueueError") {}
+/** A fanout delivery was settled twice, late (after its batch ended), or after its claim was gone. */
+export class FanoutSettlementError extends named("FanoutSettlementError") {}
+/** A fanout target's batch did not end within its `attemptTimeoutMs`. */
+export class FanoutTimeoutError extends named("FanoutTimeoutError") {}
+
 const byTag: Record<string, new(message: string, options?: { readonly cause?: unknown }) => Error> = {
   NonRetryableError,
   DurableRetryPolicyError,
@@ -88,7 +95,10 @@ const byTag: Record<string, new(message: string, options?: { readonly cause?: un
   WorkflowNotFoundError,
   WorkflowFinishedError,
   WorkflowChildError,
-  WorkflowTerminatedError
+  WorkflowTerminatedError,
+  FanoutEnqueueError,
+  FanoutSettlementError,
+  FanoutTimeoutError
 }
 
 const classOf = (name: unknown) => typeof name === "string" && Object.hasOwn(byTag, name) ? byTag[name] : undefined
