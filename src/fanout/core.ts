@@ -1,5 +1,5 @@
 /**
- * Fanout on the engine. Each target is one record of the engine (`durability_fanout_targets`): pending
+ * Fanout on the engine. Each target is one record of the engine (the targets table): pending
  * while the target has deliveries stored, due at its earliest one. Running it is the target's pass: one
  * permit, a batch claimed in one transaction, one consumer call, the settlements, the dead letters. Its
  * end re-times the record from the deliveries left, so every delay (a retry, `batchDelayMs`, a claim's
@@ -31,7 +31,7 @@ import { shown } from "../shared/validate.js"
 import * as Load from "../routing/RoutingLoad.js"
 import * as Table from "./deliveriesTable.js"
 import { FanoutEnqueueError, FanoutSettlementError, FanoutTimeoutError } from "./errors.js"
-import type { FanoutEnqueueOptions, FanoutInput, FanoutMessage, FanoutOptions, Service, Target } from "./Fanout.js"
+import type { FanoutEnqueueOptions, FanoutInput, FanoutMessage, FanoutOptions, Service, Target } from "./types.js"
 import { CAPABILITY, migrations, TARGETS } from "./schema.js"
 
 /** How long a dead letter's write may take, and how long a failed one (or a removed target's work) waits. */
@@ -514,7 +514,7 @@ export const make = <Body>(options: FanoutOptions<Body>) =>
         Effect.map(Table.endPass(storage, execution.key, execution.generation, execution.attempt), (at) => at !== undefined),
       settled: (row: Row) =>
         Effect.map(
-          storage.exec(`SELECT next_attempt_at FROM ${TARGETS} WHERE target = ? AND status = 'pending'`, [String(row.target)]),
+          Table.pendingTarget(storage, String(row.target)),
           (rows) => ({ pending: rows.map((stored): PendingRecord => ({ key: String(row.target), at: Number(stored.next_attempt_at) })) })
         ),
       describe: (row: Row) => `fanout target "${String(row.target)}"`,

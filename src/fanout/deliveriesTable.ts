@@ -194,10 +194,10 @@ export const endPass = (storage: StorageService, target: string, generation: str
   Effect.gen(function*() {
     const at = yield* earliest(storage, target)
     const rows = yield* storage.exec(
-      at === undefined
-        ? `UPDATE ${TARGETS} SET status = 'idle', attempt = 0 WHERE target = ? AND generation_id = ? AND status = 'pending' AND attempt = ? RETURNING target`
-        : `UPDATE ${TARGETS} SET attempt = 0, next_attempt_at = ? WHERE target = ? AND generation_id = ? AND status = 'pending' AND attempt = ? RETURNING target`,
-      at === undefined ? [target, generation, attempt] : [at, target, generation, attempt]
+      `UPDATE ${TARGETS} SET status = CASE WHEN ? IS NULL THEN 'idle' ELSE status END, attempt = 0,
+        next_attempt_at = COALESCE(?, next_attempt_at)
+        WHERE target = ? AND generation_id = ? AND status = 'pending' AND attempt = ? RETURNING target`,
+      [at ?? null, at ?? null, target, generation, attempt]
     )
     return rows.length === 0 ? undefined : at ?? null
   })
@@ -209,3 +209,7 @@ export const listPending = (storage: StorageService, limit: number) =>
      FROM ${DELIVERIES} d LEFT JOIN ${MESSAGES} m ON m.key = d.message_key ORDER BY d.next_attempt_at, d.seq LIMIT ?`,
     [limit]
   )
+
+/** The target's engine record's time while it is pending (what a pass's end made it), for the engine to cover. */
+export const pendingTarget = (storage: StorageService, target: string) =>
+  storage.exec(`SELECT next_attempt_at FROM ${TARGETS} WHERE target = ? AND status = 'pending'`, [target])

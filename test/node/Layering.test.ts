@@ -29,6 +29,7 @@ const LAYERS: Readonly<Record<string, number>> = {
   alarms: 4,
   jobs: 4,
   workflows: 4,
+  fanout: 4,
   schedules: 5,
   inspector: 6,
   facade: 7,

@@ -41,7 +41,11 @@ const OWNED: ReadonlyArray<Owned> = [
   { table: "durability_workflow_events", constant: "EVENTS", owner: "workflows/eventsTable.ts", schema: "workflows/schema.ts" },
   { table: "durability_effect_workflow_executions", constant: "EXECUTIONS", owner: "workflows/engine/executionsTable.ts", schema: "workflows/engine/schema.ts" },
   { table: "durability_effect_workflow_activities", constant: "ACTIVITIES", owner: "workflows/engine/journalTable.ts", schema: "workflows/engine/schema.ts" },
-  { table: "durability_effect_workflow_deferreds", constant: "DEFERREDS", owner: "workflows/engine/journalTable.ts", schema: "workflows/engine/schema.ts" }
+  { table: "durability_effect_workflow_deferreds", constant: "DEFERREDS", owner: "workflows/engine/journalTable.ts", schema: "workflows/engine/schema.ts" },
+  { table: "durability_fanout_messages", constant: "MESSAGES", owner: "fanout/deliveriesTable.ts", schema: "fanout/schema.ts" },
+  { table: "durability_fanout_deliveries", constant: "DELIVERIES", owner: "fanout/deliveriesTable.ts", schema: "fanout/schema.ts" },
+  { table: "durability_fanout_seq", constant: "SEQ", owner: "fanout/deliveriesTable.ts", schema: "fanout/schema.ts" },
+  { table: "durability_fanout_targets", constant: "TARGETS", owner: "fanout/deliveriesTable.ts", schema: "fanout/schema.ts" }
 ]
 
 /** The owners of the engine's records: each writes its fence once. */
@@ -51,7 +55,8 @@ const FENCED = [
   "alarms/alarmsTable.ts",
   "schedules/schedulesTable.ts",
   "workflows/instancesTable.ts",
-  "workflows/engine/executionsTable.ts"
+  "workflows/engine/executionsTable.ts",
+  "fanout/deliveriesTable.ts"
 ]
 
 const modules = (dir: string): Array<string> =>
