@@ -89,6 +89,8 @@ export type DurabilityFanoutConfig<Body> = SchedulerAttachment & DurabilityMetho
   batchDelayMs?: number
   /** Told each `fanout_delivery` lifecycle event after it committed. */
   onLifecycleEvent?: LifecycleHook
+  /** Accepted for the reference's configs: SQLite is the only backend. */
+  storageBackend?: "sqlite"
 }
 
 export type { EnqueueResult, LoadSnapshot, ProcessingLoad } from "../routing/RoutingLoad.js"
@@ -155,6 +157,9 @@ export class DurabilityFanout<Body = unknown> {
     for (const [id, target] of Object.entries(config.targets)) {
       if (id === "") throw new TypeError(`Invalid fanout target "${id}"`)
       converted[id] = targetOf(id, target)
+    }
+    if (config.storageBackend !== undefined && config.storageBackend !== "sqlite") {
+      throw new TypeError(`storageBackend must be "sqlite" (the only backend), got ${JSON.stringify(config.storageBackend)}`)
     }
     const routing = config.routing ?? new RoutingLoad()
     const load = serviceOf(routing)
