@@ -1,0 +1,119 @@
+/**
+ * The `Fanout` Effect module on TestClock: settlement as Effects, lifecycle events of `fanout_delivery`
+ * only, the load through the object's `RoutingLoad`, typed errors naming the field with storage
+ * unchanged, a delivery evicted mid-batch delivered again after its claim's deadline and never after
+ * its ack.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Exit, TestClock } from "effect"
+import { Fanout, type Lifecycle } from "durability/effect"
+import * as Load from "../../../src/routing/RoutingLoad.js"
+import * as TestDurability from "../../../src/testing/TestDurability.js"
+
+const rows = (object: TestDurability.TestObject, sql: string) => object.storage.sql.exec(sql).toArray()
+
+describe("Fanout (Effect)", () => {
+  it.scoped("delivers batches whose messages settle as Effects; events are the deliveries' own", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const events: Array<Lifecycle.LifecycleEvent> = []
+      const seen: Array<string> = []
+      const fanout = yield* object.run(Effect.provide(
+        Fanout.make<{ readonly n: number }>({
+          retries: { maxAttempts: 3, delay: () => 500 },
+          onLifecycleEvent: (event) => void events.push(event),
+          targets: {
+            even: {
+              deliver: (messages) =>
+                Effect.forEach(messages, (m) => {
+                  seen.push(`even:${m.id}:${m.attempt}`)
+                  return m.body.n % 2 === 0 ? m.ack() : m.retry()
+                })
+            },
+            all: { deliver: (messages) => Effect.forEach(messages, (m) => Effect.zipRight(Effect.sync(() => seen.push(`all:${m.id}`)), m.ack())) }
+          }
+        }),
+        Load.layer
+      ))
+      const ids = yield* object.run(fanout.enqueue([{ id: "one", body: { n: 1 } }, { id: "two", body: { n: 2 } }]))
+      expect(ids).toEqual(["one", "two"])
+      yield* TestClock.adjust(0)
+      expect(seen.sort()).toEqual(["all:one", "all:two", "even:one:1", "even:two:1"])
+      expect((yield* object.run(fanout.load)).outbound.pendingDeliveries).toBe(1)
+      yield* TestClock.adjust(500)
+      expect(seen).toContain("even:one:2")
+      expect(events.every((event) => event.entityKind === "fanout_delivery")).toBe(true)
+      const ofOne = events.filter((event) => "id" in event && event.id === "one" && event.target === "even").map((event) =>
+        event.type === "attempt_settled" ? `${event.type}:${event.outcome}` : event.type
+      )
+      expect(ofOne).toEqual(["registered", "attempt_started", "attempt_settled:retry_scheduled", "attempt_started", "attempt_settled:retry_scheduled"])
+      const retried = events.find((event) => event.type === "attempt_settled" && event.outcome === "retry_scheduled")
+      expect(retried).toMatchObject({ error: { name: "Retry", message: "Retried by consumer" }, nextAttemptAt: 500, attempt: 1 })
+    }))
+
+  it.scoped("rejects bad options and bad input with typed errors naming the field, writing nothing", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const make = (options: Fanout.FanoutOptions<string>) => object.run(Effect.provide(Fanout.make(options), Load.layer))
+      const ok = { deliver: () => Effect.void }
+      expect(yield* Effect.flip(make({ targets: {} }))).toMatchObject({ _tag: "InvalidOptionError", field: "targets", kind: "type" })
+      expect(yield* Effect.flip(make({ targets: { a: ok }, maxBatchSize: 0 }))).toMatchObject({ _tag: "InvalidOptionError", field: "maxBatchSize", kind: "range" })
+      expect(yield* Effect.flip(make({ targets: { a: ok }, batchDelayMs: 1.5 }))).toMatchObject({ _tag: "InvalidOptionError", field: "batchDelayMs" })
+      expect(yield* Effect.flip(make({ targets: { a: { ...ok, retries: { maxAttempts: 0 } } } }))).toMatchObject({
+        _tag: "InvalidOptionError",
+        field: "targets.a.retries.maxAttempts"
+      })
+      expect(object.storage.statements).toEqual([])
+
+      const fanout = yield* make({ targets: { a: ok, b: ok }, batchDelayMs: 60_000 })
+      yield* object.run(fanout.enqueue({ id: "kept", body: "x" }))
+      const snapshot = rows(object, "SELECT * FROM durability_fanout_deliveries")
+      const before = object.storage.statements.length
+      const failures = [
+        yield* Effect.flip(object.run(fanout.enqueue({ body: "x" }, { targets: [] }))),
+        yield* Effect.flip(object.run(fanout.enqueue({ body: "x" }, { targets: ["a", "zzz"] }))),
+        yield* Effect.flip(object.run(fanout.enqueue({ id: "", body: "x" }))),
+        yield* Effect.flip(object.run(fanout.enqueue([{ id: "fine", body: "x" }, { id: "bad", body: { at: new Date(0) } as unknown as string }])))
+      ]
+      expect(failures.map((error) => error._tag)).toEqual(["FanoutEnqueueError", "FanoutEnqueueError", "FanoutEnqueueError", "FanoutEnqueueError"])
+      expect(failures[3]!.message).toMatch(/^messages\[1\]\.body must be JSON/)
+      expect(object.storage.statements.slice(before)).toEqual([])
+      expect(rows(object, "SELECT * FROM durability_fanout_deliveries")).toEqual(snapshot)
+      const result = yield* object.run(fanout.enqueueResult({ id: "kept", body: "different" }))
+      expect(result).toMatchObject({ success: false, error: { name: "FanoutEnqueueError" }, load: { outbound: { pendingDeliveries: 2 } } })
+      expect(rows(object, "SELECT * FROM durability_fanout_deliveries")).toEqual(snapshot)
+    }))
+
+  it.scoped("an eviction mid-batch: delivered again after the claim's deadline, never again after its ack", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const calls: Array<string> = []
+      const options = (hang: boolean): Fanout.FanoutOptions<string> => ({
+        attemptTimeoutMs: 5_000,
+        targets: {
+          acked: { deliver: (messages) => Effect.zipRight(Effect.sync(() => calls.push(`acked:${messages[0]!.attempt}`)), Effect.forEach(messages, (m) => m.ack())) },
+          hung: {
+            deliver: (messages) =>
+              Effect.zipRight(Effect.sync(() => calls.push(`hung:${messages[0]!.attempt}`)), hang ? Effect.never : Effect.forEach(messages, (m) => m.ack()))
+          }
+        }
+      })
+      const fanout = yield* object.run(Effect.provide(Fanout.make(options(true)), Load.layer))
+      yield* object.run(fanout.enqueue({ id: "m", body: "x" }))
+      yield* TestClock.adjust(1_000)
+      expect(calls.sort()).toEqual(["acked:1", "hung:1"])
+      expect(rows(object, "SELECT target_id, attempt, next_attempt_at FROM durability_fanout_deliveries")).toEqual([
+        { target_id: "hung", attempt: 1, next_attempt_at: 5_000 }
+      ])
+      const next = yield* object.restart
+      const again = yield* next.run(Effect.provide(Fanout.make(options(false)), Load.layer))
+      expect(next.storage.alarmAt).not.toBeNull()
+      yield* TestClock.adjust(4_000)
+      yield* next.fireAlarm()
+      yield* TestClock.adjust(0)
+      expect(calls.sort()).toEqual(["acked:1", "hung:1", "hung:2"])
+      expect((yield* next.run(again.load)).outbound.pendingDeliveries).toBe(0)
+      expect(rows(next, "SELECT * FROM durability_fanout_messages")).toEqual([])
+      expect(Exit.isSuccess(yield* Effect.exit(next.run(again.load)))).toBe(true)
+    }))
+})
