@@ -20,5 +20,7 @@ declare module "cloudflare:test" {
     readonly WORKFLOW_ENGINE_OBJECT: DurableObjectNamespace<import("./objects/WorkflowEngineObject.js").WorkflowEngineObject>
     readonly WORKFLOWS_OBJECT: DurableObjectNamespace<import("./objects/WorkflowsObject.js").WorkflowsObject>
     readonly JOBS_QUEUE: Queue
+    readonly FANOUT_OBJECT: DurableObjectNamespace<import("./objects/FanoutObject.js").FanoutObject>
+    readonly FANOUT_ARCHIVE: R2Bucket
   }
 }
