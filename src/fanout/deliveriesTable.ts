@@ -89,21 +89,43 @@ export const postpone = (storage: StorageService, target: string, now: number, a
     (rows) => rows.length
   )
 
-/** Claims one delivery: attempt + 1, due again at `deadline` (its claim's end). The claimed row, or undefined. */
-export const claim = (storage: StorageService, row: Row, deadline: number) =>
-  Effect.map(
-    storage.exec(
-      `UPDATE ${DELIVERIES} SET attempt = attempt + 1, next_attempt_at = ? WHERE id = ? AND generation_id = ? AND attempt = ? AND phase = 'delivery' RETURNING attempt`,
-      [deadline, row.id as string, row.generation_id as string, Number(row.attempt)]
-    ),
-    (rows) => rows[0] === undefined ? undefined : { ...row, attempt: Number(rows[0].attempt), next_attempt_at: deadline }
-  )
+/** Claims per statement: three bindings each, under a statement's 100. */
+const CLAIM_CHUNK = 30
+
+/**
+ * Claims deliveries as `claim` does each, a statement per `CLAIM_CHUNK` of them (in the caller's
+ * transaction): the rows that matched, as claimed, in the given order.
+ */
+export const claimMany = (storage: StorageService, rows: ReadonlyArray<Row>, deadline: number) =>
+  Effect.gen(function*() {
+    const claimed = new Map<string, number>()
+    for (let at = 0; at < rows.length; at += CLAIM_CHUNK) {
+      const chunk = rows.slice(at, at + CLAIM_CHUNK)
+      const matched = yield* storage.exec(
+        `UPDATE ${DELIVERIES} SET attempt = ${DELIVERIES}.attempt + 1, next_attempt_at = ?
+         FROM (SELECT column1 AS id, column2 AS generation, column3 AS attempt FROM (VALUES ${chunk.map(() => "(?, ?, ?)").join(", ")})) AS v
+         WHERE ${DELIVERIES}.id = v.id AND ${DELIVERIES}.generation_id = v.generation AND ${DELIVERIES}.attempt = v.attempt
+           AND ${DELIVERIES}.phase = 'delivery'
+         RETURNING ${DELIVERIES}.id AS id, ${DELIVERIES}.attempt AS attempt`,
+        [deadline, ...chunk.flatMap((row) => [row.id as string, row.generation_id as string, Number(row.attempt)])]
+      )
+      for (const row of matched) claimed.set(String(row.id), Number(row.attempt))
+    }
+    return rows.flatMap((row) => {
+      const attempt = claimed.get(String(row.id))
+      return attempt === undefined ? [] : [{ ...row, attempt, next_attempt_at: deadline }]
+    })
+  })
 
 /** One settled delivery off its manifest: `remaining` down by one, the manifest gone at zero (its key free again). */
 const release = (storage: StorageService, messageKey: string, generation: string) =>
-  Effect.zipRight(
-    storage.exec(`UPDATE ${MESSAGES} SET remaining = remaining - 1 WHERE key = ? AND generation_id = ?`, [messageKey, generation]),
-    storage.exec(`DELETE FROM ${MESSAGES} WHERE key = ? AND generation_id = ? AND remaining <= 0`, [messageKey, generation])
+  Effect.flatMap(
+    storage.exec(`UPDATE ${MESSAGES} SET remaining = remaining - 1 WHERE key = ? AND generation_id = ? RETURNING remaining`, [messageKey, generation]),
+    // The last delivery's release deletes it: the others pay one statement.
+    (rows) =>
+      rows[0] !== undefined && Number(rows[0].remaining) <= 0
+        ? storage.exec(`DELETE FROM ${MESSAGES} WHERE key = ? AND generation_id = ?`, [messageKey, generation])
+        : Effect.succeed([])
   )
 
 /** Which claim a settlement is for. */
