@@ -222,7 +222,9 @@ export type {
   FanoutEnqueueOptions,
   FanoutInput,
   FanoutStorageTarget,
-  FanoutTarget
+  FanoutTarget,
+  MessageWrite,
+  StoredMessage
 } from "./facade/DurabilityFanout.js"
 export type { LifecycleEvent as DurabilityLifecycleEvent, LifecycleHook } from "./engine/Lifecycle.js"
 export { logLifecycle } from "./engine/Logging.js"
