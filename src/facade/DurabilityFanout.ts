@@ -7,6 +7,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Runtime from "effect/Runtime"
 import type { LifecycleHook } from "../engine/Lifecycle.js"
+import * as FanoutCore from "../fanout/core.js"
 import * as Fanout from "../fanout/Fanout.js"
 import * as Load from "../routing/RoutingLoad.js"
 import type { AlarmInvocationInfo, DurabilityContext } from "../shared/platform.js"
@@ -175,7 +176,9 @@ export class DurabilityFanout<Body = unknown> {
       ...(config.batchDelayMs === undefined ? {} : { batchDelayMs: config.batchDelayMs }),
       ...(config.onLifecycleEvent === undefined ? {} : { onLifecycleEvent: config.onLifecycleEvent })
     }
-    this.#service = runtime.runSync(Effect.provideService(Fanout.make(options), Load.RoutingLoad, load))
+    // With `{ context }` the reference builds a scheduler per instance: a later fanout over the same object
+    // takes over from an earlier one (as after a restart). A shared `{ scheduler }` takes one fanout.
+    this.#service = runtime.runSync(Effect.provideService(FanoutCore.make(options, config.scheduler === undefined), Load.RoutingLoad, load))
   }
 
   /**

@@ -24,7 +24,7 @@ import * as Scheduler from "../engine/Scheduler.js"
 import { type Row, StorageService } from "../engine/StorageService.js"
 import * as TimerSupport from "../engine/timerSupport.js"
 import { errorOf } from "../shared/cause.js"
-import { InvalidInputError, InvalidOptionError, type StorageError } from "../shared/Errors.js"
+import { InvalidInputError, InvalidOptionError, ParticipantConflictError, type StorageError } from "../shared/Errors.js"
 import * as Json from "../shared/json.js"
 import type { SerializedError, StoredMessage } from "../shared/StoredMessage.js"
 import { shown } from "../shared/validate.js"
@@ -118,7 +118,22 @@ const check = <Body>(options: FanoutOptions<Body>) =>
 const deliveriesOnly = (hook: Lifecycle.LifecycleHook | undefined): Lifecycle.LifecycleHook | undefined =>
   hook === undefined ? undefined : (event) => event.entityKind === ENTITY_KIND ? hook(event) : undefined
 
-export const make = <Body>(options: FanoutOptions<Body>) =>
+/** What runs a fanout's passes: the newest fanout made on the scheduler (see `make`'s `replace`). */
+interface Impl {
+  readonly pass: (execution: Execution) => Effect.Effect<void, StorageError>
+  readonly passPolicy: (target: string) => AttemptPolicy
+  readonly onEvent: Lifecycle.LifecycleHook | undefined
+}
+
+/** The deliveries participant of each scheduler, and the fanout whose passes it runs now. */
+const participants = new WeakMap<object, { current: Impl; readonly handle: TableHandle }>()
+
+/**
+ * A fanout on the scheduler. A scheduler takes one: another fails with `ParticipantConflictError`, unless
+ * `replace` (the promise face's `{ context }` form, where the reference builds a scheduler per instance), in
+ * which case the newer one takes the participant over.
+ */
+export const make = <Body>(options: FanoutOptions<Body>, replace?: boolean) =>
   Effect.gen(function*() {
     const { base, batchDelayMs, maxBatchSize, resolved } = yield* check(options)
     const storage = yield* StorageService
@@ -501,23 +516,41 @@ export const make = <Body>(options: FanoutOptions<Body>) =>
       timeoutError: (timeoutMs) => new FanoutTimeoutError({ message: `Fanout pass timed out after ${timeoutMs}ms`, timeoutMs })
     })
 
-    handle = yield* (yield* Scheduler.Scheduler).attach<void>(TimerSupport.withTimers({
-      kind: "deliveries",
-      table: TARGETS,
-      keyColumn: "target",
-      policy: (row: Row) => passPolicy(String(row.target)),
-      run: pass,
-      complete: (execution: Execution) =>
-        Effect.map(Table.endPass(storage, execution.key, execution.generation, execution.attempt), (at) => at !== undefined),
-      settled: (row: Row) =>
-        Effect.map(
-          Table.pendingTarget(storage, String(row.target)),
-          (rows) => ({ pending: rows.map((stored): PendingRecord => ({ key: String(row.target), at: Number(stored.next_attempt_at) })) })
-        ),
-      describe: (row: Row) => `fanout target "${String(row.target)}"`,
-      entity: (row: Row) => ({ entityKind: "fanout_target", id: String(row.target), generation: String(row.generation_id) }),
-      onEvent: deliveriesOnly(options.onLifecycleEvent)
-    }))
+    const impl: Impl = { pass, passPolicy, onEvent: deliveriesOnly(options.onLifecycleEvent) }
+    const scheduler = yield* Scheduler.Scheduler
+    const attached = participants.get(scheduler)
+    if (attached !== undefined) {
+      if (replace !== true) {
+        return yield* new ParticipantConflictError({
+          kind: "deliveries",
+          message: "A deliveries helper is already attached to this scheduler"
+        })
+      }
+      // A newer fanout over the same object (the reference's `{ context }` form makes one per instance):
+      // from now on its targets and options run the passes; an older one's in-flight settlements stay fenced.
+      attached.current = impl
+      handle = attached.handle
+    } else {
+      const slot: { current: Impl } = { current: impl }
+      handle = yield* scheduler.attach<void>(TimerSupport.withTimers({
+        kind: "deliveries",
+        table: TARGETS,
+        keyColumn: "target",
+        policy: (row: Row) => slot.current.passPolicy(String(row.target)),
+        run: (execution: Execution) => slot.current.pass(execution),
+        complete: (execution: Execution) =>
+          Effect.map(Table.endPass(storage, execution.key, execution.generation, execution.attempt), (at) => at !== undefined),
+        settled: (row: Row) =>
+          Effect.map(
+            Table.pendingTarget(storage, String(row.target)),
+            (rows) => ({ pending: rows.map((stored): PendingRecord => ({ key: String(row.target), at: Number(stored.next_attempt_at) })) })
+          ),
+        describe: (row: Row) => `fanout target "${String(row.target)}"`,
+        entity: (row: Row) => ({ entityKind: "fanout_target", id: String(row.target), generation: String(row.generation_id) }),
+        onEvent: (event) => slot.current.onEvent?.(event)
+      }))
+      participants.set(scheduler, Object.assign(slot, { handle }))
+    }
 
     // ---- Acceptance. ----
 

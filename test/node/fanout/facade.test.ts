@@ -400,7 +400,31 @@ describe("DurabilityFanout", () => {
     expect([work, cleanup]).toEqual([1, 1])
     expect((await fanout.load()).outbound.pendingDeliveries).toBe(0)
     expect(state.storage.alarmAt).toBeNull()
-    expect(() => new DurabilityFanout<string>({ scheduler, targets: { t: { deliver: () => undefined } } })).toThrow(/already attached/)
+    expect(() => new DurabilityFanout<string>({ scheduler, targets: { t: { deliver: () => undefined } } })).toThrow(
+      "A deliveries helper is already attached to this scheduler"
+    )
+  })
+
+  it("a later fanout over the same object takes over (newest targets and options), as the reference's private schedulers do", async () => {
+    const first: Array<string> = []
+    const second: Array<string> = []
+    const { config, fanout, state } = await fixture({ t: { deliver: async (messages) => void first.push(...messages.map((m) => m.id)) } })
+    await fanout.enqueue({ id: "a", body: "a" }, { targets: ["t"] })
+    await fanout.alarm()
+    const newer = new DurabilityFanout<string>({
+      ...config,
+      maxBatchSize: 1,
+      targets: { t: { deliver: async (messages) => {
+        second.push(...messages.map((m) => `${m.id}:${m.attempt}`))
+        await Promise.all(messages.map((m) => m.ack()))
+      } } }
+    })
+    await newer.enqueue({ id: "b", body: "b" })
+    await state.advance(1_000)
+    await newer.alarm()
+    expect(first).toEqual(["a"])
+    expect(second).toEqual(["b:1", "a:2"])
+    expect((await newer.load()).outbound.pendingDeliveries).toBe(0)
   })
 
   it("rejects bad configuration with the reference's errors", async () => {
