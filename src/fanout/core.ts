@@ -29,7 +29,9 @@ import * as Json from "../shared/json.js"
 import type { SerializedError, StoredMessage } from "../shared/StoredMessage.js"
 import { shown } from "../shared/validate.js"
 import * as Load from "../routing/RoutingLoad.js"
+import * as InspectionRegistry from "../inspection/InspectionRegistry.js"
 import * as Table from "./deliveriesTable.js"
+import * as Inspection from "./inspection.js"
 import { FanoutEnqueueError, FanoutSettlementError, FanoutTimeoutError } from "./errors.js"
 import type { FanoutEnqueueOptions, FanoutInput, FanoutMessage, FanoutOptions, Service, Target } from "./types.js"
 import { CAPABILITY, migrations, TARGETS } from "./schema.js"
@@ -551,6 +553,9 @@ export const make = <Body>(options: FanoutOptions<Body>, replace?: boolean) =>
       }))
       participants.set(scheduler, Object.assign(slot, { handle }))
     }
+
+    // One source per object: a fanout that took over keeps the first one's (it reads the same tables).
+    if (attached === undefined) yield* InspectionRegistry.register(Inspection.source(storage))
 
     // ---- Acceptance. ----
 

@@ -224,13 +224,41 @@ export const endPass = (storage: StorageService, target: string, generation: str
     return rows.length === 0 ? undefined : at ?? null
   })
 
-/** The pending deliveries of each target, for the inspector: at most `limit`, soonest first. */
-export const listPending = (storage: StorageService, limit: number) =>
+/** The targets that have deliveries stored, each with how many (stopping at `cap`), for the inspector. */
+export const countsByTarget = (storage: StorageService, cap: number) =>
   storage.exec(
-    `SELECT d.target_id, d.id, d.message_key, d.phase, d.attempt, d.next_attempt_at, d.last_error, m.id AS message_id
-     FROM ${DELIVERIES} d LEFT JOIN ${MESSAGES} m ON m.key = d.message_key ORDER BY d.next_attempt_at, d.seq LIMIT ?`,
-    [limit]
+    `SELECT t.target AS target, (SELECT COUNT(*) FROM (SELECT 1 FROM ${DELIVERIES} d WHERE d.target_id = t.target LIMIT ?)) AS n
+     FROM ${TARGETS} t WHERE t.status = 'pending' ORDER BY t.target LIMIT 100`,
+    [cap]
   )
+
+/**
+ * A page of stored deliveries (of one target, or all), soonest due first, keyset after (`at`, `id`): `limit`
+ * rows, with the message's id and the error's message cut to `messageChars`.
+ */
+export const page = (
+  storage: StorageService,
+  options: { readonly target: string | undefined; readonly after: { readonly at: number; readonly key: string } | undefined; readonly limit: number; readonly messageChars: number }
+) => {
+  const where: Array<string> = []
+  const bindings: Array<string | number> = [options.messageChars]
+  if (options.target !== undefined) {
+    where.push("d.target_id = ?")
+    bindings.push(options.target)
+  }
+  if (options.after !== undefined) {
+    where.push("(d.next_attempt_at > ? OR (d.next_attempt_at = ? AND d.id > ?))")
+    bindings.push(options.after.at, options.after.at, options.after.key)
+  }
+  bindings.push(options.limit)
+  return storage.exec(
+    `SELECT d.id, d.target_id, d.phase, d.attempt, d.next_attempt_at, d.last_error_name, substr(d.last_error, 1, ?) AS last_error,
+       COALESCE(m.id, d.message_key) AS message_id
+     FROM ${DELIVERIES} d LEFT JOIN ${MESSAGES} m ON m.key = d.message_key
+     ${where.length === 0 ? "" : `WHERE ${where.join(" AND ")}`} ORDER BY d.next_attempt_at, d.id LIMIT ?`,
+    bindings
+  )
+}
 
 /** The target's engine record's time while it is pending (what a pass's end made it), for the engine to cover. */
 export const pendingTarget = (storage: StorageService, target: string) =>

@@ -23,7 +23,8 @@ var TABS = [
   { id: "schedules", label: "Schedules", capability: "schedules" },
   { id: "operations", label: "Operations", capability: "operations" },
   { id: "alarms", label: "Alarms", capability: "alarms" },
-  { id: "workflows", label: "Workflows", capability: "workflows" }
+  { id: "workflows", label: "Workflows", capability: "workflows" },
+  { id: "fanout", label: "Fanout", capability: "fanout" }
 ];
 
 var byId = function (id) { return document.getElementById(id); };
