@@ -226,6 +226,10 @@ export type {
   MessageWrite,
   StoredMessage
 } from "./facade/DurabilityFanout.js"
+// The load telemetry and the stored-message envelope fanout answers with (shared with the log and routing).
+export { RoutingLoad } from "./facade/RoutingLoad.js"
+export type { EnqueueResult, LoadSnapshot, ProcessingLoad } from "./facade/RoutingLoad.js"
+export type { FailureReason } from "./shared/StoredMessage.js"
 export type { LifecycleEvent as DurabilityLifecycleEvent, LifecycleHook } from "./engine/Lifecycle.js"
 export { logLifecycle } from "./engine/Logging.js"
 export type { SerializedError } from "./shared/Errors.js"

@@ -25,6 +25,7 @@ export { FanoutEnqueueError, FanoutSettlementError, FanoutTimeoutError } from ".
 export interface FanoutInput<Body> {
   /** The message's id, handed to consumers; default a random UUID. */
   id?: string
+  /** The message itself: any JSON value (or undefined). */
   body: Body
   /** Identical work under a live key is skipped; different work under it rejects the batch. Default: the id. */
   deduplicationKey?: string
@@ -45,7 +46,9 @@ export interface DurabilityFanoutMessage<Body> {
   id: string
   /** Stable for one registration and target across attempts. */
   deliveryId: string
+  /** The target this delivery is for. */
   target: string
+  /** The message as enqueued. */
   body: Body
   /** 1-based. */
   attempt: number
@@ -61,15 +64,19 @@ export interface DurabilityFanoutMessage<Body> {
 
 /** A consumer target: called once per batch. */
 export interface FanoutConsumerTarget<Body> extends DurabilityMethodOptions {
+  /** Called with each batch; settle each message (or set `ackOnReturn`). A throw fails the unsettled ones. */
   deliver(messages: DurabilityFanoutMessage<Body>[]): unknown
   /** Ack what the consumer leaves unsettled when it returns (a throw or a timeout acks nothing). */
   ackOnReturn?: boolean
+  /** A consumer target has no `storage`. */
   storage?: undefined
 }
 
 /** A storage target: one `StoredMessage` per message, acked once written. */
 export interface FanoutStorageTarget<Body> extends DurabilityMethodOptions {
+  /** Writes one message; resolve once it is stored (key it by `id`, refuse to overwrite). */
   storage: MessageWrite<Body>
+  /** A storage target has no `deliver`. */
   deliver?: undefined
 }
 

@@ -14,6 +14,7 @@ import type { FanoutEnqueueError, FanoutSettlementError } from "./errors.js"
 export interface FanoutInput<Body> {
   /** The message's id, handed to consumers; default a random UUID. */
   readonly id?: string | undefined
+  /** The message itself: any JSON value (or undefined). */
   readonly body: Body
   /**
    * While a message under this key has deliveries left, an identical entry (same id, body and targets) is
@@ -34,7 +35,9 @@ export interface FanoutMessage<Body> {
   readonly id: string
   /** Stable for one registration and target across attempts: the key of anything stored for it. */
   readonly deliveryId: string
+  /** The target this delivery is for. */
   readonly target: string
+  /** The message as enqueued. */
   readonly body: Body
   /** 1-based, already durably counted. */
   readonly attempt: number
@@ -56,14 +59,19 @@ export type FanoutTargetPolicy = Policy.ExecutionOptions
  * acked (one transaction); otherwise unsettled messages are retried.
  */
 export interface ConsumerTarget<Body> extends FanoutTargetPolicy {
+  /** Called with each batch; settle each message (or set `ackOnReturn`). A failure fails the unsettled ones. */
   readonly deliver: (messages: ReadonlyArray<FanoutMessage<Body>>) => Effect.Effect<unknown, unknown>
+  /** Ack what the consumer leaves unsettled when it succeeds (a failure or a timeout acks nothing). */
   readonly ackOnReturn?: boolean | undefined
+  /** A consumer target has no `storage`. */
   readonly storage?: undefined
 }
 
 /** A storage target: one `StoredMessage` written per message, acked once written. */
 export interface StorageTarget<Body> extends FanoutTargetPolicy {
+  /** Writes one message; succeed once it is stored (key it by `id`, refuse to overwrite). */
   readonly storage: (message: StoredMessage<Body>) => Effect.Effect<void, unknown>
+  /** A storage target has no `deliver`. */
   readonly deliver?: undefined
 }
 

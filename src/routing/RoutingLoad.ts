@@ -49,6 +49,7 @@ export interface LoadSnapshot {
   observedAt: number
   /** How far back `completed` and `averageProcessingMs` look: one minute. */
   windowMs: number
+  /** Calls handing work to this object (enqueues, appends). */
   inbound: ProcessingLoad
   /** Outbound calls, and the work still stored that this object must deliver. */
   outbound: ProcessingLoad & { pendingDeliveries: number }
@@ -124,6 +125,7 @@ export class LoadWindow {
     }
   }
 
+  /** The counters at `now`, with the stored work still to deliver. */
   snapshot(pendingDeliveries: number, now: number): LoadSnapshot {
     return {
       observedAt: now,

@@ -8,11 +8,10 @@
  * `attempts` and `storedAt`.
  * @packageDocumentation
  */
+import type { SerializedError } from "./Errors.js"
+
 /** An error as it crosses a boundary (RPC, a result envelope, a dead letter): its name and message. */
-export interface SerializedError {
-  name: string
-  message: string
-}
+export type { SerializedError }
 
 /** Why a message was dead-lettered: it used its attempts, or its consumer said so. */
 export type FailureReason = "exhausted" | "explicit"
@@ -25,6 +24,7 @@ export interface StoredMessage<Body = unknown> {
   readonly messageId: string
   /** The target it was for. */
   readonly target: string
+  /** The message's body, as enqueued. */
   readonly body: Body
   /** When the message was accepted (epoch milliseconds). */
   readonly enqueuedAt: number

@@ -25,6 +25,7 @@ describe("the public surface", () => {
     expect(keysOf(DurabilityEffect)).toEqual([
       "Background",
       "Errors",
+      "Fanout",
       "InspectionRegistry",
       "Inspector",
       "Jobs",
@@ -38,6 +39,7 @@ describe("the public surface", () => {
       "NamedAlarms",
       "Operations",
       "RetryPolicy",
+      "RoutingLoad",
       "Scheduler",
       "SchedulerConfig",
       "Schedules",
