@@ -117,3 +117,69 @@ describe("Fanout (Effect)", () => {
       expect(Exit.isSuccess(yield* Effect.exit(next.run(again.load)))).toBe(true)
     }))
 })
+
+describe("Fanout (Effect): reports, claims and counts", () => {
+  it.scoped("reports a removed target's postponed work and a failed dead-letter write, retried 60 s later", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      let dlqUp = false
+      const written: Array<unknown> = []
+      const make = (targets: Fanout.FanoutOptions<string>["targets"]) =>
+        Effect.provide(
+          Fanout.make<string>({
+            retries: { maxAttempts: 1 },
+            targets,
+            dlq: (message) => dlqUp ? Effect.sync(() => void written.push(message)) : Effect.fail(new Error("dlq down"))
+          }),
+          Load.layer
+        )
+      const fanout = yield* object.run(make({
+        gone: { deliver: () => Effect.void, retries: { maxAttempts: 3, delay: () => 1_000 } },
+        bad: { deliver: (ms) => Effect.forEach(ms, (m) => m.deadLetter()) }
+      }))
+      yield* object.run(fanout.enqueue({ id: "m", body: "x" }))
+      yield* TestClock.adjust(0)
+      const failed = (yield* object.background.reports).filter((report) => report.event === "durability.fanout.dead_letter_failed")
+      expect(failed).toMatchObject([{ details: { messageId: "m", target: "bad", error: { name: "Error", message: "dlq down" } } }])
+      expect(rows(object, "SELECT target_id, phase, next_attempt_at FROM durability_fanout_deliveries ORDER BY target_id")).toEqual([
+        { target_id: "bad", phase: "dead_letter", next_attempt_at: 60_000 },
+        { target_id: "gone", phase: "delivery", next_attempt_at: 1_000 }
+      ])
+
+      const next = yield* object.restart
+      const again = yield* next.run(make({ bad: { deliver: () => Effect.void } }))
+      dlqUp = true
+      yield* TestClock.adjust(60_000)
+      yield* next.fireAlarm()
+      yield* TestClock.adjust(0)
+      expect(written).toHaveLength(1)
+      expect(written[0]).toMatchObject({ messageId: "m", target: "bad", failure: { reason: "explicit", error: null }, storedAt: 0, attempts: 1 })
+      const missing = (yield* next.background.reports).filter((report) => report.event === "durability.fanout.target_missing")
+      // Each pass that finds it due postpones it 60 s (the first at the restarted object's first alarm, 15 s).
+      expect(missing.map((report) => report.details)).toEqual([
+        { target: "gone", deliveries: 1, retryAt: 75_000 },
+        { target: "gone", deliveries: 1, retryAt: 135_000 }
+      ])
+      expect((yield* next.run(again.load)).outbound.pendingDeliveries).toBe(1)
+    }))
+
+  it.scoped("claims a batch in one statement and one transaction; enqueue never counts the table again", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const fanout = yield* object.run(Effect.provide(
+        Fanout.make<number>({ batchDelayMs: 1_000, maxBatchSize: 20, targets: { t: { deliver: (ms) => Effect.forEach(ms, (m) => m.ack()) } } }),
+        Load.layer
+      ))
+      yield* object.run(fanout.enqueueResult(Array.from({ length: 5 }, (_, i) => ({ id: `a${i}`, body: i }))))
+      const second = yield* object.run(fanout.enqueueResult(Array.from({ length: 5 }, (_, i) => ({ id: `b${i}`, body: i }))))
+      expect(second).toMatchObject({ success: true, load: { outbound: { pendingDeliveries: 10 } } })
+      const counts = object.storage.statements.filter((sql) => /COUNT\(\*\)/.test(sql) && sql.includes("durability_fanout_deliveries"))
+      expect(counts).toHaveLength(1)
+      const before = object.storage.statements.length
+      yield* TestClock.adjust(1_000)
+      const pass = object.storage.statements.slice(before)
+      expect(pass.filter((sql) => sql.startsWith("UPDATE durability_fanout_deliveries SET attempt"))).toHaveLength(1)
+      expect((yield* object.run(fanout.load)).outbound.pendingDeliveries).toBe(0)
+      expect(object.storage.statements.filter((sql) => /COUNT\(\*\)/.test(sql) && sql.includes("durability_fanout_deliveries"))).toHaveLength(1)
+    }))
+})
