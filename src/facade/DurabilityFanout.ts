@@ -97,8 +97,11 @@ export type DurabilityFanoutConfig<Body> = SchedulerAttachment & DurabilityMetho
   batchDelayMs?: number
   /** Told each `fanout_delivery` lifecycle event after it committed. */
   onLifecycleEvent?: LifecycleHook
-  /** Accepted for the reference's configs: SQLite is the only backend. */
-  storageBackend?: "sqlite"
+  /**
+   * Accepted for the reference's configs: SQLite is the only backend here, so `"kv"` is refused with a
+   * `TypeError` before anything is written.
+   */
+  storageBackend?: "sqlite" | "kv"
 }
 
 export type { EnqueueResult, LoadSnapshot, ProcessingLoad } from "../routing/RoutingLoad.js"

@@ -434,7 +434,9 @@ describe("DurabilityFanout", () => {
     expect(() => new DurabilityFanout({ context, targets: { x: {} as FanoutTarget<string> } })).toThrow(new TypeError('Invalid fanout target "x"'))
     expect(() => new DurabilityFanout({ context, targets: { x: { deliver: () => undefined } }, maxBatchSize: 0 })).toThrow(RangeError)
     expect(() => new DurabilityFanout({ context, targets: { x: { deliver: () => undefined, attemptTimeoutMs: -1 } } })).toThrow(/targets\.x\.attemptTimeoutMs/)
+    expect(() => new DurabilityFanout({ context, storageBackend: "kv", targets: { x: { deliver: () => undefined } } })).toThrow(TypeError)
     expect(state.storage.sql.exec("SELECT name FROM sqlite_master WHERE name LIKE 'durability_fanout%'").toArray()).toEqual([])
+    expect(state.storage.alarmAt).toBeNull()
   })
 })
 
