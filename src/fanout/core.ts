@@ -127,8 +127,13 @@ interface Impl {
   readonly onEvent: Lifecycle.LifecycleHook | undefined
 }
 
-/** The deliveries participant of each scheduler, and the fanout whose passes it runs now. */
-const participants = new WeakMap<object, { current: Impl; readonly handle: TableHandle }>()
+/** The deliveries stored, counted once, then kept in step with what commits (undefined: count again). */
+interface Count {
+  value: number | undefined
+}
+
+/** The deliveries participant of each scheduler, the fanout whose passes it runs now, and their count. */
+const participants = new WeakMap<object, { current: Impl; readonly handle: TableHandle; readonly count: Count }>()
 
 /**
  * A fanout on the scheduler. A scheduler takes one: another fails with `ParticipantConflictError`, unless
@@ -146,16 +151,21 @@ export const make = <Body>(options: FanoutOptions<Body>, replace?: boolean) =>
     const allTargets = [...resolved.keys()].sort()
 
     // The stored deliveries, counted once and then kept in step with what commits (a failed write recounts).
-    let pending: number | undefined
+    // One count per scheduler: a fanout that took over shares it with the batches still running of the one before.
+    const scheduler = yield* Scheduler.Scheduler
+    const attached = participants.get(scheduler)
+    const counted: Count = attached?.count ?? { value: undefined }
     const adjust = (by: number) =>
       Effect.sync(() => {
-        if (pending !== undefined) pending += by
+        if (counted.value !== undefined) counted.value += by
       })
     const pendingCount = Effect.suspend(() =>
-      pending !== undefined ? Effect.succeed(pending) : Effect.tap(Table.count(storage), (n) => Effect.sync(() => (pending = n)))
+      counted.value !== undefined
+        ? Effect.succeed(counted.value)
+        : Effect.tap(Table.count(storage), (n) => Effect.sync(() => (counted.value = n)))
     )
     const recountOnFailure = <A, E>(effect: Effect.Effect<A, E>) =>
-      Effect.tapErrorCause(effect, () => Effect.sync(() => (pending = undefined)))
+      Effect.tapErrorCause(effect, () => Effect.sync(() => (counted.value = undefined)))
 
     const policyOf = (target: string): Policy.Resolved => resolved.get(target)?.policy ?? base
 
@@ -519,8 +529,6 @@ export const make = <Body>(options: FanoutOptions<Body>, replace?: boolean) =>
     })
 
     const impl: Impl = { pass, passPolicy, onEvent: deliveriesOnly(options.onLifecycleEvent) }
-    const scheduler = yield* Scheduler.Scheduler
-    const attached = participants.get(scheduler)
     if (attached !== undefined) {
       if (replace !== true) {
         return yield* new ParticipantConflictError({
@@ -551,7 +559,7 @@ export const make = <Body>(options: FanoutOptions<Body>, replace?: boolean) =>
         entity: (row: Row) => ({ entityKind: "fanout_target", id: String(row.target), generation: String(row.generation_id) }),
         onEvent: (event) => slot.current.onEvent?.(event)
       }))
-      participants.set(scheduler, Object.assign(slot, { handle }))
+      participants.set(scheduler, Object.assign(slot, { handle, count: counted }))
     }
 
     // One source per object: a fanout that took over keeps the first one's (it reads the same tables).
