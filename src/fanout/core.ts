@@ -573,10 +573,11 @@ export const make = <Body>(options: FanoutOptions<Body>, replace?: boolean) =>
     ): Effect.Effect<Array<string>, FanoutEnqueueError | StorageError> =>
       Effect.gen(function*() {
         const list: ReadonlyArray<FanoutInput<Body>> = Array.isArray(input) ? input : [input as FanoutInput<Body>]
-        const given = enqueueOptions?.targets
-        const targets = given === undefined ? allTargets : [...given].sort()
+        const given: unknown = enqueueOptions?.targets
+        // Not spread before it is known to be an array: a string would spread into its characters.
+        const targets: Array<string> = given === undefined ? allTargets : Array.isArray(given) ? [...given].sort() : []
         if (
-          !Array.isArray(targets) || targets.length === 0 || new Set(targets).size !== targets.length ||
+          targets.length === 0 || new Set(targets).size !== targets.length ||
           targets.some((target) => typeof target !== "string" || !resolved.has(target))
         ) {
           return yield* new FanoutEnqueueError({ message: "Enqueue targets must be distinct configured target IDs" })

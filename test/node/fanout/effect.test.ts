@@ -73,10 +73,11 @@ describe("Fanout (Effect)", () => {
         yield* Effect.flip(object.run(fanout.enqueue({ body: "x" }, { targets: [] }))),
         yield* Effect.flip(object.run(fanout.enqueue({ body: "x" }, { targets: ["a", "zzz"] }))),
         yield* Effect.flip(object.run(fanout.enqueue({ id: "", body: "x" }))),
+        yield* Effect.flip(object.run(fanout.enqueue({ body: "x" }, { targets: "a" as unknown as Array<string> }))),
         yield* Effect.flip(object.run(fanout.enqueue([{ id: "fine", body: "x" }, { id: "bad", body: { at: new Date(0) } as unknown as string }])))
       ]
-      expect(failures.map((error) => error._tag)).toEqual(["FanoutEnqueueError", "FanoutEnqueueError", "FanoutEnqueueError", "FanoutEnqueueError"])
-      expect(failures[3]!.message).toMatch(/^messages\[1\]\.body must be JSON/)
+      expect(failures.map((error) => error._tag)).toEqual(["FanoutEnqueueError", "FanoutEnqueueError", "FanoutEnqueueError", "FanoutEnqueueError", "FanoutEnqueueError"])
+      expect(failures[4]!.message).toMatch(/^messages\[1\]\.body must be JSON/)
       expect(object.storage.statements.slice(before)).toEqual([])
       expect(rows(object, "SELECT * FROM durability_fanout_deliveries")).toEqual(snapshot)
       const result = yield* object.run(fanout.enqueueResult({ id: "kept", body: "different" }))
