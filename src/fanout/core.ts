@@ -319,7 +319,7 @@ export const make = <Body>(options: FanoutOptions<Body>, replace?: boolean) =>
 
     // ---- The pass of one target. ----
 
-    const messageOf = (row: Row, slots: Map<string, Slot>, startedAt: number, deadLetters: Array<Row>): Slot => {
+    const messageOf = (row: Row, startedAt: number, deadLetters: Array<Row>): Slot => {
       const id = deliveryId(row)
       const slot: Slot = {
         row,
@@ -377,8 +377,8 @@ export const make = <Body>(options: FanoutOptions<Body>, replace?: boolean) =>
         },
         deadLetter: () => settle("deadLetter", deadLetter(row, "explicit", undefined))
       }
+      // The settlement calls close over the slot, so the message is set on it once they exist.
       Object.assign(slot, { message })
-      slots.set(id, slot)
       return slot
     }
 
@@ -411,9 +411,8 @@ export const make = <Body>(options: FanoutOptions<Body>, replace?: boolean) =>
     const deliverBatch = (entry: Resolved, rows: ReadonlyArray<Row>) =>
       Effect.gen(function*() {
         const startedAt = yield* Clock.currentTimeMillis
-        const slots = new Map<string, Slot>()
         const deadLetters: Array<Row> = []
-        const batch = rows.map((row) => messageOf(row, slots, startedAt, deadLetters))
+        const batch = rows.map((row) => messageOf(row, startedAt, deadLetters))
         const timeoutMs = entry.policy.attemptTimeoutMs
         const { target: definition } = entry
         const ended = yield* routing.measure(
