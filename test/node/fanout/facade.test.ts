@@ -9,6 +9,7 @@ import {
   Durability,
   DurabilityAlarms,
   DurabilityFanout,
+  durabilityFanoutMigrations,
   type DurabilityFanoutMessage,
   DurabilityScheduler,
   FanoutSettlementError,
@@ -425,6 +426,19 @@ describe("DurabilityFanout", () => {
     expect(first).toEqual(["a"])
     expect(second).toEqual(["b:1", "a:2"])
     expect((await newer.load()).outbound.pendingDeliveries).toBe(0)
+  })
+
+  it("migrate applies and reverts fanout's one migration without a scheduler", async () => {
+    const state = await TestObjectState.make({ startTime: START })
+    const tables = () =>
+      state.storage.sql.exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'durability_fanout%' ORDER BY name").toArray()
+        .map((row) => row.name)
+    expect(durabilityFanoutMigrations.map((migration) => migration.name)).toEqual(["durability_0023_fanout"])
+    expect(DurabilityFanout.migrate(state.context)).toEqual({ applied: ["durability_0023_fanout"], rolledBack: [] })
+    expect(tables()).toEqual(["durability_fanout_deliveries", "durability_fanout_messages", "durability_fanout_seq", "durability_fanout_targets"])
+    expect(DurabilityFanout.migrate(state.context)).toEqual({ applied: [], rolledBack: [] })
+    expect(DurabilityFanout.migrate(state.context, null)).toEqual({ applied: [], rolledBack: ["durability_0023_fanout"] })
+    expect(tables()).toEqual([])
   })
 
   it("rejects bad configuration with the reference's errors", async () => {
