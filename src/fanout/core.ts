@@ -246,9 +246,15 @@ export const make = <Body>(options: FanoutOptions<Body>, replace?: boolean) =>
     /** Writes a dead letter to the DLQ (under its deadline), then deletes it; a failed write waits 60 s. */
     const writeDeadLetter = (row: Row) =>
       Effect.gen(function*() {
-        if (dlq === undefined) return
         const claim = claimOf(row)
         const reason = row.dead_letter_reason === "explicit" ? "explicit" : "exhausted"
+        if (dlq === undefined) {
+          // Dead-lettered while a DLQ was configured, and there is none now: dropped, as without a DLQ.
+          const matched = yield* recountOnFailure(storage.transaction(Table.remove(storage, claim, "dead_letter")))
+          if (!matched) return
+          yield* adjust(-1)
+          return yield* emitTerminal(row, reason, storedError(row), yield* Clock.currentTimeMillis)
+        }
         const error = storedError(row) ?? null
         const entry: StoredMessage<unknown> = {
           id: deliveryId(row),
@@ -498,6 +504,8 @@ export const make = <Body>(options: FanoutOptions<Body>, replace?: boolean) =>
         const dead: Array<{ readonly row: Row; readonly exhausted: boolean }> = []
         for (const row of due) {
           if (row.message_generation === null || String(row.message_generation) !== String(row.generation_id)) {
+            // Never expected (a manifest goes with its last delivery): kept, reported, and not due again at once.
+            yield* storage.transaction(Table.postponeOne(storage, String(row.id), now + RETRY_LATER_MS))
             yield* background.report("durability.fanout.failed", {
               target,
               delivery: String(row.id),

@@ -82,6 +82,10 @@ export const due = (storage: StorageService, target: string, now: number, limit:
     return [...first, ...rest]
   })
 
+/** Moves one delivery to `at`. */
+export const postponeOne = (storage: StorageService, id: string, at: number) =>
+  storage.exec(`UPDATE ${DELIVERIES} SET next_attempt_at = ? WHERE id = ?`, [at, id])
+
 /** Moves `target`'s due deliveries to `at` (a target no longer configured); returns how many. */
 export const postpone = (storage: StorageService, target: string, now: number, at: number) =>
   Effect.map(

@@ -216,6 +216,24 @@ describe("DurabilityFanout", () => {
     expect(restarted.storage.alarmAt).toBeNull()
   })
 
+  it("drops a dead letter still waiting for its write once the object runs without a DLQ", async () => {
+    const sink = new Sink()
+    sink.fail = true
+    const events: Array<{ readonly type: string; readonly reason?: unknown }> = []
+    const { config, fanout, state } = await fixture({ t: { deliver: async (messages) => void (await Promise.all(messages.map((m) => m.deadLetter()))) } }, sink)
+    await fanout.enqueue({ id: "x", body: "x" })
+    await fanout.alarm()
+    expect(rows(state, "SELECT phase FROM durability_fanout_deliveries")).toEqual([{ phase: "dead_letter" }])
+    const restarted = await state.restart()
+    const { dlq: _dlq, ...withoutDlq } = config
+    const recovered = new DurabilityFanout<string>({ ...withoutDlq, context: restarted.context, onLifecycleEvent: (event) => void events.push(event) })
+    await restarted.advance(60_000)
+    await recovered.alarm()
+    expect(rows(restarted, "SELECT * FROM durability_fanout_deliveries")).toEqual([])
+    expect(events).toMatchObject([{ type: "terminal", reason: "dead_lettered" }])
+    expect(restarted.storage.alarmAt).toBeNull()
+  })
+
   it("redrives only the failed target with a fresh attempt budget", async () => {
     const seen: Array<[string, number]> = []
     let recover = false
