@@ -119,6 +119,26 @@ describe("Fanout (Effect)", () => {
     }))
 })
 
+describe("Fanout (Effect): the layer", () => {
+  it.scoped("provides the object's fanout under its tag, with the object's RoutingLoad", () =>
+    Effect.gen(function*() {
+      const object = yield* TestDurability.make()
+      const delivered: Array<unknown> = []
+      const program = Effect.gen(function*() {
+        const fanout = yield* Fanout.Fanout
+        yield* fanout.enqueue({ id: "x", body: { any: "json" } })
+        yield* TestClock.adjust(0)
+        return yield* fanout.load
+      })
+      const load = yield* object.run(program.pipe(
+        Effect.provide(Fanout.layer({ targets: { t: { deliver: (ms) => Effect.forEach(ms, (m) => Effect.zipRight(Effect.sync(() => delivered.push(m.body)), m.ack())) } } })),
+        Effect.provide(Load.layer)
+      ))
+      expect(delivered).toEqual([{ any: "json" }])
+      expect(load.outbound).toMatchObject({ pendingDeliveries: 0, completed: 1, inFlight: 0 })
+    }))
+})
+
 describe("Fanout (Effect): reports, claims and counts", () => {
   it.scoped("reports a removed target's postponed work and a failed dead-letter write, retried 60 s later", () =>
     Effect.gen(function*() {
