@@ -673,8 +673,14 @@ export const make = <Body>(options: FanoutOptions<Body>, replace?: boolean) =>
       })
 
     const service: Service<Body> = {
-      enqueue: (input, enqueueOptions) => Effect.withSpan(enqueue(input, enqueueOptions), "Fanout.enqueue"),
-      enqueueResult: (input, enqueueOptions) => Effect.withSpan(enqueueResult(input, enqueueOptions), "Fanout.enqueueResult"),
+      enqueue: Effect.fn("Fanout.enqueue")(function*(input: FanoutInput<Body> | ReadonlyArray<FanoutInput<Body>>, enqueueOptions?: FanoutEnqueueOptions) {
+        return yield* enqueue(input, enqueueOptions)
+      }),
+      enqueueResult: Effect.fn("Fanout.enqueueResult")(
+        function*(input: FanoutInput<Body> | ReadonlyArray<FanoutInput<Body>>, enqueueOptions?: FanoutEnqueueOptions) {
+          return yield* enqueueResult(input, enqueueOptions)
+        }
+      ),
       load: Effect.withSpan(load, "Fanout.load")
     }
     return service
