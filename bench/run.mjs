@@ -61,6 +61,8 @@ const wantI = wanted("I1")
 const wantW = ["W1", "W2", "W3", "W4"].some(wanted)
 // The retained log (L1): the library and its raw-SQL floor, one worker.
 const wantL = wanted("L1")
+// Fanout (issue 30): deliveries/s to 4 targets beside a raw-SQL floor; its own worker.
+const wantF = wanted("F1")
 
 const settings = smoke
   ? {
@@ -86,7 +88,8 @@ const settings = smoke
     w1: { n: 20, batch: 10 },
     w2: { n: 10, minMs: 200, maxMs: 400, batch: 10 },
     w3: { n: 5, batch: 5, settleMs: 100, spacingMs: 20 },
-    w4: { small: 20, large: 200, seedCall: 100, batch: 50, probes: 2, probeMs: 200 }
+    w4: { small: 20, large: 200, seedCall: 100, batch: 50, probes: 2, probeMs: 200 },
+    f1: { n: 100, batch: 50 }
   }
   : {
     reps: 3,
@@ -726,6 +729,7 @@ if (wantJ) built.jobs = bundle(path.join(bench, "workers/jobs.wrangler.toml"), "
 if (wantX) built.jobsExternal = bundle(path.join(bench, "workers/jobsExternal.wrangler.toml"), "jobsExternal")
 if (wantI) built.inspector = bundle(path.join(bench, "workers/inspector.wrangler.toml"), "inspector")
 if (wantL) built.log = bundle(path.join(bench, "workers/log.wrangler.toml"), "log")
+if (wantF) built.fanout = bundle(path.join(bench, "workers/fanout.wrangler.toml"), "fanout")
 /** Workers of the workflow scenarios that did not bundle: worker -> why (their rows print "not built"). */
 const notBuilt = {}
 if (wantW) {
@@ -786,6 +790,7 @@ const mfOptions = {
       : []),
     ...(wantI ? [workerOptions("inspector", built.inspector, [["TARGET", "InspectorBench"]])] : []),
     ...(wantL ? [workerOptions("log", built.log, [["TARGET", "LogBench"], ["TARGET_FLOOR", "LogFloorBench"]])] : []),
+    ...(wantF ? [workerOptions("fanout", built.fanout, [["TARGET", "FanoutBench"], ["TARGET_FLOOR", "FanoutFloorBench"]])] : []),
     ...(wantW
       ? workflowWorkers().filter((impl) => built[impl.worker] !== undefined).map((impl) => ({
         ...workerOptions(impl.worker, built[impl.worker], impl.durableObjects),
@@ -806,6 +811,7 @@ try {
   if (wantX) fetchers.jobsExternal = await mf.getWorker("jobsExternal")
   if (wantI) fetchers.inspector = await mf.getWorker("inspector")
   if (wantL) fetchers.log = await mf.getWorker("log")
+  if (wantF) fetchers.fanout = await mf.getWorker("fanout")
   for (const impl of wantW ? WORKFLOW_IMPLEMENTATIONS : []) {
     if (built[impl.worker] !== undefined) fetchers[impl.worker] = await mf.getWorker(impl.worker)
   }
@@ -1437,6 +1443,42 @@ try {
       }
       results.scenarios.J7 = { library: j7 }
     }
+  }
+
+  if (wantF) {
+    // F1: n messages enqueued in batches to 4 consumer targets that ack each one, until every delivery is
+    // acked; the library beside a raw-SQL floor doing the same inserts and deletes by hand. Statements per
+    // message are counted by the worker's counted storage (reliable on a loaded machine; times are not).
+    const f1 = { library: [], floor: [] }
+    await call("fanout", "f1", { name: fresh("fanout", "f1-warm"), binding: "TARGET", n: 50, batch: 50 })
+    for (let rep = 0; rep < settings.reps; rep++) {
+      for (const [impl, binding] of [["library", "TARGET"], ["floor", "TARGET_FLOOR"]]) {
+        const run = await call("fanout", "f1", { name: fresh("fanout", `f1-${impl}`), binding, ...settings.f1 })
+        if (run.deliveries < run.n * 4) throw new Error(`F1 ${impl} delivered ${run.deliveries} of ${run.n * 4}`)
+        const statements = Object.values(run.counts.statements).reduce((sum, c) => sum + c.n, 0)
+        const rowsWritten = Object.values(run.counts.statements).reduce((sum, c) => sum + c.rowsWritten, 0)
+        f1[impl].push({
+          ms: run.ms,
+          deliveriesPerSec: round(run.deliveries * 1000 / Math.max(1, run.ms), 0),
+          statementsPerMessage: round(statements / run.n, 2),
+          rowsWrittenPerMessage: round(rowsWritten / run.n, 2),
+          transactionsPerMessage: round(run.counts.transactions / run.n, 3),
+          alarmWritesPerMessage: round((run.counts.setAlarm + run.counts.deleteAlarm) / run.n, 3)
+        })
+        log(`F1 ${impl} rep ${rep + 1}: ${run.deliveries} deliveries in ${run.ms} ms, ${round(statements / run.n, 2)} statements/message`)
+      }
+    }
+    const mid = (list, key) => median(list.map((r) => r[key]))
+    results.scenarios.F1 = Object.fromEntries(["library", "floor"].map((impl) => [impl, {
+      n: settings.f1.n,
+      targets: 4,
+      deliveriesPerSec: mid(f1[impl], "deliveriesPerSec"),
+      statementsPerMessage: mid(f1[impl], "statementsPerMessage"),
+      rowsWrittenPerMessage: mid(f1[impl], "rowsWrittenPerMessage"),
+      transactionsPerMessage: mid(f1[impl], "transactionsPerMessage"),
+      alarmWritesPerMessage: mid(f1[impl], "alarmWritesPerMessage"),
+      runs: f1[impl]
+    }]))
   }
 
   if (wantI) {
@@ -2176,6 +2218,15 @@ if (s.J4) {
   jobRow("J4", "rows written per job (workerd count)", fmt(lib.rowsWrittenPerJob, 2), "-", "-", "", undefined)
   jobRow("J4", "transactions / alarm writes per job", `${fmt(lib.transactionsPerJob, 2)} / ${fmt(lib.alarmWritesPerJob, 3)}`, "-", "-", "", undefined)
   goals.push({ goal: "J4 <= 4 statements per job", value: lib.statementsPerJob, met: lib.statementsPerJob <= 4 })
+}
+
+// Fanout (F1): the library beside the raw-SQL floor, in the main table (no peer runs fanout).
+if (s.F1) {
+  const lib = s.F1.library, floor = s.F1.floor
+  row("F1", `fanout deliveries/s, ${lib.n} messages to ${lib.targets} targets`, fmt(lib.deliveriesPerSec, 0), "-", fmt(floor.deliveriesPerSec, 0), `${fmt(lib.deliveriesPerSec / floor.deliveriesPerSec, 2)}x floor`, "", undefined)
+  row("F1", "statements per message (all targets)", fmt(lib.statementsPerMessage, 2), "-", fmt(floor.statementsPerMessage, 2), `${fmt(lib.statementsPerMessage / floor.statementsPerMessage, 2)}x floor`, "", undefined)
+  row("F1", "rows written per message (workerd count)", fmt(lib.rowsWrittenPerMessage, 2), "-", fmt(floor.rowsWrittenPerMessage, 2), "", "", undefined)
+  row("F1", "transactions / alarm writes per message", `${fmt(lib.transactionsPerMessage, 2)} / ${fmt(lib.alarmWritesPerMessage, 3)}`, "-", `${fmt(floor.transactionsPerMessage, 2)} / ${fmt(floor.alarmWritesPerMessage, 3)}`, "", "", undefined)
 }
 
 // Jobs beyond one object (J5–J7): the library alone (no peer runs these).

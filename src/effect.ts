@@ -10,6 +10,7 @@
  */
 export * as Background from "./effect/Background.js"
 export * as Errors from "./shared/Errors.js"
+export * as Fanout from "./fanout/Fanout.js"
 export * as InspectionRegistry from "./inspection/InspectionRegistry.js"
 export * as Inspector from "./inspector/InspectorService.js"
 export * as Jobs from "./jobs/Jobs.js"

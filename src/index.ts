@@ -208,9 +208,26 @@ export { migrations as durabilityNamedAlarmMigrations } from "./alarms/NamedAlar
 export { migrations as durabilityJobMigrations } from "./jobs/Jobs.js"
 export { migrations as durabilityScheduleMigrations } from "./schedules/Schedules.js"
 export { migrations as durabilityWorkflowMigrations } from "./workflows/schema.js"
+export {
+  DurabilityFanout,
+  durabilityFanoutMigrations,
+  FanoutEnqueueError,
+  FanoutSettlementError,
+  FanoutTimeoutError
+} from "./facade/DurabilityFanout.js"
+export type {
+  DurabilityFanoutConfig,
+  DurabilityFanoutMessage,
+  FanoutConsumerTarget,
+  FanoutEnqueueOptions,
+  FanoutInput,
+  FanoutStorageTarget,
+  FanoutTarget
+} from "./facade/DurabilityFanout.js"
 export type { LifecycleEvent as DurabilityLifecycleEvent, LifecycleHook } from "./engine/Lifecycle.js"
 export { logLifecycle } from "./engine/Logging.js"
 export type { SerializedError } from "./shared/Errors.js"
+// The load telemetry and the stored-message envelope fanout and the log answer with (shared with routing).
 export { RoutingLoad } from "./facade/RoutingLoad.js"
 export type { Direction, EnqueueResult, LoadSnapshot, ProcessingLoad } from "./routing/RoutingLoad.js"
 export type { FailureReason, MessageWrite, StoredMessage } from "./shared/StoredMessage.js"

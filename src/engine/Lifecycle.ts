@@ -64,8 +64,11 @@ export type LifecycleEvent =
     readonly type: "terminal"
     readonly timestamp: number
     readonly attempt: number
-    /** `attempts_exhausted`: claimed at its limit; `canceled`: by `cancel`, running or not. */
-    readonly reason: "attempts_exhausted" | "canceled"
+    /**
+     * `attempts_exhausted`: claimed at its limit; `canceled`: by `cancel`, running or not; `dead_lettered`: a
+     * fanout delivery its consumer dead-lettered.
+     */
+    readonly reason: "attempts_exhausted" | "canceled" | "dead_lettered"
     readonly error: SerializedError
   })
   | {

@@ -86,6 +86,12 @@ export class LogTruncatedError extends named("LogTruncatedError") {
 }
 /** A log lease's batch id is not held any more (settled, or reclaimed by another worker after it expired). */
 export class LogLeaseError extends named("LogLeaseError") {}
+/** A definite rejection of a fanout enqueue, returned in `{ success: false }` (nothing was stored). */
+export class FanoutEnqueueError extends named("FanoutEnqueueError") {}
+/** A fanout delivery was settled twice, late (after its batch ended), or after its claim was gone. */
+export class FanoutSettlementError extends named("FanoutSettlementError") {}
+/** A fanout target's batch did not end within its `attemptTimeoutMs`. */
+export class FanoutTimeoutError extends named("FanoutTimeoutError") {}
 
 const byTag: Record<string, new(message: string, options?: { readonly cause?: unknown }) => Error> = {
   NonRetryableError,
@@ -111,7 +117,10 @@ const byTag: Record<string, new(message: string, options?: { readonly cause?: un
   WorkflowTerminatedError,
   LogAppendError,
   LogTruncatedError,
-  LogLeaseError
+  LogLeaseError,
+  FanoutEnqueueError,
+  FanoutSettlementError,
+  FanoutTimeoutError
 }
 
 const classOf = (name: unknown) => typeof name === "string" && Object.hasOwn(byTag, name) ? byTag[name] : undefined

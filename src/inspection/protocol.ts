@@ -63,7 +63,7 @@ export type WorkflowStatus = typeof WorkflowStatus.Type
 export const WorkflowCounts = Schema.Record({ key: WorkflowStatus, value: Schema.Number })
 
 /** The capabilities an object can attach, each a part of the inspector (and of `PurgeBefore`). */
-export const Capability = Schema.Literal("operations", "alarms", "jobs", "schedules", "workflows", "log")
+export const Capability = Schema.Literal("operations", "alarms", "jobs", "schedules", "workflows", "log", "fanout")
 export type Capability = typeof Capability.Type
 
 // ---------------------------------------------------------------------------------------------
@@ -146,9 +146,23 @@ export const Overview = Schema.Struct({
     consumers: Schema.Number,
     segments: Schema.Number,
     leasesHeld: Schema.Number
-  }))
+  })),
+  /** Fanout's deliveries still stored, by target (each count stopping at `COUNT_CAP`). */
+  fanout: Schema.optional(Schema.Struct({ targets: Schema.Array(Schema.Struct({ target: Schema.String, pending: Schema.Number })) }))
 })
 export type Overview = typeof Overview.Type
+
+/** One fanout delivery still stored: its message, target, phase and attempts. */
+export const FanoutDeliveryItem = Schema.Struct({
+  messageId: Schema.String,
+  target: Schema.String,
+  /** `delivery`: to its consumer; `dead_letter`: only its write to the DLQ is left. */
+  phase: Schema.Literal("delivery", "dead_letter"),
+  attempt: Schema.Number,
+  nextAttemptAt: Millis,
+  error: Schema.optional(ErrorView)
+})
+export type FanoutDeliveryItem = typeof FanoutDeliveryItem.Type
 
 /** One operation record in a list. */
 export const OperationItem = Schema.Struct({
@@ -335,6 +349,8 @@ export const WorkflowPage = Page(WorkflowItem)
 export const WorkflowStepPage = Page(WorkflowStepItem)
 /** A page of the events sent to an instance, oldest first. */
 export const WorkflowEventPage = Page(WorkflowEventItem)
+/** A page of fanout deliveries, soonest due first. */
+export const FanoutDeliveryPage = Page(FanoutDeliveryItem)
 
 // ---------------------------------------------------------------------------------------------
 // Reads
@@ -354,6 +370,12 @@ export class OperationsQuery extends Schema.TaggedClass<OperationsQuery>()("Oper
 }) {}
 /** List named alarms. */
 export class AlarmsQuery extends Schema.TaggedClass<AlarmsQuery>()("Alarms", { cursor: Cursor, limit: Limit }) {}
+/** List fanout's stored deliveries, optionally of one target (read-only). */
+export class FanoutDeliveriesQuery extends Schema.TaggedClass<FanoutDeliveriesQuery>()("FanoutDeliveries", {
+  target: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(512))),
+  cursor: Cursor,
+  limit: Limit
+}) {}
 /** List schedules. */
 export class SchedulesQuery extends Schema.TaggedClass<SchedulesQuery>()("Schedules", { cursor: Cursor, limit: Limit }) {}
 /** List one queue's jobs, optionally of one state. */
@@ -553,7 +575,8 @@ export const Query = Schema.Union(
   WorkflowQuery,
   WorkflowStepsQuery,
   WorkflowEventsQuery,
-  RetainedLogQuery
+  RetainedLogQuery,
+  FanoutDeliveriesQuery
 )
 export type Query = typeof Query.Type
 
@@ -647,7 +670,8 @@ export const answers = {
   RestartWorkflow: ActionResult,
   SendWorkflowEvent: ActionResult,
   RetainedLog: RetainedLogView,
-  PurgeBefore: ActionResult
+  PurgeBefore: ActionResult,
+  FanoutDeliveries: FanoutDeliveryPage
 } as const satisfies Record<Request["_tag"], Schema.Schema.Any>
 
 /** The answer to a request of tag `T`. */

@@ -342,6 +342,13 @@ const maintenance = HttpApiGroup.make("maintenance").add(
     .addSuccess(P.ActionResult)
 )
 
+const fanout = HttpApiGroup.make("fanout").add(
+  HttpApiEndpoint.get("deliveries", "/api/objects/:object/fanout")
+    .setPath(ObjectPath)
+    .setUrlParams(Schema.Struct({ target: Schema.optional(Id), ...page }))
+    .addSuccess(P.FanoutDeliveryPage)
+)
+
 const meta = HttpApiGroup.make("meta").add(HttpApiEndpoint.get("openapi", "/api/openapi.json").addSuccess(Schema.Unknown))
 
 /** The inspector's HTTP API (paths relative to where it is mounted, e.g. `/_durability`). */
@@ -353,6 +360,7 @@ export class InspectorApi extends HttpApi.make("durability-inspector")
   .add(jobs)
   .add(workflows)
   .add(log)
+  .add(fanout)
   .add(maintenance)
   .add(meta)
   .addError(BadRequest.annotations({ description: "The request is malformed; the message names the field." }), { status: 400 })
@@ -423,6 +431,9 @@ const operationsLive = HttpApiBuilder.group(InspectorApi, "operations", (handler
   handlers
     .handle("list", ({ path, urlParams }) => ask(path.object, { _tag: "Operations", ...urlParams }))
     .handle("cancel", ({ path }) => ask(path.object, { _tag: "CancelOperation", operation: path.operation, id: path.id })))
+
+const fanoutLive = HttpApiBuilder.group(InspectorApi, "fanout", (handlers) =>
+  handlers.handle("deliveries", ({ path, urlParams }) => ask(path.object, { _tag: "FanoutDeliveries", ...urlParams })))
 
 const alarmsLive = HttpApiBuilder.group(InspectorApi, "alarms", (handlers) =>
   handlers
@@ -564,7 +575,7 @@ export const authorization = (
  * `Authorization` (see `authorization`); serve it with `HttpApiBuilder.toWebHandler` or any server.
  */
 export const layer: Layer.Layer<HttpApi.Api, never, Backend | Authorization> = HttpApiBuilder.api(InspectorApi).pipe(
-  Layer.provide([objectsLive, operationsLive, alarmsLive, schedulesLive, jobsLive, workflowsLive, logLive, maintenanceLive, metaLive]),
+  Layer.provide([objectsLive, operationsLive, alarmsLive, schedulesLive, jobsLive, workflowsLive, logLive, fanoutLive, maintenanceLive, metaLive]),
   Layer.provide(guardLive),
   Layer.provide(errorsLive)
 )

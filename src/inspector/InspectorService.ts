@@ -77,7 +77,8 @@ const owners: Record<Exclude<Tag, "Overview" | "PurgeBefore">, Protocol.Capabili
   ResumeWorkflow: "workflows",
   TerminateWorkflow: "workflows",
   RestartWorkflow: "workflows",
-  SendWorkflowEvent: "workflows"
+  SendWorkflowEvent: "workflows",
+  FanoutDeliveries: "fanout"
 }
 
 /** Each request's own schema, by tag: a bad field is reported against it, not against the whole union. */

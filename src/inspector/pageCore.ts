@@ -24,7 +24,8 @@ var TABS = [
   { id: "operations", label: "Operations", capability: "operations" },
   { id: "alarms", label: "Alarms", capability: "alarms" },
   { id: "workflows", label: "Workflows", capability: "workflows" },
-  { id: "log", label: "Log", capability: "log" }
+  { id: "log", label: "Log", capability: "log" },
+  { id: "fanout", label: "Fanout", capability: "fanout" }
 ];
 
 var byId = function (id) { return document.getElementById(id); };

@@ -69,7 +69,9 @@ function summaryCard(object, overview) {
 /** The purge form's choices per object, so a refresh (which rebuilds the form) keeps them. */
 var purgeChoices = new Map();
 
-function purgeForm(object, capabilities) {
+function purgeForm(object, attached) {
+  // Fanout's deliveries are settled, never purged.
+  var capabilities = attached.filter(function (c) { return c !== "fanout"; });
   if (capabilities.length === 0) return null;
   var week = new Date(Date.now() - 7 * 86400000);
   var choice = purgeChoices.get(object) || { capability: capabilities[0], date: week.getFullYear() + "-" + pad(week.getMonth() + 1) + "-" + pad(week.getDate()) };
@@ -105,7 +107,8 @@ function tabBar(object, tabs, current, overview) {
     operations: overview.operations ? countText(overview.operations.counts.pending) + " pending" : "",
     alarms: overview.alarms ? countText(overview.alarms.pending) + " pending" : "",
     workflows: workflowsCount(overview),
-    log: overview.log ? countText(overview.log.nextOffset - overview.log.oldestOffset) + " records" : ""
+    log: overview.log ? countText(overview.log.nextOffset - overview.log.oldestOffset) + " records" : "",
+    fanout: overview.fanout ? countSum(overview.fanout.targets.map(function (t) { return t.pending; })) + " pending" : ""
   };
   return h("nav", { class: "tabs", testid: "tabs", "aria-label": "Capabilities" }, tabs.map(function (t) {
     return h("a", { href: link("objects", object, t.id), testid: "tab-" + t.id, "aria-current": t.id === current ? "page" : null },
@@ -126,6 +129,7 @@ function objectView(object, tabId, sub, query) {
       current === "operations" ? operationsTab(object, overview, query.get("status")) :
       current === "workflows" ? workflowsTab(object, overview, sub, query.get("status")) :
       current === "log" ? logTab(object) :
+      current === "fanout" ? fanoutTab(object) :
       alarmsTab(object);
     return content.then(function (node) {
       return {
@@ -511,6 +515,23 @@ function operationsTab(object, overview, status) {
       h("nav", { class: "chips", testid: "status-filter" }, chip("", undefined), ["pending", "completed", "failed"].map(function (s) { return chip(s, counts[s]); })),
       page.items.length === 0 ? empty(filter ? "No " + filter + " operations." : "No operations.") :
         table(columns, page.items, function (o) { return { testid: "operation-row", "data-id": o.id }; }),
+      pager(page, pageState));
+  });
+}
+
+function fanoutTab(object) {
+  var pageState = paging("fanout:" + object);
+  return api(["objects", object, "fanout"], { query: { cursor: pageState.cursor, limit: PAGE_SIZE } }).then(function (page) {
+    var columns = [
+      { label: "Target", cell: function (d) { return h("code", null, u(d.target)); } },
+      { label: "Message", className: "wrap", cell: function (d) { return h("code", null, u(d.messageId)); } },
+      { label: "Phase", cell: function (d) { return badge(d.phase === "dead_letter" ? "dead letter" : "delivery", null, "fanout-phase"); } },
+      { label: "Attempt", className: "num", cell: function (d) { return String(d.attempt); } },
+      { label: "Next attempt", cell: function (d) { return when(d.nextAttemptAt); } },
+      { label: "Error", className: "wrap", cell: function (d) { return errorText(d.error); } }
+    ];
+    return card(h("h3", null, "Pending deliveries"),
+      page.items.length === 0 ? empty("No deliveries pending.") : table(columns, page.items, function (d) { return { testid: "fanout-row", "data-target": d.target }; }),
       pager(page, pageState));
   });
 }

@@ -8,13 +8,10 @@
  * `attempts` and `storedAt`.
  * @packageDocumentation
  */
+import type { SerializedError } from "./Errors.js"
+
 /** An error as it crosses a boundary (RPC, a result envelope, a dead letter): its name and message. */
-export interface SerializedError {
-  /** The error's name, e.g. `TypeError`. */
-  name: string
-  /** The error's message. */
-  message: string
-}
+export type { SerializedError }
 
 /** Why a message was dead-lettered: it used its attempts, or its consumer said so. */
 export type FailureReason = "exhausted" | "explicit"

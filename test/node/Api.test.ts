@@ -25,6 +25,7 @@ describe("the public surface", () => {
     expect(keysOf(DurabilityEffect)).toEqual([
       "Background",
       "Errors",
+      "Fanout",
       "InspectionRegistry",
       "Inspector",
       "Jobs",

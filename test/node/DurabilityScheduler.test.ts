@@ -25,7 +25,8 @@ describe("DurabilityScheduler options", () => {
       [{ alarmHandoffMs: 0 }, RangeError, "alarmHandoffMs must be a positive integer"],
       [{ alarmHandoffMs: Number.POSITIVE_INFINITY }, RangeError, "alarmHandoffMs must be a positive integer"],
       [{ onAlarmRetry: "later" }, TypeError, "onAlarmRetry must be a function"],
-      [{ liveTimers: 1 }, TypeError, "liveTimers must be a boolean"]
+      [{ liveTimers: 1 }, TypeError, "liveTimers must be a boolean"],
+      [{ storageBackend: "kv" }, TypeError, 'storageBackend must be "sqlite"']
     ]
     for (const [options, ErrorType, message] of cases) {
       const build = () => new DurabilityScheduler({ context, ...options })
@@ -37,7 +38,11 @@ describe("DurabilityScheduler options", () => {
   })
 
   it("accepts the defaults and the documented bounds", async () => {
-    for (const options of [{}, { alarmMinDelayMs: 1_000 }, { alarmMinDelayMs: 15_000, liveTimers: true }]) {
+    for (
+      const options of [{}, { alarmMinDelayMs: 1_000 }, { alarmMinDelayMs: 15_000, liveTimers: true }, {
+        storageBackend: "sqlite" as const
+      }]
+    ) {
       const context = await memoryContext()
       expect(new DurabilityScheduler({ context, ...options })).toBeInstanceOf(DurabilityScheduler)
     }

@@ -30,6 +30,7 @@ const LAYERS: Readonly<Record<string, number>> = {
   jobs: 4,
   workflows: 4,
   log: 4,
+  fanout: 4,
   schedules: 5,
   inspector: 6,
   facade: 7,

@@ -49,7 +49,11 @@ const OWNED: ReadonlyArray<Owned> = [
   { table: "durability_log_segments", constant: "SEGMENTS", owner: "log/recordsTable.ts", schema: "log/schema.ts" },
   { table: "durability_log_leases", constant: "LOG_LEASES", owner: "log/leasesTable.ts", schema: "log/schema.ts" },
   { table: "durability_log_allocations", constant: "ALLOCATIONS", owner: "log/leasesTable.ts", schema: "log/schema.ts" },
-  { table: "durability_effect_workflow_deferreds", constant: "DEFERREDS", owner: "workflows/engine/journalTable.ts", schema: "workflows/engine/schema.ts" }
+  { table: "durability_effect_workflow_deferreds", constant: "DEFERREDS", owner: "workflows/engine/journalTable.ts", schema: "workflows/engine/schema.ts" },
+  { table: "durability_fanout_messages", constant: "MESSAGES", owner: "fanout/deliveriesTable.ts", schema: "fanout/schema.ts" },
+  { table: "durability_fanout_deliveries", constant: "DELIVERIES", owner: "fanout/deliveriesTable.ts", schema: "fanout/schema.ts" },
+  { table: "durability_fanout_seq", constant: "SEQ", owner: "fanout/deliveriesTable.ts", schema: "fanout/schema.ts" },
+  { table: "durability_fanout_targets", constant: "TARGETS", owner: "fanout/deliveriesTable.ts", schema: "fanout/schema.ts" }
 ]
 
 /** The owners of the engine's records: each writes its fence once. */
@@ -59,7 +63,8 @@ const FENCED = [
   "alarms/alarmsTable.ts",
   "schedules/schedulesTable.ts",
   "workflows/instancesTable.ts",
-  "workflows/engine/executionsTable.ts"
+  "workflows/engine/executionsTable.ts",
+  "fanout/deliveriesTable.ts"
 ]
 
 const modules = (dir: string): Array<string> =>

@@ -23,5 +23,7 @@ declare module "cloudflare:test" {
     readonly JOBS_QUEUE: Queue
     readonly LOG_OBJECT: DurableObjectNamespace<import("./objects/LogObject.js").LogObject>
     readonly LOG_COLD: R2Bucket
+    readonly FANOUT_OBJECT: DurableObjectNamespace<import("./objects/FanoutObject.js").FanoutObject>
+    readonly FANOUT_ARCHIVE: R2Bucket
   }
 }

@@ -282,6 +282,7 @@ describe("inspector API: the OpenAPI document and routed objects", () => {
       "GET /api/objects/{object}",
       "GET /api/objects/{object}/alarms",
       "GET /api/objects/{object}/log",
+      "GET /api/objects/{object}/fanout",
       "GET /api/objects/{object}/operations",
       "GET /api/objects/{object}/queues/{queue}/dead-letters",
       "GET /api/objects/{object}/queues/{queue}/jobs",

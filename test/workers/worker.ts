@@ -309,3 +309,4 @@ export default {
   queue: (batch: MessageBatch, env: WorkerEnv) => queuesJobsQueueHandler(batch, env)
 } satisfies ExportedHandler<WorkerEnv>
 export { FacesObject } from "./objects/FacesObject.js"
+export { FanoutObject } from "./objects/FanoutObject.js"
