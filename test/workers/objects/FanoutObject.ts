@@ -2,7 +2,8 @@
  * `FanoutObject`: a `DurabilityFanout` written against the public promise API, over real SQLite storage,
  * the real alarm and a real (miniflare) R2 bucket. Targets:
  * - `consumer`: records each delivery it receives (the object's own table, which survives resets), holds
- *   it a few real milliseconds (so resets land mid-delivery), acks it, then records the ack;
+ *   it a few real milliseconds, and while the test holds deliveries (`hold`) until `release` or a reset (so a
+ *   reset lands mid-delivery, whatever the machine's speed), acks it, then records the ack;
  * - `flaky`: asks for a retry on a message's first attempt, then acks as `consumer` does;
  * - `archive`: a storage target writing each `StoredMessage` to R2 under `archive/<id>`, refusing to
  *   overwrite (`onlyIf: { etagDoesNotMatch: "*" }`): a retried write collapses onto the first.
@@ -41,6 +42,8 @@ const putOnce = async (bucket: R2Bucket, key: string, message: StoredMessage<unk
 
 export class FanoutObject extends DurableObject<Env> {
   private readonly deliveries = new Deliveries()
+  /** While set, consumers wait for it after recording a delivery (in memory: a reset releases nothing, it ends them). */
+  private gate: { readonly opened: Promise<void>; readonly open: () => void } | undefined
 
   readonly scheduler: DurabilityScheduler
   readonly fanout: DurabilityFanout<string>
@@ -62,6 +65,7 @@ export class FanoutObject extends DurableObject<Env> {
     const consume = (target: string, retryFirst: boolean) => async (messages: Array<DurabilityFanoutMessage<string>>) => {
       for (const message of messages) record(target, message, "delivered")
       await new Promise((resolve) => setTimeout(resolve, FANOUT.holdMs))
+      if (this.gate !== undefined) await this.gate.opened
       for (const message of messages) {
         if (retryFirst && message.attempt === 1) {
           await message.retry(20)
@@ -98,6 +102,20 @@ export class FanoutObject extends DurableObject<Env> {
       error: result.error,
       pending: result.load.outbound.pendingDeliveries
     }
+  }
+
+  /** Consumers hold every delivery after recording it, until `release` (or a reset ends them). */
+  hold(): void {
+    let open!: () => void
+    const opened = new Promise<void>((resolve) => {
+      open = resolve
+    })
+    this.gate = { opened, open }
+  }
+
+  release(): void {
+    this.gate?.open()
+    this.gate = undefined
   }
 
   async pending(): Promise<number> {
