@@ -140,7 +140,9 @@ const settings = smoke
     w3: { n: 100, batch: 100, settleMs: 200, spacingMs: 20 },
     // W4 (library): one object with `small`, one with `large` sleepers of an hour (seeded `seedCall` per request,
     // `batch` per RPC); then, in each, `probes` sleepers of probeMs one after another.
-    w4: { small: 1_000, large: 100_000, seedCall: 10_000, batch: 1_000, probes: 20, probeMs: 200 }
+    w4: { small: 1_000, large: 100_000, seedCall: 10_000, batch: 1_000, probes: 20, probeMs: 200 },
+    // F1: n messages to 4 targets (4n deliveries), enqueued 100 per call.
+    f1: { n: 5_000, batch: 100 }
   }
 if (option("--reps") !== undefined) settings.reps = Number(option("--reps"))
 // A run of job scenarios alone does not replace the B figures of latest.json.
@@ -1449,11 +1451,12 @@ try {
     // F1: n messages enqueued in batches to 4 consumer targets that ack each one, until every delivery is
     // acked; the library beside a raw-SQL floor doing the same inserts and deletes by hand. Statements per
     // message are counted by the worker's counted storage (reliable on a loaded machine; times are not).
-    const f1 = { library: [], floor: [] }
+    // `libraryOnReturn`: the same consumers settling by `ackOnReturn` (one transaction per batch, not per ack).
+    const f1 = { library: [], libraryOnReturn: [], floor: [] }
     await call("fanout", "f1", { name: fresh("fanout", "f1-warm"), binding: "TARGET", n: 50, batch: 50 })
     for (let rep = 0; rep < settings.reps; rep++) {
-      for (const [impl, binding] of [["library", "TARGET"], ["floor", "TARGET_FLOOR"]]) {
-        const run = await call("fanout", "f1", { name: fresh("fanout", `f1-${impl}`), binding, ...settings.f1 })
+      for (const [impl, binding, settle] of [["library", "TARGET", "ack"], ["libraryOnReturn", "TARGET", "return"], ["floor", "TARGET_FLOOR", "ack"]]) {
+        const run = await call("fanout", "f1", { name: fresh("fanout", `f1-${impl}`), binding, settle, ...settings.f1 })
         if (run.deliveries < run.n * 4) throw new Error(`F1 ${impl} delivered ${run.deliveries} of ${run.n * 4}`)
         const statements = Object.values(run.counts.statements).reduce((sum, c) => sum + c.n, 0)
         const rowsWritten = Object.values(run.counts.statements).reduce((sum, c) => sum + c.rowsWritten, 0)
@@ -1469,7 +1472,7 @@ try {
       }
     }
     const mid = (list, key) => median(list.map((r) => r[key]))
-    results.scenarios.F1 = Object.fromEntries(["library", "floor"].map((impl) => [impl, {
+    results.scenarios.F1 = Object.fromEntries(["library", "libraryOnReturn", "floor"].map((impl) => [impl, {
       n: settings.f1.n,
       targets: 4,
       deliveriesPerSec: mid(f1[impl], "deliveriesPerSec"),
@@ -2227,6 +2230,11 @@ if (s.F1) {
   row("F1", "statements per message (all targets)", fmt(lib.statementsPerMessage, 2), "-", fmt(floor.statementsPerMessage, 2), `${fmt(lib.statementsPerMessage / floor.statementsPerMessage, 2)}x floor`, "", undefined)
   row("F1", "rows written per message (workerd count)", fmt(lib.rowsWrittenPerMessage, 2), "-", fmt(floor.rowsWrittenPerMessage, 2), "", "", undefined)
   row("F1", "transactions / alarm writes per message", `${fmt(lib.transactionsPerMessage, 2)} / ${fmt(lib.alarmWritesPerMessage, 3)}`, "-", `${fmt(floor.transactionsPerMessage, 2)} / ${fmt(floor.alarmWritesPerMessage, 3)}`, "", "", undefined)
+  const onReturn = s.F1.libraryOnReturn
+  if (onReturn !== undefined) {
+    row("F1", "deliveries/s, consumers settling by ackOnReturn", fmt(onReturn.deliveriesPerSec, 0), "-", fmt(floor.deliveriesPerSec, 0), `${fmt(onReturn.deliveriesPerSec / floor.deliveriesPerSec, 2)}x floor`, "", undefined)
+    row("F1", "statements / transactions per message, by ackOnReturn", `${fmt(onReturn.statementsPerMessage, 2)} / ${fmt(onReturn.transactionsPerMessage, 2)}`, "-", `${fmt(floor.statementsPerMessage, 2)} / ${fmt(floor.transactionsPerMessage, 2)}`, "", "", undefined)
+  }
 }
 
 // Jobs beyond one object (J5–J7): the library alone (no peer runs these).

@@ -14,6 +14,8 @@ const TARGETS = ["a", "b", "c", "d"] as const
 export interface F1Params {
   readonly n: number
   readonly batch: number
+  /** `ack`: the consumer acks each message (one transaction each); `return`: it returns and `ackOnReturn` acks the batch in one. */
+  readonly settle?: "ack" | "return"
 }
 
 export interface F1Result {
@@ -35,32 +37,38 @@ export class FanoutBench extends DurableObject {
   private readonly counter = new Counter()
   private acked = 0
   private readonly scheduler: DurabilityScheduler
-  private readonly fanout: DurabilityFanout<number>
+  private fanout: DurabilityFanout<number> | undefined
 
   constructor(ctx: DurableObjectState, env: unknown) {
     super(ctx, env as never)
     this.scheduler = new DurabilityScheduler({ context: countingContext(ctx, this.counter), log: () => undefined })
+  }
+
+  /** Built at the first run, in the run's settle mode (each run uses a fresh object). */
+  private fanoutFor(settle: "ack" | "return"): DurabilityFanout<number> {
     const consume = async (messages: Array<DurabilityFanoutMessage<number>>) => {
-      for (const message of messages) await message.ack()
+      if (settle === "ack") for (const message of messages) await message.ack()
       this.acked += messages.length
     }
-    this.fanout = new DurabilityFanout<number>({
+    this.fanout ??= new DurabilityFanout<number>({
       scheduler: this.scheduler,
-      targets: Object.fromEntries(TARGETS.map((target) => [target, { deliver: consume }]))
+      targets: Object.fromEntries(TARGETS.map((target) => [target, { deliver: consume, ackOnReturn: settle === "return" }]))
     })
+    return this.fanout
   }
 
   override alarm(info?: AlarmInvocationInfo): Promise<void> {
     return this.scheduler.alarm(info)
   }
 
-  async f1({ batch, n }: F1Params): Promise<F1Result> {
+  async f1({ batch, n, settle = "ack" }: F1Params): Promise<F1Result> {
+    const fanout = this.fanoutFor(settle)
     this.counter.reset()
     this.acked = 0
     const started = Date.now()
     for (let at = 0; at < n; at += batch) {
       const messages = Array.from({ length: Math.min(batch, n - at) }, (_, i) => ({ id: `m${at + i}`, body: at + i }))
-      const result = await this.fanout.enqueue(messages)
+      const result = await fanout.enqueue(messages)
       if (!result.success) throw new Error(result.error.message)
     }
     await waitUntil(() => this.acked >= n * TARGETS.length, 120_000)
@@ -131,7 +139,7 @@ export default {
       if (scenario !== "f1") throw new Error(`unknown scenario ${scenario}`)
       const namespace = env[params.binding]!
       const stub = namespace.get(namespace.idFromName(params.name)) as unknown as { f1(params: F1Params): Promise<F1Result> }
-      return Response.json(await stub.f1({ n: params.n, batch: params.batch }))
+      return Response.json(await stub.f1({ n: params.n, batch: params.batch, ...(params.settle === undefined ? {} : { settle: params.settle }) }))
     } catch (error) {
       return Response.json({ error: String(error instanceof Error ? error.stack ?? error.message : error) })
     }
