@@ -13,7 +13,8 @@ import {
   type DurabilityFanoutMessage,
   DurabilityScheduler,
   FanoutSettlementError,
-  type FanoutTarget
+  type FanoutTarget,
+  NonRetryableError
 } from "durability"
 import { TestObjectState } from "durability/testing"
 
@@ -457,6 +458,24 @@ describe("DurabilityFanout", () => {
     expect(DurabilityFanout.migrate(state.context)).toEqual({ applied: [], rolledBack: [] })
     expect(DurabilityFanout.migrate(state.context, null)).toEqual({ applied: [], rolledBack: ["durability_0023_fanout"] })
     expect(tables()).toEqual([])
+  })
+
+  it("a consumer failing with NonRetryableError is dead-lettered at once, its attempts unspent", async () => {
+    let calls = 0
+    const { fanout, sink, state } = await fixture({
+      hopeless: { deliver: async () => {
+        calls++
+        throw new NonRetryableError("the payload can never be delivered")
+      } }
+    }, new Sink(), { retries: { maxAttempts: 5, delay: () => 1_000 } })
+    await fanout.enqueue({ id: "doomed", body: "x" })
+    await fanout.alarm()
+    expect(calls).toBe(1)
+    expect([...sink.entries.values()].map((e) => [e.messageId, e.attempts, e.failure])).toEqual([
+      ["doomed", 1, { reason: "exhausted", error: { name: "NonRetryableError", message: "the payload can never be delivered" } }]
+    ])
+    expect(deliveries(state)).toEqual([])
+    expect((await fanout.load()).outbound.pendingDeliveries).toBe(0)
   })
 
   it("rejects bad configuration with the reference's errors", async () => {
