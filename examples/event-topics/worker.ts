@@ -59,7 +59,14 @@ export interface PartitionStatus {
   readonly log: { readonly oldestOffset: number; readonly hotOffset: number; readonly nextOffset: number }
   readonly consumers: Record<string, { readonly offset: number; readonly lag: number }>
   readonly backlog: { readonly slowestConsumerLag: number; readonly fanoutPending: number }
-  readonly trimAlarm: unknown
+  readonly trimAlarm: { readonly status: string; readonly scheduledTime: number } | null
+}
+
+/** One event as the HTTP route and the routing client take it; `id` makes a retried publish land once. */
+export interface PublishInput {
+  readonly key: string
+  readonly value: unknown
+  readonly id?: string | undefined
 }
 
 /** Partitions per topic. Changing it moves keys to other partitions, as in Kafka. */
@@ -146,13 +153,19 @@ export class TopicPartition extends DurableObject<Env> {
    * The routing client's call: appends the event to the log, then fans it out. The fanout message's id is
    * the event's offset, so a retried publish (same `id`) finds its offset and its live fanout message again.
    */
-  async publish(event: { readonly key: string; readonly value: unknown; readonly id?: string | undefined }): Promise<EnqueueResult<Published>> {
-    const body: TopicEvent = { key: event.key, value: event.value, publishedAt: Date.now() }
+  async publish(event: PublishInput & { readonly partition: string }): Promise<EnqueueResult<Published>> {
+    const { partition } = event
     const key = dedupKey(event.id)
-    const appended = await this.log.append({ body, ...(key === undefined ? {} : { deduplicationKey: key }) })
+    const appended = await this.log.append({
+      body: { key: event.key, value: event.value, publishedAt: Date.now() },
+      ...(key === undefined ? {} : { deduplicationKey: key })
+    })
     if (!appended.success) return { success: false, error: { name: appended.error.name, message: appended.error.message }, load: appended.load }
     const offset = appended.value[0]!
-    const partition = this.ctx.id.name ?? this.ctx.id.toString()
+    // A retried publish found its first offset: fan out the record as first stored, which the fanout then
+    // recognises as the same work (skipped while its deliveries are live).
+    const [stored] = (await this.log.read({ from: offset, limit: 1 })).records
+    const body = stored?.body ?? { key: event.key, value: event.value, publishedAt: Date.now() }
     const fannedOut = await this.fanout.enqueue({ id: `${partition}@${offset}`, body })
     if (!fannedOut.success) return { success: false, error: fannedOut.error, load: fannedOut.load }
     if ((await this.alarms.get("trim")) === undefined) await this.alarms.trim(Date.now() + TRIM_EVERY_MS)
@@ -166,15 +179,16 @@ export class TopicPartition extends DurableObject<Env> {
   }
 
   /** The partition at a glance: the log's window, each consumer's cursor and lag, and both loads. */
-  async status(): Promise<PartitionStatus> {
+  async status(name: string): Promise<PartitionStatus> {
     const [bounds, cursors, log, fanout] = await Promise.all([this.log.bounds(), this.log.cursors(), this.log.load(), this.fanout.load()])
+    const alarm = await this.alarms.get("trim")
     const consumers = Object.fromEntries(Object.entries(cursors).map(([name, offset]) => [name, { offset, lag: bounds.nextOffset - offset }]))
     return {
-      partition: this.ctx.id.name ?? this.ctx.id.toString(),
+      partition: name,
       log: bounds,
       consumers,
       backlog: { slowestConsumerLag: log.outbound.pendingDeliveries, fanoutPending: fanout.outbound.pendingDeliveries },
-      trimAlarm: (await this.alarms.get("trim")) ?? null
+      trimAlarm: alarm === undefined ? null : { status: alarm.status, scheduledTime: alarm.scheduledTime }
     }
   }
 
@@ -193,9 +207,9 @@ export class TopicPartition extends DurableObject<Env> {
   private async route(request: Request): Promise<Response> {
     const url = new URL(request.url)
     // /topics/<topic>/<partition>/<action>
-    const [, , , action] = url.pathname.split("/").filter((part) => part.length > 0).map(decodeURIComponent)
+    const [, topic, partition, action] = url.pathname.split("/").filter((part) => part.length > 0).map(decodeURIComponent)
     const post = request.method === "POST"
-    if (!post && action === undefined) return json(await this.status())
+    if (!post && action === undefined) return json(await this.status(`${topic}:${partition}`))
     if (!post && action === "read") {
       const consumer = url.searchParams.get("consumer") ?? ""
       if (!CONSUMER.test(consumer)) throw new HttpError(400, "consumer must be 1 to 64 letters, digits, - or _")
@@ -256,19 +270,23 @@ export const partitionOf = (env: Env, name: string) => {
     : undefined
 }
 
-type PublishInput = { readonly key: string; readonly value: unknown; readonly id?: string | undefined }
-
 // One client per topic and env: its observations (each partition's latest load) live as long as the isolate.
 const clients = new WeakMap<Env, Map<string, ReturnType<typeof clientFor>>>()
 
-const clientFor = (env: Env, topic: string) =>
-  DurabilityRouting.client({
+const clientFor = (env: Env, topic: string) => {
+  // The key's hash picks the partition, named `<topic>:<index>`: one key's events stay in order in one log.
+  const partitionOf = hashedSharding({ shards: PARTITIONS, key: (event: PublishInput) => event.key, name: topic })
+  return DurabilityRouting.client({
     target: TopicPartition,
     namespace: () => env.TOPICS,
-    invoke: (stub, event: PublishInput) => stub.publish(event),
-    // The key's hash picks the partition, named `<topic>:<index>`: one key's events stay in order in one log.
-    sharding: hashedSharding({ shards: PARTITIONS, key: (event: PublishInput) => event.key, name: topic })
+    // The object is told its own name (the shard the preset picked), which it stamps on what it publishes.
+    invoke: (stub, event: PublishInput) => {
+      const target = partitionOf(event)
+      return stub.publish({ ...event, partition: typeof target === "string" ? target : target.shard })
+    },
+    sharding: partitionOf
   })
+}
 
 const client = (env: Env, topic: string) => {
   let byTopic = clients.get(env)
@@ -311,7 +329,7 @@ const publish = async (env: Env, topic: string, request: Request) => {
 const topicLoad = async (env: Env, topic: string) => {
   const observed = client(env, topic).observations()
   return json(await Promise.all(partitions(topic).map(async (name) => {
-    const status: PartitionStatus = await env.TOPICS.get(env.TOPICS.idFromName(name)).status()
+    const status: PartitionStatus = await env.TOPICS.get(env.TOPICS.idFromName(name)).status(name)
     const seen = observed.get(name)
     return { ...status, lastSeenLoad: seen === undefined ? null : { observedAt: seen.observedAt, inbound: seen.inbound, outbound: seen.outbound } }
   })))
