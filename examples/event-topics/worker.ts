@@ -335,7 +335,7 @@ const topicLoad = async (env: Env, topic: string) => {
   })))
 }
 
-export const HELP = `  # topics (a retained log per partition, fanout to 3 targets, a trim alarm, routing by key)
+export const HELP = `  # topics (a retained log per partition, fanout to 3 targets, a trim alarm, routing by key); <p> is the partition a publish answered
   curl -X POST http://127.0.0.1:8787/topics/orders/publish -d '{"events":[{"key":"alice","value":{"total":12},"id":"o-1"},{"key":"bob","value":{"total":7},"id":"o-2"},{"key":"alice","value":{"total":30},"id":"o-3"}]}'
   curl http://127.0.0.1:8787/topics/orders                       # each partition: window, consumers, backlog
   curl 'http://127.0.0.1:8787/topics/orders/<p>/read?consumer=analytics&limit=10'
