@@ -690,6 +690,7 @@ const main = async () => {
     assert.equal(await page.getByTestId("log-segment-row").count(), 1, "one cold segment")
     assert.match(await page.getByTestId("log-segment-row").textContent(), /^0–1/)
     assert.match(await page.getByTestId("tab-log").textContent(), /7 records/)
+    await shot(page, "desktop-topics-log.png")
 
     await page.getByTestId("tab-fanout").click()
     const rows = page.locator("[data-testid=fanout-row]")
@@ -698,6 +699,7 @@ const main = async () => {
     assert.equal(await page.locator("[data-testid=fanout-row][data-target=billing]").count(), 7, "all for billing")
     assert.match(await rows.first().getByTestId("error-text").textContent(), /^Error: billing unavailable for orders:\d@0(, orders:\d@\d)* \(first attempt\)$/)
     assert.match(await page.getByTestId("tab-fanout").textContent(), /7 pending/)
+    await shot(page, "desktop-topics-fanout.png")
 
     // The retry acks: the page (auto-refresh) empties, and the archive holds one StoredMessage per event.
     await until("billing's retries to ack, seen by the page", async () =>
@@ -705,7 +707,6 @@ const main = async () => {
     const archived = await topics(`/${shard}/archive`)
     assert.deepEqual(archived.map((m) => m.messageId).sort(), Array.from({ length: 7 }, (_, i) => `${partition}@${i}`).sort())
     assert.ok(archived.every((m) => m.target === "archive" && m.attempts === 1 && m.body.key === "e2e-key"), JSON.stringify(archived[0]))
-    await shot(page, "desktop-topics-fanout.png")
     return `${partition}: ${pending.length} billing retries pending, then acked; 7 events archived`
   }).catch(onFailure)
 
