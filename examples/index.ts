@@ -4,6 +4,7 @@
  */
 import { DurabilityInspector, type DurabilityInspectorHandler, type DurabilityInspectorOptions } from "durability/inspector"
 import digest, { type Env as DigestEnv, HELP as DIGEST_HELP } from "./digest/worker.js"
+import topics, { type Env as TopicsEnv, HELP as TOPICS_HELP, partitionOf, partitions } from "./event-topics/worker.js"
 import imageJobsEffect, { type Env as ImageJobsEffectEnv, HELP as IMAGE_JOBS_EFFECT_HELP } from "./image-jobs/effect-worker.js"
 import imageJobs, { type Env as ImageJobsEnv, HELP as IMAGE_JOBS_HELP } from "./image-jobs/worker.js"
 import onboarding, { type Env as OnboardingEnv, HELP as ONBOARDING_HELP } from "./onboarding/worker.js"
@@ -14,6 +15,7 @@ import subscriptions, { type Env as SubscriptionsEnv, HELP as SUBSCRIPTIONS_HELP
 
 // Every Durable Object class the config binds must be exported by the main module.
 export { Digest } from "./digest/worker.js"
+export { TopicPartition } from "./event-topics/worker.js"
 export { ImageJobsEffect } from "./image-jobs/effect-worker.js"
 export { ImageJobs } from "./image-jobs/worker.js"
 export { Newsletter } from "./newsletter/worker.js"
@@ -22,7 +24,7 @@ export { Mailroom } from "./newsletter-queues/worker.js"
 export { Reminders } from "./reminders/worker.js"
 export { Payments, Subscription } from "./subscription-renewals/worker.js"
 
-export interface Env extends RemindersEnv, SubscriptionsEnv, ImageJobsEnv, ImageJobsEffectEnv, NewsletterEnv, DigestEnv, MailroomEnv, OnboardingEnv {
+export interface Env extends RemindersEnv, SubscriptionsEnv, ImageJobsEnv, ImageJobsEffectEnv, NewsletterEnv, DigestEnv, MailroomEnv, OnboardingEnv, TopicsEnv {
   /** The inspector's bearer token (`npm start` makes one per run); without it the inspector's API is off. */
   readonly INSPECTOR_TOKEN?: string
   /**
@@ -90,7 +92,10 @@ const inspected = (env: Env): DurabilityInspectorOptions["objects"] => [
     label: "subscriptions",
     resolve: (name) => /^[a-z0-9-]{1,64}$/.test(name) ? env.SUBSCRIPTIONS.get(env.SUBSCRIPTIONS.idFromName(name)) : undefined,
     list: () => ["alice"]
-  }
+  },
+  // One object per topic partition, "topics:orders:0" to ":3" for the walkthrough's topic; any topic's
+  // partition opens by name.
+  { label: "topics", resolve: (name) => partitionOf(env, name), list: () => partitions("orders") }
 ]
 
 const REMINDERS_HELP = `  # reminders (Effect-native, its own table attached to the engine)
@@ -100,7 +105,7 @@ const REMINDERS_HELP = `  # reminders (Effect-native, its own table attached to 
   curl 'http://127.0.0.1:8787/reminders/demo?until=settled'   # once none is pending
 `
 
-const HELP = `durability examples: reminders, subscriptions, images, images-effect, newsletter, digest, mailroom, onboarding
+const HELP = `durability examples: reminders, subscriptions, images, images-effect, newsletter, digest, mailroom, onboarding, topics
 
   # the inspector (page + API): open http://127.0.0.1:8787${INSPECTOR_PREFIX}/ and sign in with the token npm start printed
   curl -H "Authorization: Bearer $TOKEN" http://127.0.0.1:8787${INSPECTOR_PREFIX}/api/objects
@@ -112,7 +117,8 @@ ${IMAGE_JOBS_EFFECT_HELP}
 ${NEWSLETTER_HELP}
 ${DIGEST_HELP}
 ${MAILROOM_HELP}
-${ONBOARDING_HELP}`
+${ONBOARDING_HELP}
+${TOPICS_HELP}`
 
 const routes: Record<string, ExportedHandlerFetchHandler<Env>> = {
   reminders: (request, env) => reminders.fetch(request, env),
@@ -123,7 +129,8 @@ const routes: Record<string, ExportedHandlerFetchHandler<Env>> = {
   digest: (request, env) => digest.fetch(request, env),
   mailroom: (request, env) => mailroom.fetch(request, env),
   onboarding: (request, env) => onboarding.fetch(request, env),
-  "mailroom-sharded": (request, env) => mailroom.fetch(request, env)
+  "mailroom-sharded": (request, env) => mailroom.fetch(request, env),
+  topics: (request, env) => topics.fetch(request, env)
 }
 
 export default {

@@ -16,6 +16,8 @@
  *  6. hostile ids (a bidi override that makes "\u202E1-gnirps" read "spring-1", 512 characters)
  *     show their hidden characters as escapes in the list, the heading and the remove dialog, and
  *     leave the job list's columns on a 1280 px screen; a dialog without a reason field says no "null";
+ *  6b. event topics (examples/event-topics): a partition's Log tab (window, cold segment, a consumer's lag) and
+ *     Fanout tab (the failing target's pending retries, emptied once they ack);
  *  7. desktop and phone-width screenshots under test/e2e/artifacts/ (gitignored); the phone layout
  *     does not overflow sideways. UPDATE_SCREENSHOT=1 copies the desktop one to docs/inspector.png;
  *  8. Cloudflare Access alone (the examples' second inspector, no token) through a stand-in for the
@@ -650,6 +652,62 @@ const main = async () => {
     // The browser logs the refusal's 404 as a failed load: expected here, so not an error of the page.
     const caused = record.errors.splice(errorsBefore)
     assert.ok(caused.every((error) => error.includes("404")), `unexpected errors: ${JSON.stringify(caused)}`)
+  }).catch(onFailure)
+
+  await step("event topics: the Log tab shows a partition's window, its cold segment and a consumer's lag; the Fanout tab the failing target's pending retries, until they ack", async () => {
+    const topics = async (route, body) => {
+      const response = await fetch(`${base}/topics/orders${route}`, body === undefined ? {} : { method: "POST", body: JSON.stringify(body) })
+      const text = await response.text()
+      assert.ok(response.ok, `/topics/orders${route}: ${response.status} ${text}`)
+      return JSON.parse(text)
+    }
+    // Seven events of one key: one partition, offsets 0 to 6 in order (the state is fresh for this run).
+    const published = await topics("/publish", { events: Array.from({ length: 7 }, (_, i) => ({ key: "e2e-key", value: { n: i }, id: `e2e-${i}` })) })
+    const partition = published[0].partition
+    assert.deepEqual(published.map((p) => [p.partition, p.offset]), Array.from({ length: 7 }, (_, i) => [partition, i]), JSON.stringify(published))
+    const shard = partition.split(":")[1]
+    // A consumer handles a page of two and commits; retention (the newest 5) flushes offsets 0-1 to R2.
+    const page2 = await topics(`/${shard}/read?consumer=analytics&limit=2`)
+    assert.deepEqual(page2.records.map((r) => r.offset), [0, 1])
+    await topics(`/${shard}/commit`, { consumer: "analytics", offset: page2.nextOffset })
+    const trimmed = await topics(`/${shard}/trim`, {})
+    assert.deepEqual(trimmed, { trimmed: 2, log: { oldestOffset: 0, hotOffset: 2, nextOffset: 7 } })
+    const cold = await topics(`/${shard}/read?consumer=analytics&from=0&limit=5`)
+    assert.deepEqual(cold.records.map((r) => r.body.value.n), [0, 1], "offsets 0-1 read back from the cold segment")
+
+    const object = encodeURIComponent(`topics:${partition}`)
+    // billing fails each event's first attempt and retries 30 s later; search and archive ack at once.
+    const pending = await until("billing's first attempts to fail, the other targets to ack", async () => {
+      const { items } = await api(`objects/${object}/fanout?limit=50`)
+      return items.length === 7 && items.every((d) => d.target === "billing" && d.attempt === 1 && d.error !== null) ? items : undefined
+    }, 20_000)
+
+    await page.goto(`${base}${PREFIX}/#/objects/${object}/log`)
+    await page.getByTestId("log-window").waitFor()
+    assert.match(await page.getByTestId("log-window").textContent(), /^Offsets 0 to 6 readable; from 2 in the object \(\d+ bytes\); next offset 7\.$/)
+    const consumer = page.locator("[data-testid=log-consumer-row][data-consumer=analytics]")
+    assert.deepEqual((await consumer.locator("td").allTextContents()).slice(0, 3), ["analytics", "2", "5"], "analytics: cursor 2, lag 5")
+    assert.equal(await page.getByTestId("log-segment-row").count(), 1, "one cold segment")
+    assert.match(await page.getByTestId("log-segment-row").textContent(), /^0–1/)
+    assert.match(await page.getByTestId("tab-log").textContent(), /7 records/)
+    await shot(page, "desktop-topics-log.png")
+
+    await page.getByTestId("tab-fanout").click()
+    const rows = page.locator("[data-testid=fanout-row]")
+    await rows.first().waitFor()
+    assert.equal(await rows.count(), 7, "one pending delivery per event")
+    assert.equal(await page.locator("[data-testid=fanout-row][data-target=billing]").count(), 7, "all for billing")
+    assert.match(await rows.first().getByTestId("error-text").textContent(), /^Error: billing unavailable for orders:\d@0(, orders:\d@\d)* \(first attempt\)$/)
+    assert.match(await page.getByTestId("tab-fanout").textContent(), /7 pending/)
+    await shot(page, "desktop-topics-fanout.png")
+
+    // The retry acks: the page (auto-refresh) empties, and the archive holds one StoredMessage per event.
+    await until("billing's retries to ack, seen by the page", async () =>
+      (await page.locator("[data-testid=empty]", { hasText: "No deliveries pending." }).count()) === 1, 60_000)
+    const archived = await topics(`/${shard}/archive`)
+    assert.deepEqual(archived.map((m) => m.messageId).sort(), Array.from({ length: 7 }, (_, i) => `${partition}@${i}`).sort())
+    assert.ok(archived.every((m) => m.target === "archive" && m.attempts === 1 && m.body.key === "e2e-key"), JSON.stringify(archived[0]))
+    return `${partition}: ${pending.length} billing retries pending, then acked; 7 events archived`
   }).catch(onFailure)
 
   await step("nothing ran: no dialog, no page error, no CSP violation", async () => {
