@@ -10,8 +10,9 @@
  *   find them;
  * - a named alarm (`DurabilityAlarms`) that runs `trim()` every `TRIM_EVERY_MS` and re-arms itself;
  * - a fanout (`DurabilityFanout`) that pushes each published event to three static targets: `search` acks,
- *   `billing` fails its first attempt and acks the retry `BILLING_RETRY_MS` later, and `archive` writes a
- *   `StoredMessage` per event to R2 (read back by `GET .../archive`).
+ *   `billing` acks unless it is down (`POST .../billing {"down": true}`, stored in the object), when its deliveries
+ *   fail and are retried every `BILLING_RETRY_MS` until it is back, and `archive` writes a `StoredMessage` per event
+ *   to R2 (read back by `GET .../archive`); what uses its attempts goes to R2 as a dead letter (`dlq/`).
  * All three share the object's one scheduler (one alarm, one permit pool) and one `DurabilityRouting` load.
  *
  *   npm start
@@ -75,8 +76,10 @@ export const PARTITIONS = 4
 export const RETAINED_RECORDS = 5
 /** How often the named alarm trims. */
 export const TRIM_EVERY_MS = 10 * 60_000
-/** How long `billing`'s first failure waits for its retry (long enough to see it pending in the inspector). */
-export const BILLING_RETRY_MS = 30_000
+/** How long a failed `billing` delivery waits for its retry. */
+export const BILLING_RETRY_MS = 5_000
+/** `billing`'s attempts: at one every `BILLING_RETRY_MS`, an outage of about 8 minutes before dead letters. */
+export const BILLING_ATTEMPTS = 100
 
 const TOPIC = /^[a-z0-9-]{1,32}$/
 const CONSUMER = /^[\w-]{1,64}$/
@@ -114,6 +117,8 @@ export class TopicPartition extends DurableObject<Env> {
   private readonly fanout = new DurabilityFanout<TopicEvent>({
     scheduler: this.scheduler,
     routing: this.routing,
+    // Dead letters, written once under their delivery id: the application reads them back to redrive.
+    dlq: (message) => putOnce(this.env.TOPIC_ARCHIVE, `dlq/${this.ctx.id}/${message.id}`, message),
     retries: { maxAttempts: 5, delay: (attempt) => 1_000 * 2 ** attempt },
     targets: {
       search: {
@@ -122,7 +127,7 @@ export class TopicPartition extends DurableObject<Env> {
         }
       },
       billing: {
-        retries: { maxAttempts: 3, delay: () => BILLING_RETRY_MS },
+        retries: { maxAttempts: BILLING_ATTEMPTS, delay: () => BILLING_RETRY_MS },
         deliver: (messages) => this.bill(messages)
       },
       archive: {
@@ -139,6 +144,11 @@ export class TopicPartition extends DurableObject<Env> {
       }
     }
   })
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env)
+    ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS topic_billing (id INTEGER PRIMARY KEY CHECK (id = 0), down INTEGER NOT NULL)")
+  }
 
   override async alarm(info?: AlarmInvocationInfo): Promise<void> {
     await this.scheduler.alarm(info)
@@ -196,12 +206,21 @@ export class TopicPartition extends DurableObject<Env> {
     return answer(() => this.route(request))
   }
 
-  /** Fails each event's first attempt (a flaky downstream), acks its retry. */
+  /** A downstream that can be down: while it is, the whole batch fails (each delivery retried); else each is acked. */
   private async bill(messages: Array<DurabilityFanoutMessage<TopicEvent>>): Promise<void> {
-    const first = messages.filter((message) => message.attempt === 1)
-    for (const message of messages) if (message.attempt > 1) await message.ack()
     // Unsettled when the call throws: each counts as a failed attempt, retried after BILLING_RETRY_MS.
-    if (first.length > 0) throw new Error(`billing unavailable for ${first.map((message) => message.id).join(", ")} (first attempt)`)
+    if (this.billingDown()) throw new Error(`billing is down: ${messages.map((message) => message.id).join(", ")}`)
+    for (const message of messages) await message.ack()
+  }
+
+  // The outage switch, stored so it survives an eviction (the example's own table, not the library's).
+  private billingDown(): boolean {
+    const [row] = this.ctx.storage.sql.exec<{ down: number }>("SELECT down FROM topic_billing WHERE id = 0").toArray()
+    return row?.down === 1
+  }
+
+  private setBillingDown(down: boolean): void {
+    this.ctx.storage.sql.exec("INSERT INTO topic_billing (id, down) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET down = excluded.down", down ? 1 : 0)
   }
 
   private async route(request: Request): Promise<Response> {
@@ -231,6 +250,12 @@ export class TopicPartition extends DurableObject<Env> {
       return json({ consumer: input.consumer, cursor: await this.log.cursor(input.consumer) })
     }
     if (post && action === "trim") return json({ trimmed: await this.log.trim(), log: await this.log.bounds() })
+    if (post && action === "billing") {
+      const input = await body(request)
+      if (typeof input.down !== "boolean") throw new HttpError(400, "down must be true or false")
+      this.setBillingDown(input.down)
+      return json({ billing: input.down ? "down" : "up" })
+    }
     if (!post && action === "archive") {
       const listed = await this.env.TOPIC_ARCHIVE.list({ prefix: `archive/${this.ctx.id}/` })
       const entries = await Promise.all(listed.objects.map(async (object) => {
@@ -341,6 +366,7 @@ export const HELP = `  # topics (a retained log per partition, fanout to 3 targe
   curl 'http://127.0.0.1:8787/topics/orders/<p>/read?consumer=analytics&limit=10'
   curl -X POST http://127.0.0.1:8787/topics/orders/<p>/commit -d '{"consumer":"analytics","offset":2}'
   curl -X POST http://127.0.0.1:8787/topics/orders/<p>/trim       # keeps the newest 5, older ones go to R2
+  curl -X POST http://127.0.0.1:8787/topics/orders/<p>/billing -d '{"down":true}'   # billing's deliveries retry every 5 s until "down":false
   curl http://127.0.0.1:8787/topics/orders/<p>/archive            # the archive target's StoredMessages
 `
 
