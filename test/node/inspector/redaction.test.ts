@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest"
 import {
   answerInspection,
   type DurabilityInspectAnswer,
+  DurabilityFanout,
   DurabilityJobs,
   type DurabilityRedactionTarget,
   DurabilityScheduler,
@@ -68,5 +69,30 @@ describe("answerInspection: redaction", () => {
     }))
     expect(JSON.stringify(failing)).not.toContain(SECRET)
     expect(failing.job.payload.json).toBe("[redaction failed]")
+  })
+
+  it("passes a fanout delivery's last error through the hook, with the capability and field", async () => {
+    const state = await TestObjectState.make({ startTime: 1_000 })
+    const scheduler = new DurabilityScheduler({ context: state.context, log: () => undefined })
+    const fanout = new DurabilityFanout<{ readonly card: string }>({
+      scheduler,
+      retries: { maxAttempts: 3, delay: () => 60_000 },
+      targets: {
+        billing: { deliver: async (messages) => {
+          throw new Error(`card ${messages[0]!.body.card} declined`)
+        } }
+      }
+    })
+    expect(await fanout.enqueue({ id: "m1", body: { card: SECRET } })).toMatchObject({ success: true })
+    await fanout.alarm()
+    const seen: Array<string> = []
+    const redact = (target: DurabilityRedactionTarget) => {
+      seen.push(`${target.capability}/${target.field}`)
+      return target.text.replaceAll(SECRET, "[card]")
+    }
+    const page = valueOf(await answerInspection(scheduler, { _tag: "FanoutDeliveries" }, { redact }))
+    expect(page.items).toEqual([expect.objectContaining({ messageId: "m1", target: "billing", attempt: 1, error: { name: "Error", message: "card [card] declined" } })])
+    expect(JSON.stringify(page)).not.toContain(SECRET)
+    expect(seen).toEqual(["fanout/error"])
   })
 })
