@@ -1456,7 +1456,10 @@ try {
     await call("fanout", "f1", { name: fresh("fanout", "f1-warm"), binding: "TARGET", n: 50, batch: 50 })
     for (let rep = 0; rep < settings.reps; rep++) {
       for (const [impl, binding, settle] of [["library", "TARGET", "ack"], ["libraryOnReturn", "TARGET", "return"], ["floor", "TARGET_FLOOR", "ack"]]) {
+        const cpu0 = workerdCpuMs()
         const run = await call("fanout", "f1", { name: fresh("fanout", `f1-${impl}`), binding, settle, ...settings.f1 })
+        const cpu1 = workerdCpuMs()
+        const cpuMs = cpu0 === null || cpu1 === null ? null : cpu1 - cpu0
         if (run.deliveries < run.n * 4) throw new Error(`F1 ${impl} delivered ${run.deliveries} of ${run.n * 4}`)
         const statements = Object.values(run.counts.statements).reduce((sum, c) => sum + c.n, 0)
         const rowsWritten = Object.values(run.counts.statements).reduce((sum, c) => sum + c.rowsWritten, 0)
@@ -1466,7 +1469,10 @@ try {
           statementsPerMessage: round(statements / run.n, 2),
           rowsWrittenPerMessage: round(rowsWritten / run.n, 2),
           transactionsPerMessage: round(run.counts.transactions / run.n, 3),
-          alarmWritesPerMessage: round((run.counts.setAlarm + run.counts.deleteAlarm) / run.n, 3)
+          alarmWritesPerMessage: round((run.counts.setAlarm + run.counts.deleteAlarm) / run.n, 3),
+          // workerd's CPU over the run (10 ms ticks), per delivery: against wall time it says what waits.
+          cpuUsPerDelivery: cpuMs === null ? null : round(cpuMs * 1000 / Math.max(1, run.deliveries), 1),
+          wallUsPerDelivery: round(run.ms * 1000 / Math.max(1, run.deliveries), 1)
         })
         log(`F1 ${impl} rep ${rep + 1}: ${run.deliveries} deliveries in ${run.ms} ms, ${round(statements / run.n, 2)} statements/message`)
       }
@@ -1480,6 +1486,8 @@ try {
       rowsWrittenPerMessage: mid(f1[impl], "rowsWrittenPerMessage"),
       transactionsPerMessage: mid(f1[impl], "transactionsPerMessage"),
       alarmWritesPerMessage: mid(f1[impl], "alarmWritesPerMessage"),
+      cpuUsPerDelivery: mid(f1[impl], "cpuUsPerDelivery"),
+      wallUsPerDelivery: mid(f1[impl], "wallUsPerDelivery"),
       runs: f1[impl]
     }]))
   }
@@ -2230,6 +2238,9 @@ if (s.F1) {
   row("F1", "statements per message (all targets)", fmt(lib.statementsPerMessage, 2), "-", fmt(floor.statementsPerMessage, 2), `${fmt(lib.statementsPerMessage / floor.statementsPerMessage, 2)}x floor`, "", undefined)
   row("F1", "rows written per message (workerd count)", fmt(lib.rowsWrittenPerMessage, 2), "-", fmt(floor.rowsWrittenPerMessage, 2), "", "", undefined)
   row("F1", "transactions / alarm writes per message", `${fmt(lib.transactionsPerMessage, 2)} / ${fmt(lib.alarmWritesPerMessage, 3)}`, "-", `${fmt(floor.transactionsPerMessage, 2)} / ${fmt(floor.alarmWritesPerMessage, 3)}`, "", "", undefined)
+  if (typeof lib.cpuUsPerDelivery === "number") {
+    row("F1", "workerd CPU / wall time per delivery, µs", `${fmt(lib.cpuUsPerDelivery, 1)} / ${fmt(lib.wallUsPerDelivery, 1)}`, "-", `${fmt(floor.cpuUsPerDelivery, 1)} / ${fmt(floor.wallUsPerDelivery, 1)}`, "", "", undefined)
+  }
   const onReturn = s.F1.libraryOnReturn
   if (onReturn !== undefined) {
     row("F1", "deliveries/s, consumers settling by ackOnReturn", fmt(onReturn.deliveriesPerSec, 0), "-", fmt(floor.deliveriesPerSec, 0), `${fmt(onReturn.deliveriesPerSec / floor.deliveriesPerSec, 2)}x floor`, "", undefined)
