@@ -1456,9 +1456,12 @@ try {
     await call("fanout", "f1", { name: fresh("fanout", "f1-warm"), binding: "TARGET", n: 50, batch: 50 })
     for (let rep = 0; rep < settings.reps; rep++) {
       for (const [impl, binding, settle] of [["library", "TARGET", "ack"], ["libraryOnReturn", "TARGET", "return"], ["floor", "TARGET_FLOOR", "ack"]]) {
+        // --profile: the library's first run under the CPU profiler (bench/results/fanout-f1.cpuprofile).
+        const stop = impl === "library" ? await profiler("fanout", rep, "fanout-f1", settings.f1.n * 4) : undefined
         const cpu0 = workerdCpuMs()
         const run = await call("fanout", "f1", { name: fresh("fanout", `f1-${impl}`), binding, settle, ...settings.f1 })
         const cpu1 = workerdCpuMs()
+        await stop?.()
         const cpuMs = cpu0 === null || cpu1 === null ? null : cpu1 - cpu0
         if (run.deliveries < run.n * 4) throw new Error(`F1 ${impl} delivered ${run.deliveries} of ${run.n * 4}`)
         const statements = Object.values(run.counts.statements).reduce((sum, c) => sum + c.n, 0)

@@ -10,9 +10,19 @@ import type { Row, StorageService } from "../engine/StorageService.js"
 import { DELIVERIES, MESSAGES, SEQ, TARGETS } from "./schema.js"
 
 /** A delivery as a pass reads it: its row, with its message's id, payload and acceptance time. */
-export const SELECT_DUE = `SELECT d.*, m.id AS message_id, m.payload AS payload, m.created_at AS enqueued_at,
-  m.generation_id AS message_generation
+const SELECT_DUE_COLUMNS = `SELECT d.*, m.id AS message_id, m.payload AS payload, m.created_at AS enqueued_at,
+  m.generation_id AS message_generation`
+export const SELECT_DUE = `${SELECT_DUE_COLUMNS}
   FROM ${DELIVERIES} d LEFT JOIN ${MESSAGES} m ON m.key = d.message_key`
+/**
+ * First deliveries walk the (target, attempt, phase, seq) index in seq order and stop at the limit. Left to
+ * itself, SQLite picks the due-time index instead and sorts every due row of the target to keep ten: a
+ * backlog of 5 000 made each pass cost a millisecond (bench F1). Never-attempted rows that are not due yet are
+ * rare (a claim makes a row attempted), so the walk hardly skips any.
+ */
+export const FIRST_DUE = `${SELECT_DUE_COLUMNS}
+  FROM ${DELIVERIES} d INDEXED BY durability_fanout_deliveries_first_idx LEFT JOIN ${MESSAGES} m ON m.key = d.message_key
+  WHERE d.target_id = ? AND d.attempt = 0 AND d.phase = 'delivery' AND d.next_attempt_at <= ? ORDER BY d.seq LIMIT ?`
 
 /** The manifest under a deduplication key (what a new entry under it is compared with). */
 export const readManifest = (storage: StorageService, key: string) =>
@@ -71,7 +81,7 @@ export const wakeTargets = (storage: StorageService, targets: string, due: numbe
 export const due = (storage: StorageService, target: string, now: number, limit: number) =>
   Effect.gen(function*() {
     const first = yield* storage.exec(
-      `${SELECT_DUE} WHERE d.target_id = ? AND d.attempt = 0 AND d.phase = 'delivery' AND d.next_attempt_at <= ? ORDER BY d.seq LIMIT ?`,
+      FIRST_DUE,
       [target, now, limit]
     )
     if (first.length >= limit) return first
