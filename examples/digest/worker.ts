@@ -14,7 +14,7 @@
  */
 import { DurableObject } from "cloudflare:workers"
 import { answerInspection, type AlarmInvocationInfo, DurabilityScheduler, DurabilitySchedules, type DurableScheduleRun } from "durability"
-import { answer, HttpError, json } from "../http.js"
+import { answer, HttpError, json, objectBody } from "../http.js"
 
 export interface Env {
   readonly DIGEST: DurableObjectNamespace<Digest>
@@ -160,17 +160,7 @@ export class Digest extends DurableObject<Env> {
     // /digest/<object>/users/<userId>[/<action>]
     const [, , users, userId, action, ...rest] = url.pathname.split("/").filter((part) => part.length > 0).map(decodeURIComponent)
     if (users !== "users" || userId === undefined || rest.length > 0) throw new HttpError(404, "See GET / for the routes")
-    const body = async (): Promise<Record<string, unknown>> => {
-      const text = await request.text()
-      if (text === "") return {}
-      try {
-        const parsed: unknown = JSON.parse(text)
-        if (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed)) return parsed as Record<string, unknown>
-      } catch {
-        // answered below
-      }
-      throw new HttpError(400, "Body must be a JSON object")
-    }
+    const body = () => objectBody(request)
     const waitMs = Math.min(Math.max(Number(url.searchParams.get("waitMs") ?? "0") || 0, 0), 30_000)
     switch (`${request.method} ${action ?? ""}`) {
       case "POST ":

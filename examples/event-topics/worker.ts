@@ -33,7 +33,7 @@ import {
   type StoredMessage
 } from "durability"
 import { DurabilityRouting, hashedSharding } from "durability/routing"
-import { answer, HttpError, json } from "../http.js"
+import { answer, HttpError, json, objectBody } from "../http.js"
 
 export interface Env {
   readonly TOPICS: DurableObjectNamespace<TopicPartition>
@@ -243,7 +243,7 @@ export class TopicPartition extends DurableObject<Env> {
       }
     }
     if (post && action === "commit") {
-      const input = await body(request)
+      const input = await objectBody(request)
       if (typeof input.consumer !== "string" || !CONSUMER.test(input.consumer)) throw new HttpError(400, "consumer must be 1 to 64 letters, digits, - or _")
       if (typeof input.offset !== "number") throw new HttpError(400, "offset must be a number")
       await this.log.commit(input.consumer, input.offset)
@@ -251,7 +251,7 @@ export class TopicPartition extends DurableObject<Env> {
     }
     if (post && action === "trim") return json({ trimmed: await this.log.trim(), log: await this.log.bounds() })
     if (post && action === "billing") {
-      const input = await body(request)
+      const input = await objectBody(request)
       if (typeof input.down !== "boolean") throw new HttpError(400, "down must be true or false")
       this.setBillingDown(input.down)
       return json({ billing: input.down ? "down" : "up" })
@@ -266,18 +266,6 @@ export class TopicPartition extends DurableObject<Env> {
     }
     throw new HttpError(404, "Not found; see GET /")
   }
-}
-
-const body = async (request: Request): Promise<Record<string, unknown>> => {
-  const text = await request.text()
-  if (text === "") return {}
-  try {
-    const parsed: unknown = JSON.parse(text)
-    if (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed)) return parsed as Record<string, unknown>
-  } catch {
-    // answered below
-  }
-  throw new HttpError(400, "Body must be a JSON object")
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -331,7 +319,7 @@ const eventOf = (input: unknown, index: number): PublishInput => {
 }
 
 const publish = async (env: Env, topic: string, request: Request) => {
-  const input = await body(request)
+  const input = await objectBody(request)
   const events = Array.isArray(input.events) ? input.events : [input]
   if (events.length === 0 || events.length > 100) throw new HttpError(400, "events must hold 1 to 100 events")
   const checked = events.map(eventOf)

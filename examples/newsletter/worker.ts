@@ -23,7 +23,7 @@ import {
   type DurableQueue,
   answerInspection
 } from "durability"
-import { answer, HttpError, json } from "../http.js"
+import { answer, HttpError, json, objectBody } from "../http.js"
 import { FakeProvider } from "./provider.js"
 
 export interface Env {
@@ -170,17 +170,7 @@ export class Newsletter extends DurableObject<Env> {
     // /newsletter/<object>/<action>/...
     const [, , action, ...rest] = url.pathname.split("/").filter((part) => part.length > 0).map(decodeURIComponent)
     const post = request.method === "POST"
-    const body = async (): Promise<Record<string, unknown>> => {
-      const text = await request.text()
-      if (text === "") return {}
-      try {
-        const parsed: unknown = JSON.parse(text)
-        if (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed)) return parsed as Record<string, unknown>
-      } catch {
-        // answered below
-      }
-      throw new HttpError(400, "Body must be a JSON object")
-    }
+    const body = () => objectBody(request)
     const waitMs = Math.min(Math.max(Number(url.searchParams.get("waitMs") ?? "0") || 0, 0), 30_000)
 
     if (post && action === "send" && rest.length === 0) return json(await this.send(await body()), 202)

@@ -30,7 +30,7 @@ import {
   type WorkflowStep,
   WorkflowTimeoutError
 } from "durability"
-import { answer, HttpError, json } from "../http.js"
+import { answer, HttpError, json, objectBody } from "../http.js"
 
 export interface Env {
   readonly ONBOARDING: DurableObjectNamespace<Onboarding>
@@ -157,17 +157,7 @@ export class Onboarding extends DurableObject<Env> {
     const parts = new URL(request.url).pathname.split("/").filter((part) => part.length > 0).map(decodeURIComponent)
     const [, , users, id, events, type, ...rest] = parts
     if (users !== "users" || id === undefined || rest.length > 0) throw new HttpError(404, "See GET / for the routes")
-    const body = async (): Promise<Record<string, unknown>> => {
-      const text = await request.text()
-      if (text === "") return {}
-      try {
-        const parsed: unknown = JSON.parse(text)
-        if (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed)) return parsed as Record<string, unknown>
-      } catch {
-        // answered below
-      }
-      throw new HttpError(400, "Body must be a JSON object")
-    }
+    const body = () => objectBody(request)
     const onboarding = this.workflows.onboarding
     if (events === undefined && request.method === "POST") {
       const input = await body()
