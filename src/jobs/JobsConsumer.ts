@@ -578,7 +578,11 @@ export const deadLettersWith = (settings: Settings, client: () => ClientShape) =
     }))
 
 /** The Effect face's job over a held lease. */
-const queuedJob = (lease: LeaseHandle): QueuedJob<never> => ({
+/**
+ * A held lease as a job, with each face's own writes (`progress`, `log`); `leaseUntil` follows the heartbeats.
+ * @internal
+ */
+export const leasedJob = <Writes extends object>(lease: LeaseHandle, writes: Writes): LeasedJob<never> & Writes => ({
   id: lease.envelope.jobId,
   queue: lease.envelope.queue,
   object: lease.envelope.object,
@@ -590,12 +594,17 @@ const queuedJob = (lease: LeaseHandle): QueuedJob<never> => ({
   get leaseUntil() {
     return lease.leaseUntilNow()
   },
-  progress: (value) => Effect.asVoid(lease.write({ op: "heartbeat", extendMs: lease.started.leaseMs, progress: value })),
-  log: (message) =>
-    typeof message === "string"
-      ? Effect.asVoid(lease.write({ op: "log", message }))
-      : Effect.die(new TypeError(`message must be a string, got ${shown(message)}`))
+  ...writes
 })
+
+const queuedJob = (lease: LeaseHandle): QueuedJob<never> =>
+  leasedJob(lease, {
+    progress: (value: unknown) => Effect.asVoid(lease.write({ op: "heartbeat", extendMs: lease.started.leaseMs, progress: value })),
+    log: (message: string) =>
+      typeof message === "string"
+        ? Effect.asVoid(lease.write({ op: "log", message }))
+        : Effect.die(new TypeError(`message must be a string, got ${shown(message)}`))
+  })
 
 const effectHandlers = <Env, R>(handlers: Readonly<Record<string, AnyHandler<Env, R>>>): Record<string, LeaseHandler<Env, R>> =>
   Object.fromEntries(Object.entries(handlers).map(([name, handler]) => [name, (lease: LeaseHandle, env: Env) => handler(queuedJob(lease), env)]))

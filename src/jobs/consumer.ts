@@ -118,24 +118,13 @@ const writer = (lease: JobsConsumer.LeaseHandle, run: <A, E>(effect: Effect.Effe
 
 const jobOf = (lease: JobsConsumer.LeaseHandle, run: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>): DurableQueuedJob<unknown> => {
   const write = writer(lease, run)
-  return {
-    id: lease.envelope.jobId,
-    queue: lease.envelope.queue,
-    object: lease.envelope.object,
-    payload: lease.started.payload,
-    attempt: lease.started.attempt,
-    idempotencyKey: lease.started.idempotencyKey,
-    token: lease.envelope.token,
-    signal: lease.signal,
-    get leaseUntil() {
-      return lease.leaseUntilNow()
-    },
-    progress: (value) => write({ op: "heartbeat", extendMs: lease.started.leaseMs, progress: value }),
-    log: async (message) => {
+  return JobsConsumer.leasedJob(lease, {
+    progress: (value: unknown) => write({ op: "heartbeat", extendMs: lease.started.leaseMs, progress: value }),
+    log: async (message: string) => {
       if (typeof message !== "string") throw new TypeError(`message must be a string, got ${shown(message)}`)
       await write({ op: "log", message })
     }
-  }
+  })
 }
 
 /**
