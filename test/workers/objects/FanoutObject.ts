@@ -1,9 +1,9 @@
 /**
  * `FanoutObject`: a `DurabilityFanout` written against the public promise API, over real SQLite storage,
  * the real alarm and a real (miniflare) R2 bucket. Targets:
- * - `consumer`: records each delivery it receives (the object's own table, which survives resets), holds
- *   it a few real milliseconds, and while the test holds deliveries (`hold`) until `release` or a reset (so a
- *   reset lands mid-delivery, whatever the machine's speed), acks it, then records the ack;
+ * - `consumer`: records each delivery it receives (the object's own table, which survives resets), waits while
+ *   the test holds deliveries (`hold`) until `release` or a reset (so a reset lands mid-delivery, whatever the
+ *   machine's speed), acks it, then records the ack;
  * - `flaky`: asks for a retry on a message's first attempt, then acks as `consumer` does;
  * - `archive`: a storage target writing each `StoredMessage` to R2 under `archive/<id>`, refusing to
  *   overwrite (`onlyIf: { etagDoesNotMatch: "*" }`): a retried write collapses onto the first.
@@ -20,7 +20,7 @@ import {
 import type { StoredMessage } from "../../../src/shared/StoredMessage.js"
 import { Deliveries, type Idleness } from "./idle.js"
 
-export const FANOUT = { alarmMinDelayMs: 1_000, holdMs: 60 } as const
+export const FANOUT = { alarmMinDelayMs: 1_000 } as const
 
 /** One event of the consumers' log, in order. */
 export interface FanoutLogRow {
@@ -64,7 +64,6 @@ export class FanoutObject extends DurableObject<Env> {
       ctx.storage.sql.exec("INSERT INTO fanout_log (target, message_id, attempt, event) VALUES (?, ?, ?, ?)", target, message.id, message.attempt, event)
     const consume = (target: string, retryFirst: boolean) => async (messages: Array<DurabilityFanoutMessage<string>>) => {
       for (const message of messages) record(target, message, "delivered")
-      await new Promise((resolve) => setTimeout(resolve, FANOUT.holdMs))
       if (this.gate !== undefined) await this.gate.opened
       for (const message of messages) {
         if (retryFirst && message.attempt === 1) {
